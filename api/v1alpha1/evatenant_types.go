@@ -1,0 +1,281 @@
+package v1alpha1
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// SemverPattern is the regular expression a semantic version must match (an optional
+// leading "v" is accepted). It is written with character classes instead of escapes so
+// the same text is valid in Go, OpenAPI and CEL.
+const SemverPattern = `^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-[0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
+
+// CapsuleCodePattern is the regular expression a capsule code must match.
+const CapsuleCodePattern = `^[A-Z]{6}$`
+
+// Tier selects the modules, quotas and messaging limits of a tenant.
+// +kubebuilder:validation:Enum=Starter;Customer;Enterprise;Platform
+type Tier string
+
+// The tiers a tenant can have.
+const (
+	TierStarter    Tier = "Starter"
+	TierCustomer   Tier = "Customer"
+	TierEnterprise Tier = "Enterprise"
+	TierPlatform   Tier = "Platform"
+)
+
+// Tiers lists every tier in a stable order.
+var Tiers = []Tier{TierStarter, TierCustomer, TierEnterprise, TierPlatform}
+
+// Lifecycle is the desired lifecycle of a tenant. It only moves forward.
+// +kubebuilder:validation:Enum=Active;Decommissioned
+type Lifecycle string
+
+// The lifecycles a tenant can have.
+const (
+	LifecycleActive         Lifecycle = "Active"
+	LifecycleDecommissioned Lifecycle = "Decommissioned"
+)
+
+// ModuleVersion is an exact semantic version of a module's chart.
+// +kubebuilder:validation:MaxLength=64
+// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-[0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
+type ModuleVersion string
+
+// ValuesKind is the kind of object a values reference points at.
+// +kubebuilder:validation:Enum=Secret;ConfigMap
+type ValuesKind string
+
+// The kinds a values reference can point at.
+const (
+	ValuesKindSecret    ValuesKind = "Secret"
+	ValuesKindConfigMap ValuesKind = "ConfigMap"
+)
+
+// ValuesReference points a module's Helm release at values held in a Secret or
+// ConfigMap in the tenant's namespace. Secrets reach a release only this way.
+type ValuesReference struct {
+	// module is the module whose release receives the values; it must belong to the tier.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*$`
+	Module string `json:"module"`
+
+	// kind of the referenced object.
+	// +required
+	Kind ValuesKind `json:"kind"`
+
+	// name of the referenced object in the tenant's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`
+	Name string `json:"name"`
+
+	// valuesKey is the data key holding the values; Flux's default is values.yaml.
+	// +optional
+	// +kubebuilder:validation:MaxLength=253
+	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
+	ValuesKey string `json:"valuesKey,omitempty"`
+
+	// targetPath is the dotted values path the referenced value is written to; empty
+	// merges the whole document at the root.
+	// +optional
+	// +kubebuilder:validation:MaxLength=250
+	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9_./-]|\[[0-9]+\])+$`
+	TargetPath string `json:"targetPath,omitempty"`
+
+	// optional marks the reference as not required for the release to install.
+	// +optional
+	Optional bool `json:"optional,omitempty"`
+}
+
+// EvaTenantSpec is the desired state of one tenant ("capsule").
+// +kubebuilder:validation:XValidation:rule="!has(self.versions) || self.versions.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="versions keys must be module names"
+type EvaTenantSpec struct {
+	// capsuleCode is the tenant's six upper-case letters, for example DEVUSR. It names the
+	// namespace, the streams and the subjects of the tenant and cannot change.
+	// +required
+	// +kubebuilder:validation:Pattern=`^[A-Z]{6}$`
+	// +kubebuilder:validation:XValidation:rule="self == oldSelf",message="capsuleCode is immutable"
+	CapsuleCode string `json:"capsuleCode"`
+
+	// tier selects the modules, resource quota and messaging limits of the tenant.
+	// +required
+	Tier Tier `json:"tier"`
+
+	// lifecycle is Active, or Decommissioned to tear the tenant down. A decommissioned
+	// tenant never becomes Active again.
+	// +optional
+	// +kubebuilder:default=Active
+	// +kubebuilder:validation:XValidation:rule="oldSelf != 'Decommissioned' || self == 'Decommissioned'",message="lifecycle cannot change from Decommissioned back to Active"
+	Lifecycle Lifecycle `json:"lifecycle,omitempty"`
+
+	// operatorVersion is the semantic version of the operator that owns this tenant
+	// (blue/green upgrades); empty lets any operator claim it.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-[0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
+	OperatorVersion string `json:"operatorVersion,omitempty"`
+
+	// seedsVersion is the git tag of the seed data set loaded into the tenant.
+	// +optional
+	// +kubebuilder:validation:MaxLength=128
+	// +kubebuilder:validation:Pattern=`^[A-Za-z0-9][A-Za-z0-9._+-]*$`
+	SeedsVersion string `json:"seedsVersion,omitempty"`
+
+	// versions pins a module's chart version (module name to exact semver); modules not
+	// listed use the catalog default. Every module must belong to the tier.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Versions map[string]ModuleVersion `json:"versions,omitempty"`
+
+	// helmValues holds per-module Helm value overrides (module name to a values object).
+	// Never put secrets here: use valuesFrom.
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	HelmValues map[string]apiextensionsv1.JSON `json:"helmValues,omitempty"`
+
+	// valuesFrom references Secrets or ConfigMaps whose values are merged into a module's
+	// release, after helmValues.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=64
+	ValuesFrom []ValuesReference `json:"valuesFrom,omitempty"`
+
+	// wave is the rollout wave: 1 internal, 2 pilot, 3 fleet.
+	// +optional
+	// +kubebuilder:default=1
+	// +kubebuilder:validation:Minimum=1
+	// +kubebuilder:validation:Maximum=3
+	Wave int32 `json:"wave,omitempty"`
+
+	// deletionProtection refuses decommissioning while true.
+	// +optional
+	DeletionProtection bool `json:"deletionProtection,omitempty"`
+}
+
+// Phase is the coarse state of a tenant, derived from its conditions.
+// +kubebuilder:validation:Enum=Requested;Provisioning;Active;Decommissioning;Decommissioned;Failed
+type Phase string
+
+// The phases of a tenant.
+const (
+	PhaseRequested       Phase = "Requested"
+	PhaseProvisioning    Phase = "Provisioning"
+	PhaseActive          Phase = "Active"
+	PhaseDecommissioning Phase = "Decommissioning"
+	PhaseDecommissioned  Phase = "Decommissioned"
+	PhaseFailed          Phase = "Failed"
+)
+
+// The condition types reported on a tenant.
+const (
+	ConditionNamespaceReady  = "NamespaceReady"
+	ConditionProvisioned     = "Provisioned"
+	ConditionSeedLoaded      = "SeedLoaded"
+	ConditionModulesDeployed = "ModulesDeployed"
+	ConditionIngressReady    = "IngressReady"
+	ConditionReady           = "Ready"
+)
+
+// ModuleStatus is the observed state of one module's Helm release.
+type ModuleStatus struct {
+	// name of the module.
+	Name string `json:"name"`
+	// version is the chart version the release should run.
+	// +optional
+	Version string `json:"version,omitempty"`
+	// ready is true when the release is Ready for its current generation and version.
+	Ready bool `json:"ready"`
+	// reason and message carried up from the release.
+	// +optional
+	Reason string `json:"reason,omitempty"`
+	// +optional
+	Message string `json:"message,omitempty"`
+}
+
+// EvaTenantStatus is the observed state of a tenant.
+type EvaTenantStatus struct {
+	// observedGeneration is the generation last reconciled successfully.
+	// +optional
+	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
+
+	// phase summarises the conditions.
+	// +optional
+	Phase Phase `json:"phase,omitempty"`
+
+	// conditions: NamespaceReady, Provisioned, SeedLoaded, ModulesDeployed,
+	// IngressReady and the Ready summary.
+	// +optional
+	// +listType=map
+	// +listMapKey=type
+	Conditions []metav1.Condition `json:"conditions,omitempty"`
+
+	// revision is the published revision of the tenant's bundle (git commit or OCI digest).
+	// +optional
+	Revision string `json:"revision,omitempty"`
+
+	// modules reports each module's release.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	Modules []ModuleStatus `json:"modules,omitempty"`
+
+	// provisioningStartedAt is when provisioning of the current spec began.
+	// +optional
+	ProvisioningStartedAt *metav1.Time `json:"provisioningStartedAt,omitempty"`
+}
+
+// EvaTenant is one tenant ("capsule") of the platform.
+//
+// +kubebuilder:object:root=true
+// +kubebuilder:subresource:status
+// +kubebuilder:resource:shortName=evt;capsule,categories=eva
+// +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.spec.capsuleCode`
+// +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.spec.tier`
+// +kubebuilder:printcolumn:name="Wave",type=integer,JSONPath=`.spec.wave`
+// +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
+// +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+type EvaTenant struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ObjectMeta `json:"metadata,omitempty"`
+
+	// spec is the desired tenant.
+	// +required
+	Spec EvaTenantSpec `json:"spec"`
+
+	// status is the observed tenant, written by the operator.
+	// +optional
+	Status EvaTenantStatus `json:"status,omitempty"`
+}
+
+// EvaTenantList is a list of EvaTenant.
+//
+// +kubebuilder:object:root=true
+type EvaTenantList struct {
+	metav1.TypeMeta `json:",inline"`
+	// +optional
+	metav1.ListMeta `json:"metadata,omitempty"`
+	Items           []EvaTenant `json:"items"`
+}
+
+// LifecycleOrDefault returns the tenant's lifecycle, Active when unset.
+func (s *EvaTenantSpec) LifecycleOrDefault() Lifecycle {
+	if s.Lifecycle == "" {
+		return LifecycleActive
+	}
+	return s.Lifecycle
+}
+
+// WaveOrDefault returns the tenant's wave, 1 when unset.
+func (s *EvaTenantSpec) WaveOrDefault() int32 {
+	if s.Wave == 0 {
+		return 1
+	}
+	return s.Wave
+}

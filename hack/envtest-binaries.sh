@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Builds the envtest control plane (kube-apiserver and etcd) from the Go module proxy and
+# caches it under bin/k8s/<version>/. Nothing is downloaded outside the module proxy: the
+# upstream release tarballs are not reachable from the build machines.
+#
+# Usage: hack/envtest-binaries.sh [BIN_DIR]   (prints the asset directory on stdout)
+set -euo pipefail
+
+KUBE_VERSION="${KUBE_VERSION:-1.34.2}"
+ETCD_VERSION="${ETCD_VERSION:-3.5.21}"
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin_dir="${1:-$root/bin}"
+assets="$bin_dir/k8s/$KUBE_VERSION-etcd$ETCD_VERSION"
+
+if [[ -x "$assets/kube-apiserver" && -x "$assets/etcd" ]]; then
+  echo "$assets"
+  exit 0
+fi
+mkdir -p "$assets"
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+
+# The staging modules of k8s.io/kubernetes; its go.mod points them at ./staging, which a
+# dependent module cannot see, so each is replaced by its published v0.x twin.
+staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
+  cloud-provider cluster-bootstrap code-generator component-base component-helpers
+  controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation
+  endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
+  kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
+  sample-apiserver sample-cli-plugin sample-controller)
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/eva-envtest.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+if [[ ! -x "$assets/kube-apiserver" ]]; then
+  echo "building kube-apiserver v$KUBE_VERSION from source (about 4 minutes, once per machine)" >&2
+  mkdir -p "$work/apiserver"
+  {
+    echo "module eva.local/envtest-apiserver"
+    echo
+    echo "go 1.24"
+    echo
+    for m in "${staging[@]}"; do
+      echo "replace k8s.io/$m => k8s.io/$m v0.${KUBE_VERSION#1.}"
+    done
+  } >"$work/apiserver/go.mod"
+  (cd "$work/apiserver" &&
+    go get "k8s.io/kubernetes/cmd/kube-apiserver@v$KUBE_VERSION" >&2 &&
+    go build -trimpath -o "$assets/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2)
+  mv "$assets/kube-apiserver.tmp" "$assets/kube-apiserver"
+fi
+
+if [[ ! -x "$assets/etcd" ]]; then
+  echo "building etcd v$ETCD_VERSION from source" >&2
+  mkdir -p "$work/etcd"
+  printf 'module eva.local/envtest-etcd\n\ngo 1.24\n' >"$work/etcd/go.mod"
+  (cd "$work/etcd" &&
+    go get "go.etcd.io/etcd/server/v3@v$ETCD_VERSION" >&2 &&
+    go build -trimpath -o "$assets/etcd.tmp" go.etcd.io/etcd/server/v3 >&2)
+  mv "$assets/etcd.tmp" "$assets/etcd"
+fi
+
+echo "$assets"

@@ -1,0 +1,85 @@
+// Package cli implements the evactl command line.
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// Exit codes of evactl.
+const (
+	ExitOK      = 0
+	ExitInvalid = 1
+	ExitUsage   = 2
+)
+
+// ExitError carries an exit code out of a command. A nil Err means the command has
+// already told the user what went wrong.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// options are the flags shared by every command.
+type options struct {
+	catalogPath string
+}
+
+func (o *options) catalog() (*tenant.Catalog, error) {
+	c, err := tenant.LoadCatalog(o.catalogPath)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	return c, nil
+}
+
+// NewRootCommand builds the evactl command tree.
+func NewRootCommand() *cobra.Command {
+	opts := &options{}
+	root := &cobra.Command{
+		Use:           "evactl",
+		Short:         "Validate, render and publish Eva tenants",
+		Long:          "evactl validates EvaTenant files and renders them into the manifests Flux applies.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.PersistentFlags().StringVar(&opts.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
+	root.AddCommand(newValidateCommand(opts))
+	return root
+}
+
+// Execute runs evactl with args and returns the process exit code.
+func Execute(args []string, stdout, stderr io.Writer) int {
+	cmd := NewRootCommand()
+	cmd.SetArgs(args)
+	cmd.SetOut(stdout)
+	cmd.SetErr(stderr)
+	err := cmd.Execute()
+	if err == nil {
+		return ExitOK
+	}
+	var exit *ExitError
+	if errors.As(err, &exit) {
+		if exit.Err != nil {
+			fmt.Fprintln(stderr, "evactl:", exit.Err)
+		}
+		return exit.Code
+	}
+	// Anything cobra itself rejects (unknown flag or command, bad arguments).
+	fmt.Fprintln(stderr, "evactl:", err)
+	return ExitUsage
+}

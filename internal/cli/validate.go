@@ -1,0 +1,106 @@
+package cli
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/aidonow/eva/internal/tenantfile"
+)
+
+// DefaultTenantsDir is where tenant files live in an Eva repository.
+const DefaultTenantsDir = "tenants"
+
+func newValidateCommand(opts *options) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate [PATH...]",
+		Short: "Check tenant files against the API and the catalog",
+		Long: `Check tenant files (or folders of them; default tenants/) strictly: unknown fields,
+wrong types, capsule codes, tiers, module pins, secret-looking values, and across files
+duplicate codes and names. Every problem is reported, each as file:line:col: field: message.
+
+Exit status: 0 valid, 1 invalid, 2 usage error.`,
+		Example: `  evactl validate
+  evactl validate tenants/DEVUSR.yaml --output github`,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" && output != "github" {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--output must be text, json or github, not %q", output)}
+			}
+			if len(args) == 0 {
+				args = []string{DefaultTenantsDir}
+			}
+			catalog, err := opts.catalog()
+			if err != nil {
+				return err
+			}
+			res, err := tenantfile.Load(args, catalog)
+			if err != nil {
+				var usage *tenantfile.UsageError
+				if errors.As(err, &usage) {
+					return &ExitError{Code: ExitUsage, Err: err}
+				}
+				return err
+			}
+			if err := writeProblems(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, res); err != nil {
+				return err
+			}
+			if !res.Valid() {
+				return &ExitError{Code: ExitInvalid}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or github (GitHub Actions annotations)")
+	return cmd
+}
+
+func writeProblems(stdout, stderr io.Writer, format string, res *tenantfile.Result) error {
+	switch format {
+	case "json":
+		problems := res.Problems
+		if problems == nil {
+			problems = []tenantfile.Problem{}
+		}
+		enc := json.NewEncoder(stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(struct {
+			Valid    bool                 `json:"valid"`
+			Files    int                  `json:"files"`
+			Problems []tenantfile.Problem `json:"problems"`
+		}{res.Valid(), res.Files, problems})
+	case "github":
+		for _, p := range res.Problems {
+			title := "invalid tenant"
+			if p.Field != "" {
+				title = p.Field
+			}
+			fmt.Fprintf(stdout, "::error file=%s,line=%d,col=%d,title=%s::%s\n",
+				ghProperty(p.File), p.Line, p.Column, ghProperty(title), ghData(p.Message))
+		}
+	default:
+		for _, p := range res.Problems {
+			fmt.Fprintln(stdout, p.String())
+		}
+	}
+	if res.Valid() {
+		fmt.Fprintf(stderr, "%d tenant file(s) valid\n", res.Files)
+	} else {
+		fmt.Fprintf(stderr, "%d problem(s) in %d file(s) checked\n", len(res.Problems), res.Files)
+	}
+	return nil
+}
+
+// ghData escapes a GitHub Actions workflow command message.
+func ghData(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A").Replace(s)
+}
+
+// ghProperty escapes a GitHub Actions workflow command property value.
+func ghProperty(s string) string {
+	return strings.NewReplacer("%", "%25", "\r", "%0D", "\n", "%0A", ":", "%3A", ",", "%2C").Replace(s)
+}

@@ -1,0 +1,43 @@
+package tenant
+
+import (
+	"encoding/json"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+// FuzzValidateTenant feeds arbitrary field values through the semantic validator: it
+// must never panic, and a tenant it accepts must satisfy the API's basic rules.
+func FuzzValidateTenant(f *testing.F) {
+	f.Add("DEVUSR", "Starter", "crm", "1.4.0", `{"replicaCount":1}`, "crm", "Secret", "db", int32(1))
+	f.Add("devusr", "Gold", "forge", "latest", `{"db":{"password":"x"}}`, "nope", "Vault", "", int32(9))
+	f.Add("GLOBEX", "Enterprise", "shell", "v2.1.0-rc.1+b5", `[1,2]`, "shell", "ConfigMap", "x.y", int32(3))
+	f.Add("ACMECO", "Customer", "", "", `null`, "", "", "", int32(0))
+	f.Fuzz(func(t *testing.T, code, tier, module, version, values, refModule, refKind, refName string, wave int32) {
+		tn := &evav1.EvaTenant{
+			TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+			ObjectMeta: metav1.ObjectMeta{Name: "fuzz"},
+			Spec: evav1.EvaTenantSpec{
+				CapsuleCode: code, Tier: evav1.Tier(tier), Wave: wave,
+				Versions:   map[string]evav1.ModuleVersion{module: evav1.ModuleVersion(version)},
+				HelmValues: map[string]apiextensionsv1.JSON{module: {Raw: []byte(values)}},
+				ValuesFrom: []evav1.ValuesReference{{Module: refModule, Kind: evav1.ValuesKind(refKind), Name: refName}},
+			},
+		}
+		errs := DefaultCatalog().Validate(tn)
+		if len(errs) > 0 {
+			return
+		}
+		if !capsuleCodeRE.MatchString(code) || wave < 0 || wave > 3 || !semverRE.MatchString(version) {
+			t.Fatalf("accepted an invalid tenant: %+v", tn.Spec)
+		}
+		var v map[string]any
+		if json.Unmarshal([]byte(values), &v) != nil {
+			t.Fatalf("accepted helmValues that are not an object: %q", values)
+		}
+	})
+}

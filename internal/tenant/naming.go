@@ -1,0 +1,51 @@
+package tenant
+
+import "strings"
+
+// Labels and annotations Eva puts on or reads from objects.
+const (
+	// LabelCapsule marks every object rendered for a tenant with its capsule code.
+	LabelCapsule = "eva.aidonow.com/capsule"
+	// LabelWave carries the tenant's rollout wave.
+	LabelWave = "eva.aidonow.com/wave"
+	// LabelTier carries the tenant's tier.
+	LabelTier = "eva.aidonow.com/tier"
+	// LabelModule marks an object belonging to one module.
+	LabelModule = "eva.aidonow.com/module"
+	// AnnotationOperatorVersion records which operator version owns a tenant.
+	AnnotationOperatorVersion = "eva.aidonow.com/operator-version"
+	// AnnotationSeedLoaded is set by the provisioner to the seeds version it loaded.
+	AnnotationSeedLoaded = "eva.aidonow.com/seed-loaded"
+	// Finalizer protects a tenant until its decommission saga has run.
+	Finalizer = "eva.aidonow.com/tenant-protection"
+)
+
+// Namespace returns the namespace of a tenant: eva-tenant-<code in lower case>.
+func Namespace(code string) string { return "eva-tenant-" + strings.ToLower(code) }
+
+// EventsStream returns the JetStream stream name of a tenant's events.
+func EventsStream(code string) string { return "eva-" + code + "-events" }
+
+// CommandsStream returns the JetStream stream name of a tenant's commands.
+func CommandsStream(code string) string { return "eva-" + code + "-commands" }
+
+// EventsSubject returns the subject filter of a tenant's events stream.
+func EventsSubject(code string) string { return "capsule." + code + ".events.>" }
+
+// CommandsSubject returns the subject filter of a tenant's commands stream.
+func CommandsSubject(code string) string { return "capsule." + code + ".commands.>" }
+
+// EventsQueue returns the subject prefix modules publish a tenant's events on.
+func EventsQueue(code string) string { return "capsule." + code + ".events" }
+
+// CommandsQueue returns the subject prefix modules receive a tenant's commands on.
+func CommandsQueue(code string) string { return "capsule." + code + ".commands" }
+
+// StreamObjectName returns the Kubernetes object name of a stream (names must be lower case).
+func StreamObjectName(stream string) string { return strings.ToLower(stream) }
+
+// IngressName returns the name of a tenant's Ingress.
+func IngressName(code string) string { return "eva-" + strings.ToLower(code) }
+
+// Host returns the tenant's host name under domain.
+func Host(code, domain string) string { return strings.ToLower(code) + "." + domain }

@@ -1,0 +1,88 @@
+package tenant
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+func TestLooksLikeSecret(t *testing.T) {
+	secret := []string{"password", "Password", "dbPassword", "db_password", "DB-PASSWORD", "passwd",
+		"adminPassphrase", "secret", "clientSecret", "client_secret", "token", "authToken", "GITHUB_TOKEN",
+		"apiKey", "api_key", "APIKey", "X-API-KEY", "privateKey", "private-key", "credentials",
+		"awsAccessKey", "secretKey", "connectionString", "dsn", "signingKey", "encryptionKey"}
+	notSecret := []string{"replicaCount", "image", "logLevel", "existingSecret", "secretName",
+		"tokenSecretRef", "passwordFile", "keyPath", "maxTokens", "publicKey", "key", "tokenizer",
+		"secretary", "monkey", "apiVersion", "credentialsSecretName", ""}
+	for _, k := range secret {
+		if !LooksLikeSecret(k) {
+			t.Errorf("LooksLikeSecret(%q) = false, want true", k)
+		}
+	}
+	for _, k := range notSecret {
+		if LooksLikeSecret(k) {
+			t.Errorf("LooksLikeSecret(%q) = true, want false", k)
+		}
+	}
+}
+
+func tenantWithValues(t *testing.T, values map[string]any) *evav1.EvaTenant {
+	t.Helper()
+	raw, err := json.Marshal(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &evav1.EvaTenant{
+		TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: "devusr"},
+		Spec: evav1.EvaTenantSpec{CapsuleCode: "DEVUSR", Tier: evav1.TierStarter,
+			HelmValues: map[string]apiextensionsv1.JSON{"crm": {Raw: raw}}},
+	}
+}
+
+func TestValidateSecretValues(t *testing.T) {
+	c := DefaultCatalog()
+	ok := map[string]any{
+		"password":       map[string]any{"minLength": 12, "requireSymbols": true},
+		"token":          map[string]any{"enabled": false},
+		"existingSecret": "crm-db",
+		"auth":           map[string]any{"secretName": "crm-auth"},
+	}
+	if errs := c.Validate(tenantWithValues(t, ok)); len(errs) != 0 {
+		t.Errorf("non-secret values refused: %v", errs)
+	}
+	bad := map[string]any{"db": map[string]any{"password": "hunter2"}, "list": []any{map[string]any{"apiKey": "k"}}}
+	errs := c.Validate(tenantWithValues(t, bad))
+	if len(errs) != 2 {
+		t.Fatalf("got %d errors, want 2: %v", len(errs), errs)
+	}
+	for i, want := range []string{"spec.helmValues[crm].db.password", "spec.helmValues[crm].list[0].apiKey"} {
+		if errs[i].Field != want {
+			t.Errorf("error %d at %s, want %s", i, errs[i].Field, want)
+		}
+	}
+	for _, e := range errs {
+		if s := e.Error(); strings.Contains(s, "hunter2") {
+			t.Errorf("error message leaks the secret value: %s", s)
+		}
+	}
+}
+
+func TestValidateUpdate(t *testing.T) {
+	old := &evav1.EvaTenant{Spec: evav1.EvaTenantSpec{CapsuleCode: "DEVUSR", Lifecycle: evav1.LifecycleDecommissioned}}
+	changed := old.DeepCopy()
+	changed.Spec.CapsuleCode = "OTHERS"
+	changed.Spec.Lifecycle = ""
+	errs := ValidateUpdate(old, changed)
+	if len(errs) != 2 {
+		t.Fatalf("got %v, want capsuleCode and lifecycle refused", errs)
+	}
+	if errs := ValidateUpdate(old, old.DeepCopy()); len(errs) != 0 {
+		t.Fatalf("unchanged tenant refused: %v", errs)
+	}
+}

@@ -1,0 +1,276 @@
+package tenant
+
+import (
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+// Size limits on Helm value overrides. A tenant object lives in etcd and its values are
+// copied into every HelmRelease, so overrides are kept far below the object size limit.
+const (
+	// MaxModuleValuesBytes bounds one module's helmValues, serialised as JSON.
+	MaxModuleValuesBytes = 32 * 1024
+	// MaxTotalValuesBytes bounds all helmValues of a tenant, serialised as JSON.
+	MaxTotalValuesBytes = 128 * 1024
+	// MaxValuesDepth bounds the nesting of helmValues.
+	MaxValuesDepth = 16
+)
+
+// ReservedValuesKey is the top-level values key Eva fills with the capsule identity;
+// overrides may not replace it.
+const ReservedValuesKey = "capsule"
+
+var (
+	capsuleCodeRE  = regexp.MustCompile(evav1.CapsuleCodePattern)
+	seedsVersionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
+	valuesKeyRE    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
+	targetPathRE   = regexp.MustCompile(`^([A-Za-z0-9_./-]|\[[0-9]+\])+$`)
+)
+
+// Validate checks a tenant against the catalog and returns every problem found, each
+// with the path of the field at fault. It checks what the CRD schema checks too, so a
+// file is fully validated before it ever reaches an API server, and what only the
+// catalog knows (which modules a tier has, secret-looking values, value sizes).
+func (c *Catalog) Validate(t *evav1.EvaTenant) field.ErrorList {
+	var errs field.ErrorList
+	errs = append(errs, validateMeta(t)...)
+	spec := field.NewPath("spec")
+	errs = append(errs, validateCode(t.Spec.CapsuleCode, spec.Child("capsuleCode"))...)
+
+	tierOK := false
+	switch {
+	case t.Spec.Tier == "":
+		errs = append(errs, field.Required(spec.Child("tier"), "one of "+joinTiers()))
+	case !slices.Contains(evav1.Tiers, t.Spec.Tier):
+		errs = append(errs, field.NotSupported(spec.Child("tier"), t.Spec.Tier, evav1.Tiers))
+	default:
+		if _, ok := c.Tiers[t.Spec.Tier]; !ok {
+			errs = append(errs, field.Invalid(spec.Child("tier"), t.Spec.Tier, "tier is not offered by the catalog"))
+		} else {
+			tierOK = true
+		}
+	}
+	if l := t.Spec.Lifecycle; l != "" && l != evav1.LifecycleActive && l != evav1.LifecycleDecommissioned {
+		errs = append(errs, field.NotSupported(spec.Child("lifecycle"), l,
+			[]evav1.Lifecycle{evav1.LifecycleActive, evav1.LifecycleDecommissioned}))
+	}
+	if v := t.Spec.OperatorVersion; v != "" && !semverRE.MatchString(v) {
+		errs = append(errs, field.Invalid(spec.Child("operatorVersion"), v, "must be a semantic version such as 1.4.0"))
+	}
+	if v := t.Spec.SeedsVersion; v != "" && (len(v) > 128 || !seedsVersionRE.MatchString(v)) {
+		errs = append(errs, field.Invalid(spec.Child("seedsVersion"), v,
+			"must be a git tag: letters, digits, '.', '_', '+' and '-', at most 128 characters"))
+	}
+	if w := t.Spec.Wave; w != 0 && (w < 1 || w > 3) {
+		errs = append(errs, field.Invalid(spec.Child("wave"), w, "must be 1 (internal), 2 (pilot) or 3 (fleet)"))
+	}
+
+	moduleOf := func(p *field.Path, module string) field.ErrorList {
+		if !tierOK {
+			return nil // the tier error already explains it
+		}
+		if !c.TierHasModule(t.Spec.Tier, module) {
+			return field.ErrorList{field.NotSupported(p, module, c.ModulesOf(t.Spec.Tier))}
+		}
+		return nil
+	}
+	for _, module := range sortedKeys(t.Spec.Versions) {
+		p := spec.Child("versions").Key(module)
+		errs = append(errs, moduleOf(p, module)...)
+		if v := string(t.Spec.Versions[module]); !semverRE.MatchString(v) {
+			errs = append(errs, field.Invalid(p, v, "must be an exact semantic version such as 1.4.0"))
+		}
+	}
+	errs = append(errs, c.validateHelmValues(t, spec.Child("helmValues"), moduleOf)...)
+	errs = append(errs, validateValuesFrom(t.Spec.ValuesFrom, spec.Child("valuesFrom"), moduleOf)...)
+	return errs
+}
+
+// ValidateUpdate checks the transitions the API forbids: the capsule code never
+// changes and a decommissioned tenant never becomes active again.
+func ValidateUpdate(oldT, newT *evav1.EvaTenant) field.ErrorList {
+	var errs field.ErrorList
+	spec := field.NewPath("spec")
+	if oldT.Spec.CapsuleCode != "" && newT.Spec.CapsuleCode != oldT.Spec.CapsuleCode {
+		errs = append(errs, field.Forbidden(spec.Child("capsuleCode"), "capsuleCode is immutable"))
+	}
+	if oldT.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned &&
+		newT.Spec.LifecycleOrDefault() != evav1.LifecycleDecommissioned {
+		errs = append(errs, field.Forbidden(spec.Child("lifecycle"), "lifecycle cannot change from Decommissioned back to Active"))
+	}
+	return errs
+}
+
+func validateMeta(t *evav1.EvaTenant) field.ErrorList {
+	var errs field.ErrorList
+	if t.APIVersion != evav1.GroupVersion.String() {
+		errs = append(errs, field.Invalid(field.NewPath("apiVersion"), t.APIVersion, "must be "+evav1.GroupVersion.String()))
+	}
+	if t.Kind != evav1.Kind {
+		errs = append(errs, field.Invalid(field.NewPath("kind"), t.Kind, "must be "+evav1.Kind))
+	}
+	meta := field.NewPath("metadata")
+	if t.Name == "" {
+		errs = append(errs, field.Required(meta.Child("name"), "a tenant needs a name, conventionally its capsule code in lower case"))
+	} else {
+		for _, msg := range validation.IsDNS1123Label(t.Name) {
+			errs = append(errs, field.Invalid(meta.Child("name"), t.Name, msg))
+		}
+	}
+	if t.Namespace != "" {
+		for _, msg := range apivalidation.ValidateNamespaceName(t.Namespace, false) {
+			errs = append(errs, field.Invalid(meta.Child("namespace"), t.Namespace, msg))
+		}
+	}
+	return errs
+}
+
+func validateCode(code string, p *field.Path) field.ErrorList {
+	switch {
+	case code == "":
+		return field.ErrorList{field.Required(p, "six upper-case letters, for example DEVUSR")}
+	case capsuleCodeRE.MatchString(code):
+		return nil
+	case capsuleCodeRE.MatchString(strings.ToUpper(code)):
+		return field.ErrorList{field.Invalid(p, code, fmt.Sprintf("must be upper case: %s", strings.ToUpper(code)))}
+	default:
+		return field.ErrorList{field.Invalid(p, code, "must be exactly six upper-case letters A-Z")}
+	}
+}
+
+func (c *Catalog) validateHelmValues(t *evav1.EvaTenant, p *field.Path, moduleOf func(*field.Path, string) field.ErrorList) field.ErrorList {
+	var errs field.ErrorList
+	total := 0
+	for _, module := range sortedKeys(t.Spec.HelmValues) {
+		mp := p.Key(module)
+		errs = append(errs, moduleOf(mp, module)...)
+		raw := t.Spec.HelmValues[module].Raw
+		total += len(raw)
+		if len(raw) > MaxModuleValuesBytes {
+			errs = append(errs, field.TooLong(mp, "", MaxModuleValuesBytes))
+			continue
+		}
+		var values any
+		if err := json.Unmarshal(raw, &values); err != nil {
+			errs = append(errs, field.Invalid(mp, "", "not valid JSON: "+err.Error()))
+			continue
+		}
+		obj, ok := values.(map[string]any)
+		if !ok {
+			errs = append(errs, field.Invalid(mp, "", "must be an object of Helm values"))
+			continue
+		}
+		if _, ok := obj[ReservedValuesKey]; ok {
+			errs = append(errs, field.Forbidden(mp.Child(ReservedValuesKey),
+				"reserved: Eva sets the capsule identity (code and queue names) itself"))
+		}
+		errs = append(errs, scanValues(obj, mp, 1)...)
+	}
+	if total > MaxTotalValuesBytes {
+		errs = append(errs, field.TooLong(p, "", MaxTotalValuesBytes))
+	}
+	return errs
+}
+
+// scanValues walks a values tree looking for keys that look like secrets and for
+// excessive nesting.
+func scanValues(v any, p *field.Path, depth int) field.ErrorList {
+	if depth > MaxValuesDepth {
+		return field.ErrorList{field.Invalid(p, "", fmt.Sprintf("values nested deeper than %d levels", MaxValuesDepth))}
+	}
+	var errs field.ErrorList
+	switch x := v.(type) {
+	case map[string]any:
+		keys := make([]string, 0, len(x))
+		for k := range x {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			kp := p.Child(k)
+			if LooksLikeSecret(k) && holdsText(x[k]) {
+				errs = append(errs, field.Forbidden(kp,
+					"looks like a secret: secrets must not be written in helmValues; put them in a Secret and reference it with spec.valuesFrom"))
+				continue
+			}
+			errs = append(errs, scanValues(x[k], kp, depth+1)...)
+		}
+	case []any:
+		for i, item := range x {
+			errs = append(errs, scanValues(item, p.Index(i), depth+1)...)
+		}
+	}
+	return errs
+}
+
+// holdsText reports whether a value is, or contains, a non-empty string. Secret-looking
+// keys holding only numbers or booleans (password.minLength: 8, token.enabled: true)
+// carry no secret.
+func holdsText(v any) bool {
+	switch x := v.(type) {
+	case string:
+		return x != ""
+	case map[string]any:
+		for _, item := range x {
+			if holdsText(item) {
+				return true
+			}
+		}
+	case []any:
+		for _, item := range x {
+			if holdsText(item) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func validateValuesFrom(refs []evav1.ValuesReference, p *field.Path, moduleOf func(*field.Path, string) field.ErrorList) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[evav1.ValuesReference]int{}
+	for i, ref := range refs {
+		ip := p.Index(i)
+		if ref.Module == "" {
+			errs = append(errs, field.Required(ip.Child("module"), "the module whose release receives the values"))
+		} else {
+			errs = append(errs, moduleOf(ip.Child("module"), ref.Module)...)
+		}
+		switch ref.Kind {
+		case evav1.ValuesKindSecret, evav1.ValuesKindConfigMap:
+		case "":
+			errs = append(errs, field.Required(ip.Child("kind"), "Secret or ConfigMap"))
+		default:
+			errs = append(errs, field.NotSupported(ip.Child("kind"), ref.Kind,
+				[]evav1.ValuesKind{evav1.ValuesKindSecret, evav1.ValuesKindConfigMap}))
+		}
+		if ref.Name == "" {
+			errs = append(errs, field.Required(ip.Child("name"), "name of the "+string(ref.Kind)))
+		} else {
+			for _, msg := range validation.IsDNS1123Subdomain(ref.Name) {
+				errs = append(errs, field.Invalid(ip.Child("name"), ref.Name, msg))
+			}
+		}
+		if ref.ValuesKey != "" && (len(ref.ValuesKey) > 253 || !valuesKeyRE.MatchString(ref.ValuesKey)) {
+			errs = append(errs, field.Invalid(ip.Child("valuesKey"), ref.ValuesKey, "must be a data key: letters, digits, '-', '_' and '.'"))
+		}
+		if ref.TargetPath != "" && (len(ref.TargetPath) > 250 || !targetPathRE.MatchString(ref.TargetPath)) {
+			errs = append(errs, field.Invalid(ip.Child("targetPath"), ref.TargetPath, "must be a dotted values path such as db.password"))
+		}
+		if j, dup := seen[ref]; dup {
+			errs = append(errs, field.Duplicate(ip, fmt.Sprintf("same reference as spec.valuesFrom[%d]", j)))
+		} else {
+			seen[ref] = i
+		}
+	}
+	return errs
+}

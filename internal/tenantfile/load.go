@@ -1,0 +1,169 @@
+package tenantfile
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// Result is what loading a set of tenant files found.
+type Result struct {
+	// Files is the number of tenant files read.
+	Files int `json:"files"`
+	// Tenants holds every file that decoded, valid or not, in path order.
+	Tenants []*Tenant `json:"-"`
+	// Problems lists everything wrong, sorted by file and position.
+	Problems []Problem `json:"problems"`
+}
+
+// Valid reports whether no problem was found.
+func (r *Result) Valid() bool { return len(r.Problems) == 0 }
+
+// UsageError is an error in what was asked (a path that does not exist), as opposed to
+// a problem in a tenant file.
+type UsageError struct{ Err error }
+
+func (e *UsageError) Error() string { return e.Err.Error() }
+func (e *UsageError) Unwrap() error { return e.Err }
+
+// Load reads the tenant files named by paths (files, or folders searched recursively
+// for *.yaml and *.yml, skipping hidden entries), validates each against the catalog,
+// and checks the set as a whole: capsule codes and object names are unique, and each
+// file is named after its capsule code. A folder holding no tenant file is a problem,
+// since publishing an empty set would delete every tenant downstream.
+func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
+	files, res, err := collect(paths)
+	if err != nil {
+		return nil, err
+	}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			res.Problems = append(res.Problems, Problem{File: f, Line: 1, Column: 1, Message: "cannot read: " + err.Error()})
+			continue
+		}
+		t, problems := Parse(f, data, catalog)
+		res.Files++
+		res.Problems = append(res.Problems, problems...)
+		if t != nil {
+			res.Tenants = append(res.Tenants, t)
+		}
+	}
+	res.Problems = append(res.Problems, crossFileProblems(res.Tenants)...)
+	SortProblems(res.Problems)
+	return res, nil
+}
+
+// collect expands paths into a sorted, de-duplicated list of tenant files.
+func collect(paths []string) ([]string, *Result, error) {
+	res := &Result{}
+	seen := map[string]bool{}
+	var files []string
+	add := func(f string) {
+		if clean := filepath.Clean(f); !seen[clean] {
+			seen[clean] = true
+			files = append(files, f)
+		}
+	}
+	for _, p := range paths {
+		info, err := os.Stat(p)
+		if err != nil {
+			return nil, nil, &UsageError{Err: fmt.Errorf("%s: %w", p, errors.Unwrap(err))}
+		}
+		if !info.IsDir() {
+			add(p)
+			continue
+		}
+		before := len(files)
+		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			if path != p && strings.HasPrefix(d.Name(), ".") {
+				if d.IsDir() {
+					return filepath.SkipDir
+				}
+				return nil
+			}
+			if !d.IsDir() && isYAML(path) {
+				add(path)
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, nil, &UsageError{Err: fmt.Errorf("reading folder %s: %w", p, err)}
+		}
+		if len(files) == before {
+			res.Problems = append(res.Problems, Problem{File: p, Line: 1, Column: 1,
+				Message: "no tenant files (*.yaml) found in this folder"})
+		}
+	}
+	sort.Strings(files)
+	return files, res, nil
+}
+
+func isYAML(path string) bool {
+	ext := strings.ToLower(filepath.Ext(path))
+	return ext == ".yaml" || ext == ".yml"
+}
+
+// crossFileProblems checks unique capsule codes, unique object names, and file names.
+func crossFileProblems(tenants []*Tenant) []Problem {
+	var problems []Problem
+	byCode := map[string][]*Tenant{}
+	byName := map[string][]*Tenant{}
+	for _, t := range tenants {
+		code := t.Object.Spec.CapsuleCode
+		if capsuleCodeValid(code) {
+			byCode[code] = append(byCode[code], t)
+			if want := code + ".yaml"; filepath.Base(t.File) != want {
+				line, col := t.Position("spec.capsuleCode")
+				problems = append(problems, Problem{File: t.File, Line: line, Column: col, Field: "spec.capsuleCode",
+					Message: fmt.Sprintf("file name must be %s (the capsule code), not %s", want, filepath.Base(t.File))})
+			}
+		}
+		if t.Object.Name != "" {
+			key := t.Object.Namespace + "/" + t.Object.Name
+			byName[key] = append(byName[key], t)
+		}
+	}
+	dup := func(group map[string][]*Tenant, path, what string) {
+		for key, ts := range group {
+			if len(ts) < 2 {
+				continue
+			}
+			for _, t := range ts {
+				var others []string
+				for _, o := range ts {
+					if o != t {
+						others = append(others, o.File)
+					}
+				}
+				line, col := t.Position(path)
+				problems = append(problems, Problem{File: t.File, Line: line, Column: col, Field: path,
+					Message: fmt.Sprintf("%s %s is also used by %s", what, strings.TrimPrefix(key, "/"), strings.Join(others, ", "))})
+			}
+		}
+	}
+	dup(byCode, "spec.capsuleCode", "capsule code")
+	dup(byName, "metadata.name", "object name")
+	return problems
+}
+
+func capsuleCodeValid(code string) bool {
+	if len(code) != 6 {
+		return false
+	}
+	for _, r := range code {
+		if r < 'A' || r > 'Z' {
+			return false
+		}
+	}
+	return true
+}
