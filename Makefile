@@ -41,18 +41,23 @@ build: ## Build evactl and eva-operator into bin/.
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code from the API types.
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./internal/nack/... paths=./internal/monitoring/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC under base/ from markers.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=base/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=eva-operator paths=./cmd/... paths=./internal/... output:rbac:artifacts:config=base/rbac
+	@# CRDs of the systems Eva renders for, for tests: Flux's from its API modules, and
+	@# NACK's Stream and the PrometheusRule from Eva's own partial types.
+	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 paths=github.com/fluxcd/kustomize-controller/api/v1 \
+	  paths=github.com/fluxcd/source-controller/api/v1 output:crd:artifacts:config=internal/testenv/crds/flux
+	$(CONTROLLER_GEN) crd:maxDescLen=0 paths=./internal/nack/... paths=./internal/monitoring/... output:crd:artifacts:config=internal/testenv/crds/addons
 
 .PHONY: verify
 verify: generate manifests ## Fail when generated files are stale.
-	@if [ -n "$$(git status --porcelain -- api base)" ]; then \
+	@if [ -n "$$(git status --porcelain -- api base internal/testenv/crds internal/nack internal/monitoring)" ]; then \
 	  echo "generated files are stale; run 'make generate manifests' and commit:"; \
-	  git status --porcelain -- api base; git --no-pager diff -- api base | head -50; exit 1; fi
+	  git status --porcelain -- api base internal/testenv/crds internal/nack internal/monitoring; git --no-pager diff | head -50; exit 1; fi
 
 .PHONY: fmt
 fmt: ## Format the Go code.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -57,8 +58,11 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
+		return &ExitError{Code: ExitUsage, Err: err}
+	})
 	root.PersistentFlags().StringVar(&opts.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
-	root.AddCommand(newValidateCommand(opts))
+	root.AddCommand(newValidateCommand(opts), newRenderCommand(opts))
 	return root
 }
 
@@ -79,7 +83,21 @@ func Execute(args []string, stdout, stderr io.Writer) int {
 		}
 		return exit.Code
 	}
-	// Anything cobra itself rejects (unknown flag or command, bad arguments).
 	fmt.Fprintln(stderr, "evactl:", err)
-	return ExitUsage
+	if isUsageError(err) {
+		return ExitUsage
+	}
+	return ExitInvalid
+}
+
+// isUsageError recognises the errors cobra itself returns for a malformed command
+// line (flag errors are wrapped by the flag error function already).
+func isUsageError(err error) bool {
+	msg := err.Error()
+	for _, prefix := range []string{"unknown command", "required flag", "accepts ", "invalid argument"} {
+		if strings.HasPrefix(msg, prefix) {
+			return true
+		}
+	}
+	return false
 }

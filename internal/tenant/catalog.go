@@ -37,6 +37,8 @@ type Module struct {
 	Chart       string `json:"chart"`
 	Version     string `json:"version"`
 	Description string `json:"description,omitempty"`
+	// Values are the module's platform-wide Helm values, the base of every release.
+	Values map[string]any `json:"values,omitempty"`
 }
 
 // TierSpec is what a tier grants a tenant.
@@ -47,6 +49,8 @@ type TierSpec struct {
 	Quota *Quota `json:"quota,omitempty"`
 	// Streams are the limits of each of the tenant's two JetStream streams.
 	Streams StreamLimits `json:"streams"`
+	// Values are per-module Helm values for the tier, merged over the module's own.
+	Values map[string]map[string]any `json:"values,omitempty"`
 }
 
 // Quota is a tier's ResourceQuota.
@@ -140,6 +144,11 @@ func (c *Catalog) check() error {
 		}
 		if len(spec.Modules) == 0 {
 			problems = append(problems, fmt.Sprintf("tiers.%s.modules: at least one module is required", tier))
+		}
+		for _, m := range sortedKeys(spec.Values) {
+			if !slices.Contains(spec.Modules, m) {
+				problems = append(problems, fmt.Sprintf("tiers.%s.values.%s: module is not in the tier", tier, m))
+			}
 		}
 		seen := map[string]bool{}
 		for _, m := range spec.Modules {

@@ -1,0 +1,51 @@
+package manifest
+
+import (
+	"fmt"
+
+	"k8s.io/apimachinery/pkg/runtime"
+)
+
+// ToMap converts a typed object into the JSON data model and strips what a rendered
+// manifest must not carry: status, an empty creationTimestamp.
+func ToMap(obj runtime.Object) (map[string]any, error) {
+	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	if err != nil {
+		return nil, fmt.Errorf("converting %T: %w", obj, err)
+	}
+	Clean(m)
+	return m, nil
+}
+
+// Clean removes status and null creationTimestamp from an object in place.
+func Clean(m map[string]any) {
+	delete(m, "status")
+	if spec, ok := m["spec"].(map[string]any); ok && len(spec) == 0 {
+		delete(m, "spec") // an empty spec (a Namespace's) says nothing
+	}
+	if meta, ok := m["metadata"].(map[string]any); ok {
+		if ts, ok := meta["creationTimestamp"]; ok && ts == nil {
+			delete(meta, "creationTimestamp")
+		}
+	}
+	cleanTemplates(m)
+}
+
+// cleanTemplates removes null creationTimestamp from nested object templates (a Job's
+// pod template carries its own metadata).
+func cleanTemplates(v any) {
+	switch x := v.(type) {
+	case map[string]any:
+		for k, item := range x {
+			if k == "creationTimestamp" && item == nil {
+				delete(x, k)
+				continue
+			}
+			cleanTemplates(item)
+		}
+	case []any:
+		for _, item := range x {
+			cleanTemplates(item)
+		}
+	}
+}

@@ -1,0 +1,153 @@
+// Package overlay loads a deployment environment (overlays/<env>/tenant/): the settings
+// the renderer needs (domain, chart source, Flux source, ingress and messaging
+// namespaces, seeder image) and the standard kustomize patches applied to every
+// rendered tenant bundle of that environment.
+package overlay
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"sigs.k8s.io/yaml"
+)
+
+// SettingsFile and KustomizationFile are the files of an environment's tenant overlay.
+const (
+	SettingsFile      = "environment.yaml"
+	KustomizationFile = "kustomization.yaml"
+)
+
+// SourceRef points at a Flux source object.
+type SourceRef struct {
+	Kind      string `json:"kind"`
+	Name      string `json:"name"`
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// Settings are the per-environment parameters of rendering.
+type Settings struct {
+	// Domain under which each tenant gets the host <code lower>.<domain>.
+	Domain string `json:"domain"`
+	// IngressClassName of the tenant Ingress.
+	IngressClassName string `json:"ingressClassName,omitempty"`
+	// IngressNamespace is where the ingress controller runs (allowed in by NetworkPolicy).
+	IngressNamespace string `json:"ingressNamespace,omitempty"`
+	// MessagingNamespace is where NATS runs (allowed out by NetworkPolicy); empty denies it.
+	MessagingNamespace string `json:"messagingNamespace,omitempty"`
+	// ChartSource is the Flux source of the module charts (a HelmRepository).
+	ChartSource SourceRef `json:"chartSource"`
+	// GitOpsSource is the Flux source (GitRepository or OCIRepository) holding the
+	// rendered tree, referenced by each tenant's Flux Kustomization.
+	GitOpsSource SourceRef `json:"gitopsSource"`
+	// FluxNamespace is where the tenant Kustomizations live.
+	FluxNamespace string `json:"fluxNamespace,omitempty"`
+	// FluxServiceAccount is the account each tenant Kustomization impersonates; empty
+	// uses the kustomize-controller's own.
+	FluxServiceAccount string `json:"fluxServiceAccount,omitempty"`
+	// DeployerClusterRole is bound in each tenant namespace to the account Flux
+	// impersonates for the tenant's Helm releases.
+	DeployerClusterRole string `json:"deployerClusterRole,omitempty"`
+	// SeedImage runs the seed Job.
+	SeedImage string `json:"seedImage"`
+	// ReleaseInterval, KustomizationInterval and KustomizationTimeout tune Flux.
+	ReleaseInterval       metav1.Duration `json:"releaseInterval,omitempty"`
+	KustomizationInterval metav1.Duration `json:"kustomizationInterval,omitempty"`
+	KustomizationTimeout  metav1.Duration `json:"kustomizationTimeout,omitempty"`
+}
+
+// Environment is a loaded environment: its name, settings and patches.
+type Environment struct {
+	Name     string
+	Settings Settings
+	Patches  []Patch
+}
+
+var envNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+
+// Load reads overlays/<name>/tenant/ under root.
+func Load(root, name string) (*Environment, error) {
+	if !envNameRE.MatchString(name) {
+		return nil, fmt.Errorf("environment name %q: must be lower-case letters, digits and '-'", name)
+	}
+	dir := filepath.Join(root, name, "tenant")
+	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	if err != nil {
+		return nil, fmt.Errorf("environment %s: %w", name, err)
+	}
+	settings, err := ParseSettings(data)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SettingsFile), err)
+	}
+	patches, err := loadPatches(dir)
+	if err != nil {
+		return nil, fmt.Errorf("environment %s: %w", name, err)
+	}
+	return &Environment{Name: name, Settings: *settings, Patches: patches}, nil
+}
+
+// ParseSettings decodes settings strictly, fills defaults and checks them.
+func ParseSettings(data []byte) (*Settings, error) {
+	var s Settings
+	if err := yaml.UnmarshalStrict(data, &s); err != nil {
+		return nil, fmt.Errorf("decoding: %w", err)
+	}
+	s.applyDefaults()
+	if err := s.check(); err != nil {
+		return nil, err
+	}
+	return &s, nil
+}
+
+func (s *Settings) applyDefaults() {
+	def := func(v *string, d string) {
+		if *v == "" {
+			*v = d
+		}
+	}
+	def(&s.IngressClassName, "nginx")
+	def(&s.IngressNamespace, "ingress-nginx")
+	def(&s.FluxNamespace, "flux-system")
+	def(&s.DeployerClusterRole, "admin")
+	def(&s.ChartSource.Kind, "HelmRepository")
+	def(&s.ChartSource.Namespace, s.FluxNamespace)
+	def(&s.GitOpsSource.Kind, "GitRepository")
+	def(&s.GitOpsSource.Namespace, s.FluxNamespace)
+	durDef := func(d *metav1.Duration, v time.Duration) {
+		if d.Duration == 0 {
+			d.Duration = v
+		}
+	}
+	durDef(&s.ReleaseInterval, 10*time.Minute)
+	durDef(&s.KustomizationInterval, 10*time.Minute)
+	durDef(&s.KustomizationTimeout, 5*time.Minute)
+}
+
+func (s *Settings) check() error {
+	if msgs := validation.IsDNS1123Subdomain(s.Domain); s.Domain == "" || len(msgs) > 0 {
+		return fmt.Errorf("domain: %q must be a DNS name", s.Domain)
+	}
+	for field, v := range map[string]string{"ingressNamespace": s.IngressNamespace, "fluxNamespace": s.FluxNamespace,
+		"chartSource.name": s.ChartSource.Name, "gitopsSource.name": s.GitOpsSource.Name} {
+		if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
+			return fmt.Errorf("%s: %q: %s", field, v, msgs[0])
+		}
+	}
+	if s.MessagingNamespace != "" && len(validation.IsDNS1123Label(s.MessagingNamespace)) > 0 {
+		return fmt.Errorf("messagingNamespace: %q is not a namespace name", s.MessagingNamespace)
+	}
+	if s.ChartSource.Kind != "HelmRepository" {
+		return fmt.Errorf("chartSource.kind: %q: only HelmRepository is supported", s.ChartSource.Kind)
+	}
+	if k := s.GitOpsSource.Kind; k != "GitRepository" && k != "OCIRepository" && k != "Bucket" {
+		return fmt.Errorf("gitopsSource.kind: %q: must be GitRepository, OCIRepository or Bucket", k)
+	}
+	if s.SeedImage == "" {
+		return fmt.Errorf("seedImage: required")
+	}
+	return nil
+}

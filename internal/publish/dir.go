@@ -1,0 +1,114 @@
+package publish
+
+import (
+	"bytes"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+
+	"github.com/aidonow/eva/internal/render"
+)
+
+// Dir writes a render into a plain folder (no git): files are written as they are
+// rendered, unchanged files are left alone, and files of tenants no longer rendered
+// are removed at the end. The safety checks run before anything is written, from the
+// tenant codes about to be rendered.
+type Dir struct {
+	dir     string
+	written map[string]bool
+}
+
+// OpenDir checks the removals a render of codes would make in dir and prepares it.
+func OpenDir(dir string, codes []string, safety Safety) (*Dir, error) {
+	existing, err := existingTenants(dir)
+	if err != nil {
+		return nil, err
+	}
+	rendered := map[string]bool{}
+	for _, c := range codes {
+		rendered[render.DirName(c)] = true
+	}
+	plan := &Plan{Published: len(existing), Rendered: len(rendered)}
+	for _, d := range existing {
+		if !rendered[d] {
+			plan.Removed = append(plan.Removed, d)
+		}
+	}
+	err = plan.Check(safety, func(p string) ([]byte, error) {
+		return os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, err
+	}
+	return &Dir{dir: dir, written: map[string]bool{}}, nil
+}
+
+func existingTenants(dir string) ([]string, error) {
+	entries, err := os.ReadDir(filepath.Join(dir, render.TenantsDir))
+	if os.IsNotExist(err) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", dir, err)
+	}
+	var out []string
+	for _, e := range entries {
+		if _, err := os.Stat(filepath.Join(dir, render.TenantsDir, e.Name(), render.ManifestsFile)); e.IsDir() && err == nil {
+			out = append(out, e.Name())
+		}
+	}
+	return out, nil
+}
+
+// Put writes one file unless it already holds the same bytes.
+func (d *Dir) Put(f render.File) error {
+	full := filepath.Join(d.dir, filepath.FromSlash(f.Path))
+	d.written[f.Path] = true
+	if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, f.Data) {
+		return nil
+	}
+	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+		return err
+	}
+	if err := os.WriteFile(full, f.Data, 0o644); err != nil {
+		return fmt.Errorf("writing %s: %w", full, err)
+	}
+	return nil
+}
+
+// Finish removes files under flux/ and tenants/ that this render did not write.
+func (d *Dir) Finish() error {
+	var stale []string
+	for _, top := range []string{render.FluxDir, render.TenantsDir} {
+		root := filepath.Join(d.dir, top)
+		err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
+			if os.IsNotExist(err) {
+				return filepath.SkipDir
+			}
+			if err != nil || e.IsDir() {
+				return err
+			}
+			rel, _ := filepath.Rel(d.dir, p)
+			if rel = filepath.ToSlash(rel); !d.written[rel] {
+				stale = append(stale, p)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+	}
+	slices.Sort(stale)
+	for _, p := range stale {
+		if err := os.Remove(p); err != nil {
+			return fmt.Errorf("removing %s: %w", p, err)
+		}
+		removeEmptyParents(d.dir, filepath.Dir(p))
+	}
+	return nil
+}
+

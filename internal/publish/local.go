@@ -1,0 +1,230 @@
+package publish
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sort"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// DefaultBranch is the branch Eva commits to in a repository it creates.
+const DefaultBranch = "main"
+
+// Author is who commits a render.
+type Author struct{ Name, Email string }
+
+// DefaultAuthor is used when none is configured.
+var DefaultAuthor = Author{Name: "Eva", Email: "eva@aidonow.com"}
+
+// LocalRepo publishes a render into a git repository on disk, creating it if needed:
+// the files land in its worktree and are committed on its current branch. Rendering
+// streams files in through Put; Commit then checks the plan, updates the worktree and
+// commits. Nothing in the worktree changes before the plan has passed its checks.
+type LocalRepo struct {
+	dir    string
+	repo   *git.Repository
+	head   plumbing.Hash
+	branch plumbing.ReferenceName
+	old    gitrepo.Files
+	new    gitrepo.Files
+}
+
+// OpenLocal opens (or initialises) the repository at dir.
+func OpenLocal(dir string) (*LocalRepo, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("creating %s: %w", dir, err)
+	}
+	repo, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		repo, err = git.PlainInitWithOptions(dir, &git.PlainInitOptions{
+			InitOptions: git.InitOptions{DefaultBranch: plumbing.NewBranchReferenceName(DefaultBranch)},
+		})
+	}
+	if err != nil {
+		return nil, fmt.Errorf("opening git repository %s: %w", dir, err)
+	}
+	l := &LocalRepo{dir: dir, repo: repo, new: gitrepo.Files{}}
+	headRef, err := repo.Storer.Reference(plumbing.HEAD)
+	if err != nil {
+		return nil, fmt.Errorf("reading HEAD of %s: %w", dir, err)
+	}
+	l.branch = headRef.Target()
+	if headRef.Type() == plumbing.HashReference {
+		return nil, fmt.Errorf("%s: HEAD is detached; check out a branch first", dir)
+	}
+	if ref, err := repo.Storer.Reference(l.branch); err == nil {
+		l.head = ref.Hash()
+	} else if !errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return nil, fmt.Errorf("reading %s of %s: %w", l.branch, dir, err)
+	}
+	if l.old, _, err = gitrepo.ReadTree(repo.Storer, l.head); err != nil {
+		return nil, err
+	}
+	return l, nil
+}
+
+// Put records one rendered file and stores its blob.
+func (l *LocalRepo) Put(f render.File) error {
+	h, err := gitrepo.StoreBlob(l.repo.Storer, f.Data)
+	if err != nil {
+		return fmt.Errorf("%s: %w", f.Path, err)
+	}
+	l.new[f.Path] = gitrepo.Entry{Hash: h, Mode: filemode.Regular}
+	return nil
+}
+
+// Result is what a publish did.
+type Result struct {
+	Plan      *Plan
+	Revision  string // the commit now at the head of the branch
+	Committed bool
+}
+
+// Commit checks the plan against the safety rules, brings the worktree to the new
+// render and commits it (nothing when nothing changed).
+func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Result, error) {
+	plan := MakePlan(l.old, l.new)
+	if err := plan.Check(safety, l.readOld); err != nil {
+		return nil, err
+	}
+	res := &Result{Plan: plan, Revision: l.head.String()}
+	tree, err := gitrepo.WriteTree(l.repo.Storer, l.new)
+	if err != nil {
+		return nil, err
+	}
+	_, oldTree, err := gitrepo.ReadTree(l.repo.Storer, l.head)
+	if err != nil {
+		return nil, err
+	}
+	written, err := l.syncWorktree()
+	if err != nil {
+		return nil, err
+	}
+	if tree == oldTree && !l.head.IsZero() {
+		return res, l.writeIndex(written)
+	}
+	msg := subject + "\n"
+	if s := plan.Summary(); s != "" {
+		msg += "\n" + s
+	}
+	sig := object.Signature{Name: author.Name, Email: author.Email, When: time.Now()}
+	commit, err := gitrepo.WriteCommit(l.repo.Storer, tree, l.head, sig, msg)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.repo.Storer.SetReference(plumbing.NewHashReference(l.branch, commit)); err != nil {
+		return nil, fmt.Errorf("updating %s: %w", l.branch, err)
+	}
+	l.head = commit
+	res.Revision, res.Committed = commit.String(), true
+	return res, l.writeIndex(written)
+}
+
+func (l *LocalRepo) readOld(p string) ([]byte, error) {
+	e, ok := l.old[p]
+	if !ok {
+		return nil, fmt.Errorf("%s is not in the published tree", p)
+	}
+	return readBlob(l.repo, e.Hash)
+}
+
+func readBlob(repo *git.Repository, h plumbing.Hash) ([]byte, error) {
+	blob, err := repo.BlobObject(h)
+	if err != nil {
+		return nil, err
+	}
+	r, err := blob.Reader()
+	if err != nil {
+		return nil, err
+	}
+	defer r.Close()
+	return io.ReadAll(r)
+}
+
+// syncWorktree writes the files that differ from the previous commit (or are missing
+// on disk) and deletes the files the render no longer has. It returns the paths written.
+func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
+	written := map[string]bool{}
+	for p, e := range l.new {
+		full := filepath.Join(l.dir, filepath.FromSlash(p))
+		if o, ok := l.old[p]; ok && o.Hash == e.Hash {
+			if _, err := os.Stat(full); err == nil {
+				continue
+			}
+		}
+		data, err := readBlob(l.repo, e.Hash)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s back: %w", p, err)
+		}
+		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
+			written[p] = true
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return nil, err
+		}
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			return nil, fmt.Errorf("writing %s: %w", full, err)
+		}
+		written[p] = true
+	}
+	for p := range l.old {
+		if _, ok := l.new[p]; ok {
+			continue
+		}
+		full := filepath.Join(l.dir, filepath.FromSlash(p))
+		if err := os.Remove(full); err != nil && !os.IsNotExist(err) {
+			return nil, fmt.Errorf("removing %s: %w", full, err)
+		}
+		removeEmptyParents(l.dir, filepath.Dir(full))
+	}
+	return written, nil
+}
+
+func removeEmptyParents(root, dir string) {
+	for dir != root && len(dir) > len(root) {
+		if os.Remove(dir) != nil {
+			return // not empty
+		}
+		dir = filepath.Dir(dir)
+	}
+}
+
+// writeIndex makes the index match the commit, so `git status` in the folder is clean.
+// Files written now carry their stat data; others get none, which makes git re-check
+// their content rather than trust a stale stat.
+func (l *LocalRepo) writeIndex(written map[string]bool) error {
+	idx := &index.Index{Version: 2}
+	paths := make([]string, 0, len(l.new))
+	for p := range l.new {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	for _, p := range paths {
+		e := &index.Entry{Name: p, Hash: l.new[p].Hash, Mode: l.new[p].Mode}
+		if written[p] {
+			if fi, err := os.Stat(filepath.Join(l.dir, filepath.FromSlash(p))); err == nil {
+				e.Size = uint32(fi.Size())
+				e.ModifiedAt = fi.ModTime()
+			}
+		}
+		idx.Entries = append(idx.Entries, e)
+	}
+	if err := l.repo.Storer.SetIndex(idx); err != nil {
+		return fmt.Errorf("writing index: %w", err)
+	}
+	return nil
+}

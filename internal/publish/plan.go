@@ -1,0 +1,156 @@
+// Package publish puts rendered tenant trees where Flux reads them: a local git
+// repository, a remote git branch, or an OCI artifact. Every sink compares the render
+// with what is published, refuses unsafe removals, and writes only what changed.
+package publish
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// Plan is the difference between a published tree and a new render, by tenant.
+type Plan struct {
+	Added, Changed, Removed []string // tenant folders (capsule codes in lower case)
+	// Published and Rendered count the tenants on each side.
+	Published, Rendered int
+}
+
+// Empty reports whether nothing changes.
+func (p *Plan) Empty() bool { return len(p.Added)+len(p.Changed)+len(p.Removed) == 0 }
+
+// Summary lists the changes for a commit message or a log line.
+func (p *Plan) Summary() string {
+	var b strings.Builder
+	line := func(label string, dirs []string) {
+		if len(dirs) > 0 {
+			codes := make([]string, len(dirs))
+			for i, d := range dirs {
+				codes[i] = strings.ToUpper(d)
+			}
+			fmt.Fprintf(&b, "%s: %s\n", label, strings.Join(codes, ", "))
+		}
+	}
+	line("Added", p.Added)
+	line("Changed", p.Changed)
+	line("Removed", p.Removed)
+	return b.String()
+}
+
+// tenantOf returns the tenant folder a tree path belongs to, or "" for shared files.
+func tenantOf(p string) string {
+	if rest, ok := strings.CutPrefix(p, render.TenantsDir+"/"); ok {
+		dir, _, _ := strings.Cut(rest, "/")
+		return dir
+	}
+	if rest, ok := strings.CutPrefix(p, render.FluxDir+"/"); ok && !strings.Contains(rest, "/") {
+		return strings.TrimSuffix(rest, path.Ext(rest))
+	}
+	return ""
+}
+
+// tenants lists the tenant folders present in a tree.
+func tenants(files gitrepo.Files) map[string]bool {
+	out := map[string]bool{}
+	for p := range files {
+		if d := tenantOf(p); d != "" && strings.HasSuffix(p, "/"+render.ManifestsFile) {
+			out[d] = true
+		}
+	}
+	return out
+}
+
+// MakePlan compares two flat trees (paths relative to the managed folder).
+func MakePlan(old, new gitrepo.Files) *Plan {
+	oldT, newT := tenants(old), tenants(new)
+	p := &Plan{Published: len(oldT), Rendered: len(newT)}
+	changed := map[string]bool{}
+	for path, e := range new {
+		if o, ok := old[path]; !ok || o.Hash != e.Hash {
+			if d := tenantOf(path); d != "" && oldT[d] {
+				changed[d] = true
+			}
+		}
+	}
+	for path := range old {
+		if _, ok := new[path]; !ok {
+			if d := tenantOf(path); d != "" && oldT[d] && newT[d] {
+				changed[d] = true
+			}
+		}
+	}
+	for d := range newT {
+		if !oldT[d] {
+			p.Added = append(p.Added, d)
+		}
+	}
+	for d := range oldT {
+		if !newT[d] {
+			p.Removed = append(p.Removed, d)
+		}
+	}
+	for d := range changed {
+		p.Changed = append(p.Changed, d)
+	}
+	slices.Sort(p.Added)
+	slices.Sort(p.Changed)
+	slices.Sort(p.Removed)
+	return p
+}
+
+// Safety options of a publish.
+type Safety struct {
+	// AllowMassDelete lets a render of no tenants, or of fewer than half of those
+	// published, replace a non-empty tree.
+	AllowMassDelete bool
+}
+
+// decommissionedMarker is the namespace label a decommissioned tenant's bundle carries.
+var decommissionedMarker = []byte(render.LabelLifecycle + ": Decommissioned\n")
+
+// Check refuses plans that would lose tenants: removing a tenant whose published
+// bundle was not Decommissioned, or removing most of the fleet at once (an empty or
+// unreadable input). readPublished returns a published file's content.
+func (p *Plan) Check(s Safety, readPublished func(path string) ([]byte, error)) error {
+	if !s.AllowMassDelete && p.Published > 0 && (p.Rendered == 0 || p.Rendered*2 < p.Published) {
+		return fmt.Errorf("refusing to publish %d tenant(s) over %d published (removing %s); "+
+			"an empty or partly unreadable input looks like this: pass --allow-mass-delete if it is meant",
+			p.Rendered, p.Published, codeList(p.Removed))
+	}
+	var active []string
+	for _, d := range p.Removed {
+		data, err := readPublished(path.Join(render.TenantsDir, d, render.ManifestsFile))
+		if err != nil {
+			return fmt.Errorf("reading published bundle of %s: %w", strings.ToUpper(d), err)
+		}
+		if !bytes.Contains(data, decommissionedMarker) {
+			active = append(active, d)
+		}
+	}
+	if len(active) > 0 {
+		return fmt.Errorf("refusing to remove tenant(s) %s: their published bundle is not Decommissioned; "+
+			"set spec.lifecycle: Decommissioned and publish that first", codeList(active))
+	}
+	return nil
+}
+
+func codeList(dirs []string) string {
+	if len(dirs) == 0 {
+		return "none"
+	}
+	const most = 20
+	codes := make([]string, 0, most)
+	for i, d := range dirs {
+		if i == most {
+			codes = append(codes, fmt.Sprintf("and %d more", len(dirs)-most))
+			break
+		}
+		codes = append(codes, strings.ToUpper(d))
+	}
+	return strings.Join(codes, ", ")
+}

@@ -1,0 +1,216 @@
+package render
+
+import (
+	"bytes"
+	"fmt"
+	"path"
+	"runtime"
+	"slices"
+	"sync"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/manifest"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// Paths of the GitOps tree, relative to its root:
+//
+//	kustomization.yaml               root: lists every tenant's Flux Kustomization
+//	flux/<code>.yaml                 the tenant's Flux Kustomization
+//	tenants/<code>/kustomization.yaml
+//	tenants/<code>/manifests.yaml    the tenant bundle
+const (
+	RootKustomization = "kustomization.yaml"
+	FluxDir           = "flux"
+	TenantsDir        = "tenants"
+	ManifestsFile     = "manifests.yaml"
+	KustomizationFile = "kustomization.yaml"
+)
+
+// File is one file of the GitOps tree.
+type File struct {
+	Path string
+	Data []byte
+}
+
+// TenantPaths returns the tree paths that belong to one tenant.
+func TenantPaths(code string) []string {
+	dir := DirName(code)
+	return []string{
+		path.Join(FluxDir, dir+".yaml"),
+		path.Join(TenantsDir, dir, KustomizationFile),
+		path.Join(TenantsDir, dir, ManifestsFile),
+	}
+}
+
+// tenantKustomization is the same for every tenant: its bundle is one file.
+var tenantKustomization = []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+resources:
+- ` + ManifestsFile + "\n")
+
+// TenantFiles renders one tenant's files of the GitOps tree, in TenantPaths order.
+func (r *Renderer) TenantFiles(t *evav1.EvaTenant) ([]File, error) {
+	b, err := r.Bundle(t)
+	if err != nil {
+		return nil, err
+	}
+	data, err := b.Manifest()
+	if err != nil {
+		return nil, err
+	}
+	ks, err := r.FluxKustomization(t)
+	if err != nil {
+		return nil, err
+	}
+	var ksBuf bytes.Buffer
+	if err := manifest.Encode(&ksBuf, ks); err != nil {
+		return nil, fmt.Errorf("encoding Flux Kustomization of %s: %w", b.Code, err)
+	}
+	paths := TenantPaths(b.Code)
+	return []File{{paths[0], ksBuf.Bytes()}, {paths[1], tenantKustomization}, {paths[2], data}}, nil
+}
+
+// FluxKustomization renders the tenant's Flux Kustomization: each tenant is applied,
+// health-checked and pruned on its own, so one broken tenant blocks no other.
+func (r *Renderer) FluxKustomization(t *evav1.EvaTenant) (map[string]any, error) {
+	env := r.Env.Settings
+	code := t.Spec.CapsuleCode
+	s := &scope{r: r, t: t, code: code, ns: tenant.Namespace(code)}
+	ks := &kustomizev1.Kustomization{
+		TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+		ObjectMeta: metav1.ObjectMeta{
+			Name: tenant.Namespace(code), Namespace: env.FluxNamespace, Labels: s.labels(),
+		},
+		Spec: kustomizev1.KustomizationSpec{
+			Interval:           env.KustomizationInterval,
+			Path:               "./" + path.Join(TenantsDir, DirName(code)),
+			Prune:              true,
+			Wait:               true,
+			Timeout:            &env.KustomizationTimeout,
+			ServiceAccountName: env.FluxServiceAccount,
+			SourceRef: kustomizev1.CrossNamespaceSourceReference{
+				Kind: env.GitOpsSource.Kind, Name: env.GitOpsSource.Name, Namespace: env.GitOpsSource.Namespace,
+			},
+		},
+	}
+	return manifest.ToMap(ks)
+}
+
+// RootKustomizationFile lists every tenant's Flux Kustomization, sorted, so the tree's
+// root can be handed to one Flux Kustomization.
+func RootKustomizationFile(codes []string) File {
+	dirs := make([]string, len(codes))
+	for i, c := range codes {
+		dirs[i] = DirName(c)
+	}
+	slices.Sort(dirs)
+	var buf bytes.Buffer
+	buf.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	if len(dirs) == 0 {
+		buf.WriteString("resources: []\n")
+	} else {
+		buf.WriteString("resources:\n")
+		for _, d := range dirs {
+			buf.WriteString("- " + path.Join(FluxDir, d+".yaml") + "\n")
+		}
+	}
+	return File{Path: RootKustomization, Data: buf.Bytes()}
+}
+
+// TreeStats summarises a tree render.
+type TreeStats struct {
+	Tenants int
+	Objects int
+	Bytes   int64
+}
+
+// Tree renders the whole GitOps tree of tenants. Rendering runs on every core; emit is
+// called from one goroutine at a time, tenant files first (in no fixed order) and the
+// root kustomization last. The content does not depend on the order of tenants.
+// progress, when not nil, is called after each tenant.
+func (r *Renderer) Tree(tenants []*evav1.EvaTenant, emit func(File) error, progress func(done int)) (TreeStats, error) {
+	var stats TreeStats
+	codes := make([]string, 0, len(tenants))
+	seen := map[string]bool{}
+	for _, t := range tenants {
+		code := t.Spec.CapsuleCode
+		if seen[code] {
+			return stats, fmt.Errorf("capsule code %s appears twice", code)
+		}
+		seen[code] = true
+		codes = append(codes, code)
+	}
+
+	type result struct {
+		files   []File
+		objects int
+		err     error
+	}
+	work := make(chan *evav1.EvaTenant)
+	results := make(chan result, 64)
+	var wg sync.WaitGroup
+	for range runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				files, err := r.TenantFiles(t)
+				n := 0
+				if err == nil {
+					n = bytes.Count(files[2].Data, []byte("---\n"))
+				}
+				results <- result{files, n, err}
+			}
+		}()
+	}
+	stop := make(chan struct{})
+	go func() {
+		defer close(work)
+		for _, t := range tenants {
+			select {
+			case work <- t:
+			case <-stop:
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	var firstErr error
+	for res := range results {
+		if firstErr != nil {
+			continue // drain
+		}
+		if res.err == nil {
+			for _, f := range res.files {
+				if res.err = emit(f); res.err != nil {
+					break
+				}
+				stats.Bytes += int64(len(f.Data))
+			}
+		}
+		if res.err != nil {
+			firstErr = res.err
+			close(stop)
+			continue
+		}
+		stats.Tenants++
+		stats.Objects += res.objects + 1 // the bundle's objects and the Flux Kustomization
+		if progress != nil {
+			progress(stats.Tenants)
+		}
+	}
+	if firstErr != nil {
+		return stats, firstErr
+	}
+	root := RootKustomizationFile(codes)
+	if err := emit(root); err != nil {
+		return stats, err
+	}
+	stats.Bytes += int64(len(root.Data))
+	return stats, nil
+}

@@ -1,0 +1,77 @@
+package render
+
+import (
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/aidonow/eva/internal/manifest"
+	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// AlertRulesName returns the name of a tenant's PrometheusRule.
+func AlertRulesName(code string) string { return "eva-" + DirName(code) + "-streams" }
+
+// StreamFullThreshold is the share of a stream's MaxMsgs above which the alert fires.
+const StreamFullThreshold = 0.8
+
+func (s *scope) eventsStream() (map[string]any, error) {
+	return s.stream(tenant.EventsStream(s.code), tenant.EventsSubject(s.code), "events")
+}
+
+func (s *scope) commandsStream() (map[string]any, error) {
+	return s.stream(tenant.CommandsStream(s.code), tenant.CommandsSubject(s.code), "commands")
+}
+
+// stream renders one NACK Stream. Its subject filter is what keeps tenants apart at the
+// server: a tenant's stream only ever captures its own subjects.
+func (s *scope) stream(name, subject, purpose string) (map[string]any, error) {
+	limits := s.tier.Streams
+	return manifest.ToMap(&nackv1beta2.Stream{
+		TypeMeta:   metav1.TypeMeta{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream"},
+		ObjectMeta: s.meta(tenant.StreamObjectName(name), "eva.aidonow.com/stream", purpose),
+		Spec: nackv1beta2.StreamSpec{
+			Name:        name,
+			Description: fmt.Sprintf("Capsule %s %s", s.code, purpose),
+			Subjects:    []string{subject},
+			Retention:   "limits",
+			MaxMsgs:     limits.MaxMsgs,
+			MaxBytes:    limits.MaxBytes,
+			MaxAge:      limits.MaxAge.Duration.String(),
+			Discard:     "old",
+			Storage:     "file",
+			Replicas:    limits.Replicas,
+		},
+	})
+}
+
+// alertRules fires when a stream holds more than 80% of its MaxMsgs for 5 minutes. The
+// depth comes from the operator's capsule_queue_depth gauge.
+func (s *scope) alertRules() (map[string]any, error) {
+	threshold := int64(float64(s.tier.Streams.MaxMsgs) * StreamFullThreshold)
+	var rules []monitoringv1.Rule
+	for _, stream := range []string{tenant.EventsStream(s.code), tenant.CommandsStream(s.code)} {
+		rules = append(rules, monitoringv1.Rule{
+			Alert: "EvaCapsuleStreamNearlyFull",
+			Expr:  fmt.Sprintf(`capsule_queue_depth{capsule=%q,stream=%q} > %d`, s.code, stream, threshold),
+			For:   "5m",
+			Labels: map[string]string{
+				"severity": "warning", "capsule": s.code, "stream": stream,
+			},
+			Annotations: map[string]string{
+				"summary": fmt.Sprintf("Stream %s of capsule %s is over 80%% full", stream, s.code),
+				"description": fmt.Sprintf("Stream %s has held more than %d of its %d messages for 5 minutes; "+
+					"consumers of capsule %s are falling behind.", stream, threshold, s.tier.Streams.MaxMsgs, s.code),
+			},
+		})
+	}
+	return manifest.ToMap(&monitoringv1.PrometheusRule{
+		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.GroupVersion.String(), Kind: "PrometheusRule"},
+		ObjectMeta: s.meta(AlertRulesName(s.code)),
+		Spec: monitoringv1.PrometheusRuleSpec{Groups: []monitoringv1.RuleGroup{{
+			Name: "eva-capsule-" + DirName(s.code), Rules: rules,
+		}}},
+	})
+}

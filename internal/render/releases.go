@@ -1,0 +1,134 @@
+package render
+
+import (
+	"encoding/json"
+	"fmt"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+
+	"github.com/aidonow/eva/internal/manifest"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// Remediation settings of every module release: a failed install or upgrade is retried
+// three times, and a failed upgrade is rolled back so the tenant keeps working.
+const releaseRetries = 3
+
+// helmRelease renders the Flux HelmRelease of one module.
+func (s *scope) helmRelease(module string) (map[string]any, error) {
+	env := s.r.Env.Settings
+	mod := s.r.Catalog.Modules[module]
+	rollback := helmv2.RollbackRemediationStrategy
+	hr := &helmv2.HelmRelease{
+		TypeMeta:   metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
+		ObjectMeta: s.meta(module, tenant.LabelModule, module),
+		Spec: helmv2.HelmReleaseSpec{
+			Interval:    env.ReleaseInterval,
+			ReleaseName: module,
+			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+				Chart:   mod.Chart,
+				Version: s.r.Catalog.ModuleVersion(s.t, module),
+				SourceRef: helmv2.CrossNamespaceObjectReference{
+					Kind: env.ChartSource.Kind, Name: env.ChartSource.Name, Namespace: env.ChartSource.Namespace,
+				},
+			}},
+			ServiceAccountName: DeployerName,
+			Timeout:            &metav1.Duration{Duration: 5 * time.Minute},
+			MaxHistory:         ptr.To(5),
+			Install: &helmv2.Install{
+				Remediation: &helmv2.InstallRemediation{Retries: releaseRetries},
+			},
+			Upgrade: &helmv2.Upgrade{
+				CleanupOnFail: true,
+				Remediation: &helmv2.UpgradeRemediation{
+					Retries: releaseRetries, RemediateLastFailure: ptr.To(true), Strategy: &rollback,
+				},
+			},
+			ValuesFrom: s.valuesFrom(module),
+		},
+	}
+	obj, err := manifest.ToMap(hr)
+	if err != nil {
+		return nil, err
+	}
+	values, err := s.values(module)
+	if err != nil {
+		return nil, err
+	}
+	// The values tree is set on the converted object directly: it is already plain
+	// data, and a JSON round trip through the typed field would cost more than the
+	// rest of the release.
+	obj["spec"].(map[string]any)["values"] = values
+	return obj, nil
+}
+
+// values merges, in order: the module's catalog values, the tier's values for the
+// module, the capsule identity, and the tenant's overrides. Later layers win; lists are
+// replaced, as Helm does.
+func (s *scope) values(module string) (map[string]any, error) {
+	out := map[string]any{}
+	mergeValues(out, s.r.Catalog.Modules[module].Values)
+	mergeValues(out, s.tier.Values[module])
+	mergeValues(out, map[string]any{tenant.ReservedValuesKey: s.identity()})
+	if raw, ok := s.t.Spec.HelmValues[module]; ok && len(raw.Raw) > 0 {
+		var overrides map[string]any
+		if err := json.Unmarshal(raw.Raw, &overrides); err != nil {
+			return nil, fmt.Errorf("helmValues[%s]: %w", module, err)
+		}
+		mergeValues(out, overrides)
+	}
+	return out, nil
+}
+
+// identity is the capsule identity every module receives under the `capsule` key.
+func (s *scope) identity() map[string]any {
+	return map[string]any{
+		"code":      s.code,
+		"tier":      string(s.t.Spec.Tier),
+		"wave":      int64(s.t.Spec.WaveOrDefault()),
+		"namespace": s.ns,
+		"host":      tenant.Host(s.code, s.r.Env.Settings.Domain),
+		"queues": map[string]any{
+			"events":   tenant.EventsStream(s.code),
+			"commands": tenant.CommandsStream(s.code),
+		},
+		"subjects": map[string]any{
+			"events":   tenant.EventsQueue(s.code),
+			"commands": tenant.CommandsQueue(s.code),
+		},
+	}
+}
+
+// valuesFrom turns the tenant's references for a module into Flux values references.
+// Only the reference reaches the output: the values stay in the Secret or ConfigMap.
+func (s *scope) valuesFrom(module string) []helmv2.ValuesReference {
+	var refs []helmv2.ValuesReference
+	for _, ref := range s.t.Spec.ValuesFrom {
+		if ref.Module != module {
+			continue
+		}
+		refs = append(refs, helmv2.ValuesReference{
+			Kind: string(ref.Kind), Name: ref.Name, ValuesKey: ref.ValuesKey,
+			TargetPath: ref.TargetPath, Optional: ref.Optional,
+		})
+	}
+	return refs
+}
+
+// mergeValues deep-merges src into dst, copying src so no layer shares maps with the
+// catalog (which every tenant reads).
+func mergeValues(dst, src map[string]any) {
+	for k, v := range src {
+		if sm, ok := v.(map[string]any); ok {
+			if dm, ok := dst[k].(map[string]any); ok {
+				mergeValues(dm, sm)
+				continue
+			}
+		}
+		dst[k] = deepCopyValue(v)
+	}
+}
+
