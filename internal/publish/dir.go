@@ -111,4 +111,3 @@ func (d *Dir) Finish() error {
 	}
 	return nil
 }
-

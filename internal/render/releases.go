@@ -131,4 +131,3 @@ func mergeValues(dst, src map[string]any) {
 		dst[k] = deepCopyValue(v)
 	}
 }
-

@@ -1,0 +1,161 @@
+package render
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/tenantfile"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+var (
+	envOnce sync.Once
+	env     *testenv.Env
+	envErr  error
+)
+
+// apiServer starts envtest (once for the package) with Flux's CRDs and the Stream and
+// PrometheusRule CRDs generated from Eva's own types.
+func apiServer(t *testing.T) *testenv.Env {
+	t.Helper()
+	envOnce.Do(func() {
+		crds := filepath.Join(testenv.RepoRoot(), "internal", "testenv", "crds")
+		env, envErr = testenv.Start(filepath.Join(crds, "flux"), filepath.Join(crds, "addons"))
+	})
+	if envErr != nil {
+		t.Fatal(envErr)
+	}
+	return env
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if env != nil {
+		if err := env.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+		}
+	}
+	os.Exit(code)
+}
+
+func decodeObjects(t *testing.T, data []byte) []*unstructured.Unstructured {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+	var out []*unstructured.Unstructured
+	for {
+		u := &unstructured.Unstructured{}
+		if err := dec.Decode(&u.Object); err != nil {
+			if errors.Is(err, io.EOF) {
+				return out
+			}
+			t.Fatalf("decoding rendered YAML: %v", err)
+		}
+		if len(u.Object) > 0 {
+			out = append(out, u)
+		}
+	}
+}
+
+func ensureNamespace(t *testing.T, c client.Client, name string) {
+	t.Helper()
+	err := c.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// TestRenderedObjectsAcceptedByAPIServer server-side applies (dry run) every object of
+// every tier and of the example tenants to a real API server holding the real Flux
+// CRDs: a field Flux's schema does not know, a wrong type or a missing required field
+// fails here.
+func TestRenderedObjectsAcceptedByAPIServer(t *testing.T) {
+	e := apiServer(t)
+	ctx := context.Background()
+	r := renderer(t)
+	tenants := []*evav1.EvaTenant{
+		tenantFor("DEVUSR"), tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretValues("crm", "db")),
+		tenantFor("GLOBEX", withTier(evav1.TierEnterprise)), tenantFor("PLATFM", withTier(evav1.TierPlatform)),
+	}
+	examples, err := tenantfile.Load([]string{filepath.Join("..", "..", "tenants")}, r.Catalog)
+	if err != nil || !examples.Valid() {
+		t.Fatalf("example tenants: %v %v", err, examples.Problems)
+	}
+	for _, ex := range examples.Tenants {
+		tenants = append(tenants, ex.Object)
+	}
+	ensureNamespace(t, e.Client, r.Env.Settings.FluxNamespace)
+	for _, tn := range tenants {
+		files, err := r.TenantFiles(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objects := decodeObjects(t, files[2].Data)
+		objects = append(objects, decodeObjects(t, files[0].Data)...)
+		// The namespace is created for real so the namespaced objects can be dry-run in it.
+		ensureNamespace(t, e.Client, tenant.Namespace(tn.Spec.CapsuleCode))
+		for _, u := range objects {
+			err := e.Client.Patch(ctx, u, client.Apply, client.DryRunAll, client.FieldOwner("eva"), client.ForceOwnership)
+			if err != nil {
+				t.Errorf("%s: %s %s/%s rejected: %v", tn.Spec.CapsuleCode, u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			}
+		}
+	}
+}
+
+// TestTreeBuildsWithKustomize writes a tree and builds the root and each tenant folder
+// with kustomize, as Flux's kustomize-controller (and `kubectl kustomize`) would.
+func TestTreeBuildsWithKustomize(t *testing.T) {
+	r := renderer(t)
+	dir := t.TempDir()
+	tenants := syntheticTenants(8)
+	_, err := r.Tree(tenants, func(f File) error {
+		p := filepath.Join(dir, filepath.FromSlash(f.Path))
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			return err
+		}
+		return os.WriteFile(p, f.Data, 0o644)
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	fs := filesys.MakeFsOnDisk()
+	root, err := k.Run(fs, dir)
+	if err != nil {
+		t.Fatalf("kustomize build of the root: %v", err)
+	}
+	if n := len(root.Resources()); n != len(tenants) {
+		t.Errorf("root builds %d objects, want %d Flux Kustomizations", n, len(tenants))
+	}
+	for _, tn := range tenants {
+		b, err := r.Bundle(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := k.Run(fs, filepath.Join(dir, TenantsDir, DirName(tn.Spec.CapsuleCode)))
+		if err != nil {
+			t.Fatalf("kustomize build of %s: %v", tn.Spec.CapsuleCode, err)
+		}
+		if len(res.Resources()) != len(b.Objects) {
+			t.Errorf("%s builds %d objects, want %d", tn.Spec.CapsuleCode, len(res.Resources()), len(b.Objects))
+		}
+	}
+}

@@ -1,0 +1,72 @@
+package render
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+type tenantOption func(*evav1.EvaTenant)
+
+// tenantFor builds a valid tenant for tests.
+func tenantFor(code string, opts ...tenantOption) *evav1.EvaTenant {
+	t := &evav1.EvaTenant{
+		TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: DirName(code), Namespace: "eva-system"},
+		Spec: evav1.EvaTenantSpec{
+			CapsuleCode: code, Tier: evav1.TierStarter, Wave: 1, SeedsVersion: "seeds-1.0.0",
+		},
+	}
+	for _, o := range opts {
+		o(t)
+	}
+	return t
+}
+
+func withTier(tier evav1.Tier) tenantOption { return func(t *evav1.EvaTenant) { t.Spec.Tier = tier } }
+func withWave(w int32) tenantOption          { return func(t *evav1.EvaTenant) { t.Spec.Wave = w } }
+func withSeeds(v string) tenantOption        { return func(t *evav1.EvaTenant) { t.Spec.SeedsVersion = v } }
+func withLifecycle(l evav1.Lifecycle) tenantOption {
+	return func(t *evav1.EvaTenant) { t.Spec.Lifecycle = l }
+}
+func withPin(module, version string) tenantOption {
+	return func(t *evav1.EvaTenant) {
+		if t.Spec.Versions == nil {
+			t.Spec.Versions = map[string]evav1.ModuleVersion{}
+		}
+		t.Spec.Versions[module] = evav1.ModuleVersion(version)
+	}
+}
+func withValues(module string, values map[string]any) tenantOption {
+	return func(t *evav1.EvaTenant) {
+		raw, _ := json.Marshal(values)
+		if t.Spec.HelmValues == nil {
+			t.Spec.HelmValues = map[string]apiextensionsv1.JSON{}
+		}
+		t.Spec.HelmValues[module] = apiextensionsv1.JSON{Raw: raw}
+	}
+}
+func withSecretValues(module, secret string) tenantOption {
+	return func(t *evav1.EvaTenant) {
+		t.Spec.ValuesFrom = append(t.Spec.ValuesFrom, evav1.ValuesReference{
+			Module: module, Kind: evav1.ValuesKindSecret, Name: secret, ValuesKey: "password", TargetPath: "database.password",
+		})
+	}
+}
+
+// renderer returns a renderer for the repository's dev environment.
+func renderer(t testing.TB) *Renderer {
+	t.Helper()
+	env, err := overlay.Load(filepath.Join("..", "..", "overlays"), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &Renderer{Catalog: tenant.DefaultCatalog(), Env: env}
+}

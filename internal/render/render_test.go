@@ -1,0 +1,304 @@
+package render
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"go.yaml.in/yaml/v3"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+var update = flag.Bool("update", false, "rewrite golden files")
+
+func tenantFilesText(t *testing.T, r *Renderer, tn *evav1.EvaTenant) []byte {
+	t.Helper()
+	files, err := r.TenantFiles(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var buf bytes.Buffer
+	for _, f := range files {
+		fmt.Fprintf(&buf, "# ==> %s\n", f.Path)
+		buf.Write(f.Data)
+	}
+	return buf.Bytes()
+}
+
+func TestGoldenPerTier(t *testing.T) {
+	r := renderer(t)
+	cases := map[string]*evav1.EvaTenant{
+		"starter": tenantFor("DEVUSR", withValues("crm", map[string]any{"logLevel": "debug"})),
+		"customer": tenantFor("ACMECO", withTier(evav1.TierCustomer), withWave(2), withPin("whisper", "0.9.1"),
+			withSecretValues("crm", "acmeco-crm-database")),
+		"enterprise": tenantFor("GLOBEX", withTier(evav1.TierEnterprise), withWave(3), withSeeds("Seeds_2026.10+b1")),
+		"platform":   tenantFor("PLATFM", withTier(evav1.TierPlatform), withSeeds("")),
+		"decommissioned": tenantFor("OLDTNT", withTier(evav1.TierCustomer),
+			withLifecycle(evav1.LifecycleDecommissioned)),
+	}
+	for name, tn := range cases {
+		t.Run(name, func(t *testing.T) {
+			got := tenantFilesText(t, r, tn)
+			golden := filepath.Join("testdata", name+".golden.yaml")
+			if *update {
+				if err := os.WriteFile(golden, got, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			want, err := os.ReadFile(golden)
+			if err != nil {
+				t.Fatalf("%v (run go test ./internal/render -run TestGoldenPerTier -update)", err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("render of %s differs from %s; rerun with -update and review the diff", name, golden)
+			}
+		})
+	}
+}
+
+// kindsOf lists "Kind/name" of every object of a bundle.
+func kindsOf(b *Bundle) []string {
+	var out []string
+	for _, o := range b.Objects {
+		meta := o["metadata"].(map[string]any)
+		out = append(out, fmt.Sprintf("%s/%s", o["kind"], meta["name"]))
+	}
+	return out
+}
+
+func TestBundleContentsPerTier(t *testing.T) {
+	r := renderer(t)
+	cases := map[evav1.Tier]struct {
+		quota   bool
+		modules []string
+	}{
+		evav1.TierStarter:    {true, []string{"crm", "itsm"}},
+		evav1.TierCustomer:   {true, []string{"crm", "itsm", "whisper", "gateway"}},
+		evav1.TierEnterprise: {false, []string{"crm", "itsm", "whisper", "forge", "shell", "gateway"}},
+		evav1.TierPlatform:   {false, []string{"crm", "itsm", "whisper", "forge", "shell", "gateway"}},
+	}
+	for tier, want := range cases {
+		t.Run(string(tier), func(t *testing.T) {
+			b, err := r.Bundle(tenantFor("ABCDEF", withTier(tier)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			kinds := kindsOf(b)
+			if slices.Contains(kinds, "ResourceQuota/eva-quota") != want.quota {
+				t.Errorf("quota present = %v, want %v: %v", !want.quota, want.quota, kinds)
+			}
+			for _, m := range want.modules {
+				if !slices.Contains(kinds, "HelmRelease/"+m) {
+					t.Errorf("no HelmRelease for %s: %v", m, kinds)
+				}
+			}
+			releases := 0
+			for _, k := range kinds {
+				if strings.HasPrefix(k, "HelmRelease/") {
+					releases++
+				}
+			}
+			if releases != len(want.modules) {
+				t.Errorf("%d releases, want %d", releases, len(want.modules))
+			}
+			for _, k := range []string{"Namespace/eva-tenant-abcdef", "LimitRange/eva-defaults", "NetworkPolicy/eva-tenant-isolation",
+				"ServiceAccount/eva-deployer", "RoleBinding/eva-deployer", "Stream/eva-abcdef-events", "Stream/eva-abcdef-commands",
+				"PrometheusRule/eva-abcdef-streams", "Job/" + SeedJobName("seeds-1.0.0"), "Ingress/eva-abcdef"} {
+				if !slices.Contains(kinds, k) {
+					t.Errorf("missing %s in %v", k, kinds)
+				}
+			}
+			for _, o := range b.Objects {
+				labels := o["metadata"].(map[string]any)["labels"].(map[string]any)
+				if labels[tenant.LabelCapsule] != "ABCDEF" {
+					t.Errorf("%v lacks the capsule label", o["kind"])
+				}
+				if _, ok := o["status"]; ok {
+					t.Errorf("%v carries status", o["kind"])
+				}
+			}
+		})
+	}
+}
+
+func TestStarterQuotaAndLimits(t *testing.T) {
+	r := renderer(t)
+	b, err := r.Bundle(tenantFor("DEVUSR"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, _ := b.Manifest()
+	for _, want := range []string{
+		"    pods: \"20\"\n    requests.cpu: \"2\"\n    requests.memory: \"4Gi\"\n",
+		"  - default:\n      cpu: \"500m\"\n      memory: \"512Mi\"\n",
+		"host: devusr.dev.eva.example.com",
+		"  - \"capsule.DEVUSR.events.>\"",
+		"  - \"capsule.DEVUSR.commands.>\"",
+		"name: eva-DEVUSR-events",
+		"for: \"5m\"",
+		"capsule_queue_depth{capsule=\\\"DEVUSR\\\",stream=\\\"eva-DEVUSR-events\\\"} > 80000",
+		"nginx.ingress.kubernetes.io/ssl-redirect: \"false\"", // the dev overlay's patch
+	} {
+		if !bytes.Contains(data, []byte(want)) {
+			t.Errorf("bundle lacks %q", want)
+		}
+	}
+	if bytes.Contains(data, []byte("creationTimestamp")) {
+		t.Error("bundle carries creationTimestamp")
+	}
+}
+
+func syntheticTenants(n int) []*evav1.EvaTenant {
+	tiers := evav1.Tiers
+	out := make([]*evav1.EvaTenant, n)
+	for i := range n {
+		code := codeFor(i)
+		out[i] = tenantFor(code, withTier(tiers[i%len(tiers)]), withWave(int32(i%3+1)),
+			withValues("crm", map[string]any{"replicaCount": i%3 + 1, "features": map[string]any{"beta": i%2 == 0}}))
+	}
+	return out
+}
+
+// codeFor maps i to a distinct six-letter code.
+func codeFor(i int) string {
+	b := []byte("AAAAAA")
+	for p := 5; p >= 0 && i > 0; p-- {
+		b[p] = byte('A' + i%26)
+		i /= 26
+	}
+	return string(b)
+}
+
+func renderTree(t *testing.T, r *Renderer, tenants []*evav1.EvaTenant) map[string][]byte {
+	t.Helper()
+	files := map[string][]byte{}
+	_, err := r.Tree(tenants, func(f File) error {
+		if _, dup := files[f.Path]; dup {
+			return fmt.Errorf("%s emitted twice", f.Path)
+		}
+		files[f.Path] = f.Data
+		return nil
+	}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return files
+}
+
+func TestTreeIsDeterministic(t *testing.T) {
+	r := renderer(t)
+	tenants := syntheticTenants(60)
+	first := renderTree(t, r, tenants)
+	second := renderTree(t, r, tenants)
+	shuffled := slices.Clone(tenants)
+	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
+	third := renderTree(t, r, shuffled)
+	if len(first) != 60*3+1 {
+		t.Fatalf("%d files, want %d", len(first), 60*3+1)
+	}
+	for _, other := range []map[string][]byte{second, third} {
+		if len(other) != len(first) {
+			t.Fatalf("file count differs: %d vs %d", len(other), len(first))
+		}
+		for p, data := range first {
+			if !bytes.Equal(data, other[p]) {
+				t.Fatalf("%s differs between renders", p)
+			}
+		}
+	}
+	root := string(first[RootKustomization])
+	if !strings.Contains(root, "- flux/aaaaaa.yaml\n- flux/aaaaab.yaml\n") {
+		t.Errorf("root kustomization is not sorted:\n%s", root[:200])
+	}
+}
+
+func TestSecretsStayInTheirSecret(t *testing.T) {
+	r := renderer(t)
+	// The Secret the tenant references; its values must never reach the output.
+	secretValues := []string{"hunter2-Xq9!", "postgres://crm:hunter2-Xq9!@db/crm"}
+	files := renderTree(t, r, []*evav1.EvaTenant{
+		tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretValues("crm", "acmeco-crm-database")),
+	})
+	var all bytes.Buffer
+	for _, data := range files {
+		all.Write(data)
+	}
+	for _, v := range secretValues {
+		if bytes.Contains(all.Bytes(), []byte(v)) {
+			t.Fatalf("secret value %q found in the output", v)
+		}
+	}
+	want := "  valuesFrom:\n  - kind: Secret\n    name: acmeco-crm-database\n    targetPath: database.password\n    valuesKey: password\n"
+	if !bytes.Contains(all.Bytes(), []byte(want)) {
+		t.Errorf("the reference to the Secret is missing:\n%s", want)
+	}
+}
+
+func TestInvalidTenantIsRefused(t *testing.T) {
+	r := renderer(t)
+	_, err := r.Bundle(tenantFor("DEVUSR", withPin("forge", "1.0.0")))
+	if err == nil || !strings.Contains(err.Error(), "spec.versions[forge]") {
+		t.Fatalf("err = %v, want the module-not-in-tier problem", err)
+	}
+}
+
+func TestSeedJobName(t *testing.T) {
+	cases := map[string]string{
+		"seeds-1":               "eva-seed-seeds-1",
+		"seeds-1.0.0":           "eva-seed-seeds-1-0-0-",
+		"v2026.11":              "eva-seed-v2026-11-",
+		"Seeds_2026":            "eva-seed-seeds-2026-",
+		strings.Repeat("a", 80): "eva-seed-" + strings.Repeat("a", 45),
+	}
+	for in, prefix := range cases {
+		got := SeedJobName(in)
+		if !strings.HasPrefix(got, prefix) || len(got) > 63 {
+			t.Errorf("SeedJobName(%q) = %q, want prefix %q and at most 63 characters", in, got, prefix)
+		}
+	}
+	if SeedJobName("Seeds_2026") == SeedJobName("seeds-2026") {
+		t.Error("distinct versions share a Job name")
+	}
+}
+
+func FuzzRender(f *testing.F) {
+	f.Add("DEVUSR", uint8(0), uint8(1), "seeds-1", "crm", `{"a":{"b":[1,"x"]}}`)
+	f.Add("GLOBEX", uint8(2), uint8(3), "", "shell", `{"sessionTimeoutMinutes":30}`)
+	f.Add("ACMECO", uint8(1), uint8(2), "v1+b.2", "gateway", `{"x":"y: z # w","":null}`)
+	r := renderer(f)
+	f.Fuzz(func(t *testing.T, code string, tier, wave uint8, seeds, module, values string) {
+		tn := tenantFor(code, withTier(evav1.Tiers[int(tier)%len(evav1.Tiers)]), withWave(int32(wave)), withSeeds(seeds))
+		tn.Name = "fuzz"
+		var v map[string]any
+		if yaml.Unmarshal([]byte(values), &v) == nil && v != nil {
+			withValues(module, v)(tn)
+		}
+		if len(r.Catalog.Validate(tn)) > 0 {
+			return // only valid tenants render
+		}
+		files, err := r.TenantFiles(tn)
+		if err != nil {
+			t.Fatalf("valid tenant failed to render: %v", err)
+		}
+		for _, file := range files {
+			dec := yaml.NewDecoder(bytes.NewReader(file.Data))
+			for {
+				var doc any
+				if err := dec.Decode(&doc); err != nil {
+					if err.Error() == "EOF" {
+						break
+					}
+					t.Fatalf("%s does not parse: %v\n%s", file.Path, err, file.Data)
+				}
+			}
+		}
+	})
+}
