@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strings"
 	"time"
 
@@ -18,6 +19,9 @@ import (
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
+
+// RenderGCPercent is the garbage collector target evactl render runs with.
+const RenderGCPercent = 400
 
 type renderOptions struct {
 	tenants         []string
@@ -117,7 +121,7 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) error {
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 		}
 		r.Check = func(b *render.Bundle) error {
-			for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects) {
+			for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
 				if err := checker.Check(rel); err != nil {
 					return err
 				}
@@ -143,6 +147,9 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) error {
 	}
 
 	bar := newProgress(stderr, len(tenants), ro.quiet)
+	// A render is a short batch job that allocates a lot and keeps little: trading
+	// memory for fewer garbage collections makes a large fleet render much faster.
+	defer debug.SetGCPercent(debug.SetGCPercent(RenderGCPercent))
 	stats, err := r.Tree(tenants, out.Put, bar.update)
 	bar.done()
 	if err != nil {

@@ -42,6 +42,11 @@ func indent(buf *bytes.Buffer, n int) {
 }
 
 func sortedKeys(m map[string]any) []string {
+	if len(m) == 1 {
+		for k := range m {
+			return []string{k}
+		}
+	}
 	keys := make([]string, 0, len(m))
 	for k := range m {
 		keys = append(keys, k)
@@ -175,21 +180,59 @@ func writeScalar(buf *bytes.Buffer, v any) error {
 }
 
 // writeString writes s plain when YAML would read it back as the same string, and
-// double-quoted (JSON escapes are valid YAML escapes) otherwise.
+// double-quoted otherwise, with JSON's escapes (which are valid YAML escapes).
 func writeString(buf *bytes.Buffer, s string) {
 	if plainSafe(s) {
 		buf.WriteString(s)
 		return
 	}
-	raw, _ := json.Marshal(s) // cannot fail for a string
-	if bytes.Contains(raw, []byte(`\u003c`)) || bytes.Contains(raw, []byte(`\u003e`)) || bytes.Contains(raw, []byte(`\u0026`)) {
-		var b bytes.Buffer
-		enc := json.NewEncoder(&b)
-		enc.SetEscapeHTML(false)
-		_ = enc.Encode(s)
-		raw = bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	buf.WriteByte('"')
+	start := 0
+	for i := 0; i < len(s); {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' && c < 0x7f {
+			i++
+			continue
+		}
+		if c < utf8.RuneSelf {
+			buf.WriteString(s[start:i])
+			switch c {
+			case '"':
+				buf.WriteString(`\"`)
+			case '\\':
+				buf.WriteString(`\\`)
+			case '\n':
+				buf.WriteString(`\n`)
+			case '\t':
+				buf.WriteString(`\t`)
+			case '\r':
+				buf.WriteString(`\r`)
+			default:
+				fmt.Fprintf(buf, `\u%04x`, c)
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		// Invalid UTF-8, C1 controls, and the separators YAML treats as breaks are
+		// escaped; other characters are written as they are.
+		if r == utf8.RuneError && size == 1 || r == '\u2028' || r == '\u2029' || r == '\ufeff' ||
+			r >= 0x80 && r <= 0x9f || r == 0xfffe || r == 0xffff {
+			buf.WriteString(s[start:i])
+			if r == utf8.RuneError {
+				buf.WriteString(`\ufffd`)
+			} else {
+				fmt.Fprintf(buf, `\u%04x`, r)
+			}
+			i += size
+			start = i
+			continue
+		}
+		i += size
 	}
-	buf.Write(raw)
+	buf.WriteString(s[start:])
+	buf.WriteByte('"')
 }
 
 // plainSafe reports whether s can be written as a plain scalar and read back as the

@@ -109,3 +109,9 @@ func FuzzEncode(f *testing.F) {
 		roundTrip(t, obj)
 	})
 }
+
+func TestEncodeControlCharacters(t *testing.T) {
+	for _, s := range []string{"\x7f", "a\u0085b", "\u009f", "\ufeffx", "\x01\x1f", "tab\there", "\u2029"} {
+		roundTrip(t, map[string]any{"k": s})
+	}
+}

@@ -1,14 +1,15 @@
 package overlay
 
 import (
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
 
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 	"k8s.io/apimachinery/pkg/labels"
-	"sigs.k8s.io/kustomize/api/filters/patchjson6902"
 	"sigs.k8s.io/kustomize/api/filters/patchstrategicmerge"
 	"sigs.k8s.io/kustomize/api/types"
 	kyaml "sigs.k8s.io/kustomize/kyaml/yaml"
@@ -21,7 +22,7 @@ type Patch struct {
 	Source string
 	target *selector
 	smp    *kyaml.RNode
-	json   string
+	ops    jsonpatch.Patch
 }
 
 type selector struct {
@@ -87,11 +88,20 @@ func ParsePatch(source, body string, target *types.Selector) (*Patch, error) {
 		if target == nil {
 			return nil, fmt.Errorf("%s: a JSON 6902 patch needs a target", source)
 		}
-		p.json = body
-		// Check the operations now rather than once per object.
-		if _, err := (patchjson6902.Filter{Patch: body}).Filter(nil); err != nil {
+		// Decoded as kustomize's JSON 6902 filter decodes it (YAML to JSON, then the
+		// same json-patch library), once rather than once per object.
+		raw := []byte(trimmed)
+		if !strings.HasPrefix(trimmed, "[") {
+			var err error
+			if raw, err = sigsyaml.YAMLToJSON(raw); err != nil {
+				return nil, fmt.Errorf("%s: %w", source, err)
+			}
+		}
+		ops, err := jsonpatch.DecodePatch(raw)
+		if err != nil {
 			return nil, fmt.Errorf("%s: %w", source, err)
 		}
+		p.ops = ops
 	} else {
 		node, err := kyaml.Parse(body)
 		if err != nil {
@@ -147,27 +157,41 @@ func compileSelector(t *types.Selector) (*selector, error) {
 	return s, nil
 }
 
-func (s *selector) matches(obj map[string]any) bool {
-	apiVersion, _ := obj["apiVersion"].(string)
-	group, version, found := strings.Cut(apiVersion, "/")
-	if !found {
-		group, version = "", apiVersion
-	}
-	kind, _ := obj["kind"].(string)
+// Identity is what a patch target selects on.
+type Identity struct {
+	APIVersion, Kind, Name, Namespace string
+	Labels, Annotations               map[string]string
+}
+
+// IdentityOf reads the identity of an object in the JSON data model.
+func IdentityOf(obj map[string]any) Identity {
 	meta, _ := obj["metadata"].(map[string]any)
-	name, _ := meta["name"].(string)
-	namespace, _ := meta["namespace"].(string)
+	id := Identity{Labels: stringMap(meta["labels"]), Annotations: stringMap(meta["annotations"])}
+	id.APIVersion, _ = obj["apiVersion"].(string)
+	id.Kind, _ = obj["kind"].(string)
+	id.Name, _ = meta["name"].(string)
+	id.Namespace, _ = meta["namespace"].(string)
+	return id
+}
+
+// Targets reports whether the patch applies to an object.
+func (p *Patch) Targets(id Identity) bool {
+	s := p.target
+	group, version, found := strings.Cut(id.APIVersion, "/")
+	if !found {
+		group, version = "", id.APIVersion
+	}
 	switch {
 	case s.group != "" && s.group != group, s.version != "" && s.version != version,
-		s.kind != "" && s.kind != kind,
-		s.name != nil && !s.name.MatchString(name),
-		s.namespace != nil && !s.namespace.MatchString(namespace):
+		s.kind != "" && s.kind != id.Kind,
+		s.name != nil && !s.name.MatchString(id.Name),
+		s.namespace != nil && !s.namespace.MatchString(id.Namespace):
 		return false
 	}
-	if s.labels != nil && !s.labels.Matches(labels.Set(stringMap(meta["labels"]))) {
+	if s.labels != nil && !s.labels.Matches(labels.Set(id.Labels)) {
 		return false
 	}
-	if s.annotations != nil && !s.annotations.Matches(labels.Set(stringMap(meta["annotations"]))) {
+	if s.annotations != nil && !s.annotations.Matches(labels.Set(id.Annotations)) {
 		return false
 	}
 	return true
@@ -183,54 +207,59 @@ func stringMap(v any) map[string]string {
 }
 
 // Apply applies the patches, in order, to every object they target. Objects no patch
-// targets are returned untouched (and without the cost of a YAML round trip).
+// targets are returned untouched. JSON 6902 patches run on the object's JSON exactly as
+// kustomize's patchjson6902 filter runs them (which also goes through JSON), without
+// its YAML node round trip; strategic-merge patches go through kustomize's filter.
 func Apply(patches []Patch, objects []map[string]any) ([]map[string]any, error) {
-	if len(patches) == 0 {
-		return objects, nil
-	}
 	for i, obj := range objects {
-		var node *kyaml.RNode
 		for _, p := range patches {
-			if !p.target.matches(obj) {
+			if !p.Targets(IdentityOf(objects[i])) {
 				continue
 			}
-			if node == nil {
-				n, err := kyaml.FromMap(obj)
-				if err != nil {
-					return nil, fmt.Errorf("patching %s: %w", describe(obj), err)
-				}
-				node = n
-			}
-			var err error
-			var out []*kyaml.RNode
-			if p.smp != nil {
-				out, err = patchstrategicmerge.Filter{Patch: p.smp.Copy()}.Filter([]*kyaml.RNode{node})
-			} else {
-				out, err = patchjson6902.Filter{Patch: p.json}.Filter([]*kyaml.RNode{node})
-			}
+			patched, err := p.Apply(objects[i])
 			if err != nil {
-				return nil, fmt.Errorf("%s: applying to %s: %w", p.Source, describe(obj), err)
+				return nil, fmt.Errorf("%s: applying to %s: %w", p.Source, Describe(IdentityOf(obj)), err)
 			}
-			if len(out) != 1 {
-				return nil, fmt.Errorf("%s: patch deleted %s; a tenant overlay may not remove objects", p.Source, describe(obj))
-			}
-			node = out[0]
-		}
-		if node != nil {
-			m, err := node.Map()
-			if err != nil {
-				return nil, fmt.Errorf("patching %s: %w", describe(objects[i]), err)
-			}
-			objects[i] = m
+			objects[i] = patched
 		}
 	}
 	return objects, nil
 }
 
-func describe(obj map[string]any) string {
-	if obj == nil {
-		return "object"
+// Apply applies the patch to one object.
+func (p *Patch) Apply(obj map[string]any) (map[string]any, error) {
+	if p.ops != nil {
+		raw, err := json.Marshal(obj)
+		if err != nil {
+			return nil, err
+		}
+		if raw, err = p.ops.Apply(raw); err != nil {
+			return nil, err
+		}
+		out := map[string]any{}
+		if err := json.Unmarshal(raw, &out); err != nil {
+			return nil, err
+		}
+		return out, nil
 	}
-	meta, _ := obj["metadata"].(map[string]any)
-	return fmt.Sprintf("%v %v/%v", obj["kind"], meta["namespace"], meta["name"])
+	node, err := kyaml.FromMap(obj)
+	if err != nil {
+		return nil, err
+	}
+	res, err := patchstrategicmerge.Filter{Patch: p.smp.Copy()}.Filter([]*kyaml.RNode{node})
+	if err != nil {
+		return nil, err
+	}
+	if len(res) != 1 {
+		return nil, fmt.Errorf("the patch deletes the object; a tenant overlay may not remove objects")
+	}
+	return res[0].Map()
+}
+
+// Describe names an object in messages.
+func Describe(id Identity) string {
+	if id.Namespace == "" {
+		return id.Kind + " " + id.Name
+	}
+	return id.Kind + " " + id.Namespace + "/" + id.Name
 }

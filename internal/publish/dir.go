@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"sync"
 
 	"github.com/aidonow/eva/internal/render"
 )
@@ -16,6 +17,7 @@ import (
 // tenant codes about to be rendered.
 type Dir struct {
 	dir     string
+	mu      sync.Mutex
 	written map[string]bool
 }
 
@@ -64,10 +66,13 @@ func existingTenants(dir string) ([]string, error) {
 	return out, nil
 }
 
-// Put writes one file unless it already holds the same bytes.
+// Put writes one file unless it already holds the same bytes. It is safe for
+// concurrent use.
 func (d *Dir) Put(f render.File) error {
 	full := filepath.Join(d.dir, filepath.FromSlash(f.Path))
+	d.mu.Lock()
 	d.written[f.Path] = true
+	d.mu.Unlock()
 	if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, f.Data) {
 		return nil
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"sync"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -39,6 +40,7 @@ type LocalRepo struct {
 	head   plumbing.Hash
 	branch plumbing.ReferenceName
 	old    gitrepo.Files
+	mu     sync.Mutex // guards new and the object store during Put
 	new    gitrepo.Files
 }
 
@@ -76,8 +78,10 @@ func OpenLocal(dir string) (*LocalRepo, error) {
 	return l, nil
 }
 
-// Put records one rendered file and stores its blob.
+// Put records one rendered file and stores its blob. It is safe for concurrent use.
 func (l *LocalRepo) Put(f render.File) error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	h, err := gitrepo.StoreBlob(l.repo.Storer, f.Data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)

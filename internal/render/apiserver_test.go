@@ -154,8 +154,8 @@ func TestTreeBuildsWithKustomize(t *testing.T) {
 		if err != nil {
 			t.Fatalf("kustomize build of %s: %v", tn.Spec.CapsuleCode, err)
 		}
-		if len(res.Resources()) != len(b.Objects) {
-			t.Errorf("%s builds %d objects, want %d", tn.Spec.CapsuleCode, len(res.Resources()), len(b.Objects))
+		if len(res.Resources()) != b.Len() {
+			t.Errorf("%s builds %d objects, want %d", tn.Spec.CapsuleCode, len(res.Resources()), b.Len())
 		}
 	}
 }

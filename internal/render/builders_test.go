@@ -31,8 +31,8 @@ func tenantFor(code string, opts ...tenantOption) *evav1.EvaTenant {
 }
 
 func withTier(tier evav1.Tier) tenantOption { return func(t *evav1.EvaTenant) { t.Spec.Tier = tier } }
-func withWave(w int32) tenantOption          { return func(t *evav1.EvaTenant) { t.Spec.Wave = w } }
-func withSeeds(v string) tenantOption        { return func(t *evav1.EvaTenant) { t.Spec.SeedsVersion = v } }
+func withWave(w int32) tenantOption         { return func(t *evav1.EvaTenant) { t.Spec.Wave = w } }
+func withSeeds(v string) tenantOption       { return func(t *evav1.EvaTenant) { t.Spec.SeedsVersion = v } }
 func withLifecycle(l evav1.Lifecycle) tenantOption {
 	return func(t *evav1.EvaTenant) { t.Spec.Lifecycle = l }
 }

@@ -128,10 +128,10 @@ type TreeStats struct {
 	Bytes   int64
 }
 
-// Tree renders the whole GitOps tree of tenants. Rendering runs on every core; emit is
-// called from one goroutine at a time, tenant files first (in no fixed order) and the
-// root kustomization last. The content does not depend on the order of tenants.
-// progress, when not nil, is called after each tenant.
+// Tree renders the whole GitOps tree of tenants on every core. emit is called
+// concurrently (it must be safe for that), with each tenant's files and, last, the root
+// kustomization; progress, when not nil, is called after each tenant, one call at a
+// time. The content does not depend on the order of tenants.
 func (r *Renderer) Tree(tenants []*evav1.EvaTenant, emit func(File) error, progress func(done int)) (TreeStats, error) {
 	var stats TreeStats
 	codes := make([]string, 0, len(tenants))
@@ -145,65 +145,58 @@ func (r *Renderer) Tree(tenants []*evav1.EvaTenant, emit func(File) error, progr
 		codes = append(codes, code)
 	}
 
-	type result struct {
-		files   []File
-		objects int
-		err     error
+	var (
+		mu       sync.Mutex
+		firstErr error
+		next     int
+		wg       sync.WaitGroup
+	)
+	take := func() (*evav1.EvaTenant, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if firstErr != nil || next == len(tenants) {
+			return nil, false
+		}
+		next++
+		return tenants[next-1], true
 	}
-	work := make(chan *evav1.EvaTenant)
-	results := make(chan result, 64)
-	var wg sync.WaitGroup
+	renderOne := func(t *evav1.EvaTenant) (objects int, size int64, err error) {
+		files, err := r.TenantFiles(t)
+		if err != nil {
+			return 0, 0, err
+		}
+		for _, f := range files {
+			if err := emit(f); err != nil {
+				return 0, 0, err
+			}
+			size += int64(len(f.Data))
+		}
+		// The bundle's objects and the Flux Kustomization.
+		return bytes.Count(files[2].Data, []byte("---\n")) + 1, size, nil
+	}
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for t := range work {
-				files, err := r.TenantFiles(t)
-				n := 0
-				if err == nil {
-					n = bytes.Count(files[2].Data, []byte("---\n"))
+			for t, ok := take(); ok; t, ok = take() {
+				objects, size, err := renderOne(t)
+				mu.Lock()
+				if err != nil && firstErr == nil {
+					firstErr = err
 				}
-				results <- result{files, n, err}
+				if err == nil {
+					stats.Tenants++
+					stats.Objects += objects
+					stats.Bytes += size
+					if progress != nil {
+						progress(stats.Tenants)
+					}
+				}
+				mu.Unlock()
 			}
 		}()
 	}
-	stop := make(chan struct{})
-	go func() {
-		defer close(work)
-		for _, t := range tenants {
-			select {
-			case work <- t:
-			case <-stop:
-				return
-			}
-		}
-	}()
-	go func() { wg.Wait(); close(results) }()
-
-	var firstErr error
-	for res := range results {
-		if firstErr != nil {
-			continue // drain
-		}
-		if res.err == nil {
-			for _, f := range res.files {
-				if res.err = emit(f); res.err != nil {
-					break
-				}
-				stats.Bytes += int64(len(f.Data))
-			}
-		}
-		if res.err != nil {
-			firstErr = res.err
-			close(stop)
-			continue
-		}
-		stats.Tenants++
-		stats.Objects += res.objects + 1 // the bundle's objects and the Flux Kustomization
-		if progress != nil {
-			progress(stats.Tenants)
-		}
-	}
+	wg.Wait()
 	if firstErr != nil {
 		return stats, firstErr
 	}

@@ -4,8 +4,8 @@ import (
 	"fmt"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 
-	"github.com/aidonow/eva/internal/manifest"
 	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/tenant"
@@ -17,19 +17,19 @@ func AlertRulesName(code string) string { return "eva-" + DirName(code) + "-stre
 // StreamFullThreshold is the share of a stream's MaxMsgs above which the alert fires.
 const StreamFullThreshold = 0.8
 
-func (s *scope) eventsStream() (map[string]any, error) {
+func (s *scope) eventsStream() (runtime.Object, error) {
 	return s.stream(tenant.EventsStream(s.code), tenant.EventsSubject(s.code), "events")
 }
 
-func (s *scope) commandsStream() (map[string]any, error) {
+func (s *scope) commandsStream() (runtime.Object, error) {
 	return s.stream(tenant.CommandsStream(s.code), tenant.CommandsSubject(s.code), "commands")
 }
 
 // stream renders one NACK Stream. Its subject filter is what keeps tenants apart at the
 // server: a tenant's stream only ever captures its own subjects.
-func (s *scope) stream(name, subject, purpose string) (map[string]any, error) {
+func (s *scope) stream(name, subject, purpose string) (runtime.Object, error) {
 	limits := s.tier.Streams
-	return manifest.ToMap(&nackv1beta2.Stream{
+	return &nackv1beta2.Stream{
 		TypeMeta:   metav1.TypeMeta{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream"},
 		ObjectMeta: s.meta(tenant.StreamObjectName(name), "eva.aidonow.com/stream", purpose),
 		Spec: nackv1beta2.StreamSpec{
@@ -44,12 +44,12 @@ func (s *scope) stream(name, subject, purpose string) (map[string]any, error) {
 			Storage:     "file",
 			Replicas:    limits.Replicas,
 		},
-	})
+	}, nil
 }
 
 // alertRules fires when a stream holds more than 80% of its MaxMsgs for 5 minutes. The
 // depth comes from the operator's capsule_queue_depth gauge.
-func (s *scope) alertRules() (map[string]any, error) {
+func (s *scope) alertRules() (runtime.Object, error) {
 	threshold := int64(float64(s.tier.Streams.MaxMsgs) * StreamFullThreshold)
 	var rules []monitoringv1.Rule
 	for _, stream := range []string{tenant.EventsStream(s.code), tenant.CommandsStream(s.code)} {
@@ -67,11 +67,11 @@ func (s *scope) alertRules() (map[string]any, error) {
 			},
 		})
 	}
-	return manifest.ToMap(&monitoringv1.PrometheusRule{
+	return &monitoringv1.PrometheusRule{
 		TypeMeta:   metav1.TypeMeta{APIVersion: monitoringv1.GroupVersion.String(), Kind: "PrometheusRule"},
 		ObjectMeta: s.meta(AlertRulesName(s.code)),
 		Spec: monitoringv1.PrometheusRuleSpec{Groups: []monitoringv1.RuleGroup{{
 			Name: "eva-capsule-" + DirName(s.code), Rules: rules,
 		}}},
-	})
+	}, nil
 }

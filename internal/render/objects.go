@@ -12,10 +12,10 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
-	"github.com/aidonow/eva/internal/manifest"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -23,7 +23,7 @@ func (s *scope) meta(name string, extraLabels ...string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Name: name, Namespace: s.ns, Labels: s.labels(extraLabels...)}
 }
 
-func (s *scope) namespace() (map[string]any, error) {
+func (s *scope) namespace() (runtime.Object, error) {
 	const psa = "pod-security.kubernetes.io/"
 	ns := &corev1.Namespace{
 		TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Namespace"},
@@ -32,33 +32,33 @@ func (s *scope) namespace() (map[string]any, error) {
 			psa+"enforce", "restricted", psa+"enforce-version", "latest",
 			psa+"audit", "restricted", psa+"warn", "restricted")},
 	}
-	return manifest.ToMap(ns)
+	return ns, nil
 }
 
-func (s *scope) serviceAccount() (map[string]any, error) {
-	return manifest.ToMap(&corev1.ServiceAccount{
+func (s *scope) serviceAccount() (runtime.Object, error) {
+	return &corev1.ServiceAccount{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ServiceAccount"},
 		ObjectMeta: s.meta(DeployerName),
-	})
+	}, nil
 }
 
 // roleBinding lets the account Flux impersonates for the tenant's Helm releases manage
 // the tenant namespace, and nothing outside it.
-func (s *scope) roleBinding() (map[string]any, error) {
-	return manifest.ToMap(&rbacv1.RoleBinding{
+func (s *scope) roleBinding() (runtime.Object, error) {
+	return &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 		ObjectMeta: s.meta(DeployerName),
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: s.r.Env.Settings.DeployerClusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: DeployerName, Namespace: s.ns}},
-	})
+	}, nil
 }
 
-func (s *scope) resourceQuota() (map[string]any, error) {
+func (s *scope) resourceQuota() (runtime.Object, error) {
 	q := s.tier.Quota
 	if q == nil {
 		return nil, nil // unrestricted tier
 	}
-	return manifest.ToMap(&corev1.ResourceQuota{
+	return &corev1.ResourceQuota{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
 		ObjectMeta: s.meta(QuotaName),
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
@@ -66,24 +66,24 @@ func (s *scope) resourceQuota() (map[string]any, error) {
 			corev1.ResourceRequestsMemory: q.Memory,
 			corev1.ResourcePods:           *resource.NewQuantity(q.Pods, resource.DecimalSI),
 		}},
-	})
+	}, nil
 }
 
-func (s *scope) limitRange() (map[string]any, error) {
+func (s *scope) limitRange() (runtime.Object, error) {
 	d := s.r.Catalog.LimitRange
 	defaults := corev1.ResourceList{corev1.ResourceCPU: d.DefaultCPU, corev1.ResourceMemory: d.DefaultMemory}
-	return manifest.ToMap(&corev1.LimitRange{
+	return &corev1.LimitRange{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "LimitRange"},
 		ObjectMeta: s.meta(LimitRangeName),
 		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
 			Type: corev1.LimitTypeContainer, Default: defaults, DefaultRequest: defaults,
 		}}},
-	})
+	}, nil
 }
 
 // networkPolicy denies all traffic except within the namespace, from the ingress
 // controller, to cluster DNS and (when configured) to NATS.
-func (s *scope) networkPolicy() (map[string]any, error) {
+func (s *scope) networkPolicy() (runtime.Object, error) {
 	env := s.r.Env.Settings
 	inNamespace := func(ns string) *metav1.LabelSelector {
 		return &metav1.LabelSelector{MatchLabels: map[string]string{"kubernetes.io/metadata.name": ns}}
@@ -106,7 +106,7 @@ func (s *scope) networkPolicy() (map[string]any, error) {
 			Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &nats}},
 		})
 	}
-	return manifest.ToMap(&networkingv1.NetworkPolicy{
+	return &networkingv1.NetworkPolicy{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "NetworkPolicy"},
 		ObjectMeta: s.meta(NetworkPolicyName),
 		Spec: networkingv1.NetworkPolicySpec{
@@ -118,12 +118,12 @@ func (s *scope) networkPolicy() (map[string]any, error) {
 			},
 			Egress: egress,
 		},
-	})
+	}, nil
 }
 
 // ingress routes /<module> on the tenant's host to each module's Service, so every tier
 // has an Ingress and IngressReady means the same everywhere.
-func (s *scope) ingress() (map[string]any, error) {
+func (s *scope) ingress() (runtime.Object, error) {
 	prefix := networkingv1.PathTypePrefix
 	var paths []networkingv1.HTTPIngressPath
 	for _, module := range s.tier.Modules {
@@ -133,7 +133,7 @@ func (s *scope) ingress() (map[string]any, error) {
 				Name: module, Port: networkingv1.ServiceBackendPort{Number: 80}}},
 		})
 	}
-	return manifest.ToMap(&networkingv1.Ingress{
+	return &networkingv1.Ingress{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
 		ObjectMeta: s.meta(tenant.IngressName(s.code)),
 		Spec: networkingv1.IngressSpec{
@@ -143,7 +143,7 @@ func (s *scope) ingress() (map[string]any, error) {
 				IngressRuleValue: networkingv1.IngressRuleValue{HTTP: &networkingv1.HTTPIngressRuleValue{Paths: paths}},
 			}},
 		},
-	})
+	}, nil
 }
 
 // SeedJobName returns the name of the seed Job for a seeds version: a DNS label, unique
@@ -170,7 +170,7 @@ var (
 
 // seedJob loads the seed data set into the tenant. Without a seedsVersion there is
 // nothing to load.
-func (s *scope) seedJob() (map[string]any, error) {
+func (s *scope) seedJob() (runtime.Object, error) {
 	version := s.t.Spec.SeedsVersion
 	if version == "" {
 		return nil, nil
@@ -212,7 +212,7 @@ func (s *scope) seedJob() (map[string]any, error) {
 			},
 		},
 	}
-	return manifest.ToMap(job)
+	return job, nil
 }
 
 // labelValue makes a label value of a seeds version (at most 63 characters).

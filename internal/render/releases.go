@@ -6,10 +6,11 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
-	"github.com/aidonow/eva/internal/manifest"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -18,7 +19,7 @@ import (
 const releaseRetries = 3
 
 // helmRelease renders the Flux HelmRelease of one module.
-func (s *scope) helmRelease(module string) (map[string]any, error) {
+func (s *scope) helmRelease(module string) (runtime.Object, error) {
 	env := s.r.Env.Settings
 	mod := s.r.Catalog.Modules[module]
 	rollback := helmv2.RollbackRemediationStrategy
@@ -50,19 +51,16 @@ func (s *scope) helmRelease(module string) (map[string]any, error) {
 			ValuesFrom: s.valuesFrom(module),
 		},
 	}
-	obj, err := manifest.ToMap(hr)
-	if err != nil {
-		return nil, err
-	}
 	values, err := s.values(module)
 	if err != nil {
 		return nil, err
 	}
-	// The values tree is set on the converted object directly: it is already plain
-	// data, and a JSON round trip through the typed field would cost more than the
-	// rest of the release.
-	obj["spec"].(map[string]any)["values"] = values
-	return obj, nil
+	raw, err := json.Marshal(values)
+	if err != nil {
+		return nil, fmt.Errorf("values of %s: %w", module, err)
+	}
+	hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	return hr, nil
 }
 
 // values merges, in order: the module's catalog values, the tier's values for the

@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/manifest"
@@ -49,7 +52,14 @@ type Renderer struct {
 type Bundle struct {
 	Code      string
 	Namespace string
-	Objects   []map[string]any
+	objects   []object
+}
+
+// object is one rendered object: typed as built, and as plain data once something
+// (a patch, a caller of Objects) needed that form.
+type object struct {
+	typed runtime.Object
+	plain map[string]any
 }
 
 // Bundle renders one tenant. The tenant must be valid; an invalid one is refused with
@@ -62,29 +72,29 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	b := &Bundle{Code: code, Namespace: tenant.Namespace(code)}
 	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier]}
 
-	objects := []func() (map[string]any, error){s.namespace}
+	builders := []func() (runtime.Object, error){s.namespace}
 	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
-		objects = append(objects, s.serviceAccount, s.roleBinding, s.resourceQuota, s.limitRange,
+		builders = append(builders, s.serviceAccount, s.roleBinding, s.resourceQuota, s.limitRange,
 			s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules)
 		for _, module := range s.tier.Modules {
-			objects = append(objects, func() (map[string]any, error) { return s.helmRelease(module) })
+			builders = append(builders, func() (runtime.Object, error) { return s.helmRelease(module) })
 		}
-		objects = append(objects, s.seedJob, s.ingress)
+		builders = append(builders, s.seedJob, s.ingress)
 	}
-	for _, build := range objects {
+	for _, build := range builders {
 		obj, err := build()
 		if err != nil {
 			return nil, fmt.Errorf("rendering tenant %s: %w", code, err)
 		}
-		if obj != nil {
-			b.Objects = append(b.Objects, obj)
+		if obj == nil {
+			continue
 		}
+		o := object{typed: obj}
+		if err := o.patch(r.Env.Patches); err != nil {
+			return nil, fmt.Errorf("tenant %s, environment %s: %w", code, r.Env.Name, err)
+		}
+		b.objects = append(b.objects, o)
 	}
-	patched, err := overlay.Apply(r.Env.Patches, b.Objects)
-	if err != nil {
-		return nil, fmt.Errorf("tenant %s, environment %s: %w", code, r.Env.Name, err)
-	}
-	b.Objects = patched
 	if r.Check != nil {
 		if err := r.Check(b); err != nil {
 			return nil, err
@@ -93,20 +103,84 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	return b, nil
 }
 
+// patch applies the environment's patches that target the object; only a targeted
+// object is converted to plain data.
+func (o *object) patch(patches []overlay.Patch) error {
+	if len(patches) == 0 {
+		return nil
+	}
+	meta, err := apimeta.Accessor(o.typed)
+	if err != nil {
+		return err
+	}
+	apiVersion, kind := o.typed.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	id := overlay.Identity{APIVersion: apiVersion, Kind: kind, Name: meta.GetName(), Namespace: meta.GetNamespace(),
+		Labels: meta.GetLabels(), Annotations: meta.GetAnnotations()}
+	for i := range patches {
+		if !patches[i].Targets(id) {
+			continue
+		}
+		if o.plain == nil {
+			if o.plain, err = manifest.ToMap(o.typed); err != nil {
+				return err
+			}
+		}
+		if o.plain, err = patches[i].Apply(o.plain); err != nil {
+			return fmt.Errorf("%s: applying to %s: %w", patches[i].Source, overlay.Describe(id), err)
+		}
+	}
+	return nil
+}
+
+// Objects returns the bundle's objects as plain data (the JSON data model), in apply
+// order. The maps belong to the bundle: copy before changing them.
+func (b *Bundle) Objects() []map[string]any {
+	out := make([]map[string]any, len(b.objects))
+	for i := range b.objects {
+		o := &b.objects[i]
+		if o.plain == nil {
+			m, err := manifest.ToMap(o.typed)
+			if err != nil {
+				// Every rendered type converts; a failure here is a programming error.
+				panic(fmt.Sprintf("converting %T: %v", o.typed, err))
+			}
+			o.plain = m
+		}
+		out[i] = o.plain
+	}
+	return out
+}
+
+// Len returns the number of objects in the bundle.
+func (b *Bundle) Len() int { return len(b.objects) }
+
+var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
 // Manifest returns the bundle as a multi-document YAML stream.
 func (b *Bundle) Manifest() ([]byte, error) {
-	var buf bytes.Buffer
-	buf.Grow(1024 * len(b.Objects))
-	if err := manifest.EncodeDocuments(&buf, b.Objects); err != nil {
-		return nil, fmt.Errorf("encoding tenant %s: %w", b.Code, err)
+	buf := bufPool.Get().(*bytes.Buffer)
+	defer func() { buf.Reset(); bufPool.Put(buf) }()
+	for _, o := range b.objects {
+		buf.WriteString("---\n")
+		var err error
+		if o.plain != nil {
+			err = manifest.Encode(buf, o.plain)
+		} else {
+			err = manifest.EncodeTyped(buf, o.typed)
+		}
+		if err != nil {
+			return nil, fmt.Errorf("encoding tenant %s: %w", b.Code, err)
+		}
 	}
-	return buf.Bytes(), nil
+	// The pooled buffer is reused: hand out an exact copy.
+	return bytes.Clone(buf.Bytes()), nil
 }
 
 // Unstructured returns deep copies of the bundle's objects for a Kubernetes client.
 func (b *Bundle) Unstructured() []*unstructured.Unstructured {
-	out := make([]*unstructured.Unstructured, len(b.Objects))
-	for i, obj := range b.Objects {
+	objects := b.Objects()
+	out := make([]*unstructured.Unstructured, len(objects))
+	for i, obj := range objects {
 		out[i] = &unstructured.Unstructured{Object: deepCopyMap(obj)}
 	}
 	return out

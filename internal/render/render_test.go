@@ -67,7 +67,7 @@ func TestGoldenPerTier(t *testing.T) {
 // kindsOf lists "Kind/name" of every object of a bundle.
 func kindsOf(b *Bundle) []string {
 	var out []string
-	for _, o := range b.Objects {
+	for _, o := range b.Objects() {
 		meta := o["metadata"].(map[string]any)
 		out = append(out, fmt.Sprintf("%s/%s", o["kind"], meta["name"]))
 	}
@@ -116,7 +116,7 @@ func TestBundleContentsPerTier(t *testing.T) {
 					t.Errorf("missing %s in %v", k, kinds)
 				}
 			}
-			for _, o := range b.Objects {
+			for _, o := range b.Objects() {
 				labels := o["metadata"].(map[string]any)["labels"].(map[string]any)
 				if labels[tenant.LabelCapsule] != "ABCDEF" {
 					t.Errorf("%v lacks the capsule label", o["kind"])

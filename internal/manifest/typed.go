@@ -1,0 +1,453 @@
+package manifest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+)
+
+// EncodeTyped writes a typed Kubernetes object as YAML, byte for byte what Encode
+// writes for ToMap(obj), without building the intermediate maps: rendering a fleet
+// spends most of its time and memory on those maps otherwise.
+func EncodeTyped(buf *bytes.Buffer, obj any) error {
+	v := reflect.ValueOf(obj)
+	for v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return fmt.Errorf("nil object")
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return fmt.Errorf("EncodeTyped needs a struct, got %s", v.Type())
+	}
+	e := arenaPool.Get().(*arena)
+	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
+	fields, err := e.collect(v, true)
+	if err != nil {
+		return err
+	}
+	if len(fields) == 0 {
+		buf.WriteString("{}\n")
+		return nil
+	}
+	return e.writeFields(buf, fields, 0)
+}
+
+// arena holds the fields being written, as a stack: each struct's fields are
+// appended while it is written and dropped after, so encoding allocates no per-struct
+// slices.
+type arena struct{ items []namedValue }
+
+var arenaPool = sync.Pool{New: func() any { return &arena{items: make([]namedValue, 0, 256)} }}
+
+// value is a field value ready to write: either still typed, or plain data (from a
+// type with its own JSON encoding).
+type value struct {
+	v       reflect.Value
+	plain   any
+	isPlain bool
+}
+
+type namedValue struct {
+	name string
+	value
+}
+
+type fieldInfo struct {
+	name      string
+	index     int
+	omitempty bool
+	omitzero  bool
+	inline    bool
+}
+
+var fieldCache sync.Map // reflect.Type → []fieldInfo
+
+func fieldsOf(t reflect.Type) []fieldInfo {
+	if cached, ok := fieldCache.Load(t); ok {
+		return cached.([]fieldInfo)
+	}
+	var out []fieldInfo
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" || (!f.IsExported() && !f.Anonymous) {
+			continue
+		}
+		info := fieldInfo{name: name, index: i}
+		for _, o := range strings.Split(opts, ",") {
+			info.omitempty = info.omitempty || o == "omitempty"
+			info.omitzero = info.omitzero || o == "omitzero"
+		}
+		if name == "" {
+			if !f.Anonymous {
+				info.name = f.Name
+			} else {
+				info.inline = true
+			}
+		}
+		out = append(out, info)
+	}
+	fieldCache.Store(t, out)
+	return out
+}
+
+var marshalerType = reflect.TypeFor[json.Marshaler]()
+
+// typeKind says how a type is written; cached per type.
+type typeKind int
+
+const (
+	kindPlain        typeKind = iota // written from its own fields or kind
+	kindQuantity                     // resource.Quantity
+	kindDuration                     // metav1.Duration
+	kindIntOrString                  // intstr.IntOrString
+	kindTime                         // metav1.Time
+	kindMarshaler                    // any other json.Marshaler (value receiver)
+	kindPtrMarshaler                 // a json.Marshaler on the pointer receiver
+)
+
+var (
+	kindCache    sync.Map // reflect.Type → typeKind
+	quantityType = reflect.TypeFor[resource.Quantity]()
+	durationType = reflect.TypeFor[metav1.Duration]()
+	intstrType   = reflect.TypeFor[intstr.IntOrString]()
+	timeType     = reflect.TypeFor[metav1.Time]()
+)
+
+func kindOf(t reflect.Type) typeKind {
+	if k, ok := kindCache.Load(t); ok {
+		return k.(typeKind)
+	}
+	k := kindPlain
+	switch {
+	case t == quantityType:
+		k = kindQuantity
+	case t == durationType:
+		k = kindDuration
+	case t == intstrType:
+		k = kindIntOrString
+	case t == timeType:
+		k = kindTime
+	case t.Implements(marshalerType):
+		k = kindMarshaler
+	case t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(marshalerType):
+		k = kindPtrMarshaler
+	}
+	kindCache.Store(t, k)
+	return k
+}
+
+// resolve turns a field value into something writable: types with their own JSON
+// encoding (quantities, times, durations, int-or-strings, raw JSON) become plain data,
+// as their MarshalJSON would write them; pointers and interfaces are followed.
+func resolve(v reflect.Value) (value, error) {
+	for {
+		switch kindOf(v.Type()) {
+		case kindQuantity:
+			q := v.Interface().(resource.Quantity)
+			return value{plain: q.String(), isPlain: true}, nil
+		case kindDuration:
+			return value{plain: time.Duration(v.Field(0).Int()).String(), isPlain: true}, nil
+		case kindIntOrString:
+			x := v.Interface().(intstr.IntOrString)
+			if x.Type == intstr.Int {
+				return value{plain: int64(x.IntVal), isPlain: true}, nil
+			}
+			return value{plain: x.StrVal, isPlain: true}, nil
+		case kindTime:
+			x := v.Interface().(metav1.Time)
+			if x.IsZero() {
+				return value{isPlain: true}, nil
+			}
+			return value{plain: x.UTC().Format(time.RFC3339), isPlain: true}, nil
+		case kindMarshaler, kindPtrMarshaler:
+			if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
+				return value{isPlain: true}, nil
+			}
+			m := v.Interface()
+			if kindOf(v.Type()) == kindPtrMarshaler {
+				if !v.CanAddr() {
+					c := reflect.New(v.Type())
+					c.Elem().Set(v)
+					v = c.Elem()
+				}
+				m = v.Addr().Interface()
+			}
+			raw, err := json.Marshal(m)
+			if err != nil {
+				return value{}, err
+			}
+			var plain any
+			if err := json.Unmarshal(raw, &plain); err != nil {
+				return value{}, err
+			}
+			return value{plain: plain, isPlain: true}, nil
+		}
+		switch v.Kind() {
+		case reflect.Pointer, reflect.Interface:
+			if v.IsNil() {
+				return value{isPlain: true}, nil
+			}
+			v = v.Elem()
+			continue
+		}
+		return value{v: v}, nil
+	}
+}
+
+func isEmpty(v reflect.Value) bool {
+	switch v.Kind() {
+	case reflect.Array, reflect.String:
+		return v.Len() == 0
+	case reflect.Bool:
+		return !v.Bool()
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int() == 0
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return v.Uint() == 0
+	case reflect.Float32, reflect.Float64:
+		return v.Float() == 0
+	case reflect.Map, reflect.Slice:
+		return v.IsNil() || v.Len() == 0
+	case reflect.Pointer, reflect.Interface:
+		return v.IsNil()
+	}
+	return false
+}
+
+// collect lists the fields a struct writes, sorted by name, following what ToMap and
+// Clean keep: omitempty fields that are empty, status and an empty spec at the top, and
+// null creationTimestamps are left out.
+func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
+	start := len(e.items)
+	var walk func(v reflect.Value) error
+	walk = func(v reflect.Value) error {
+		for _, f := range fieldsOf(v.Type()) {
+			fv := v.Field(f.index)
+			if f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero() {
+				continue
+			}
+			if f.inline {
+				for fv.Kind() == reflect.Pointer {
+					if fv.IsNil() {
+						break
+					}
+					fv = fv.Elem()
+				}
+				if fv.Kind() == reflect.Struct {
+					if err := walk(fv); err != nil {
+						return err
+					}
+				}
+				continue
+			}
+			if top && f.name == "status" {
+				continue
+			}
+			r, err := resolve(fv)
+			if err != nil {
+				return fmt.Errorf("%s: %w", f.name, err)
+			}
+			if f.name == "creationTimestamp" && r.isPlain && r.plain == nil {
+				continue
+			}
+			if top && f.name == "spec" && !r.isPlain && r.v.Kind() == reflect.Struct {
+				mark := len(e.items)
+				inner, err := e.collect(r.v, false)
+				e.items = e.items[:mark]
+				if err != nil {
+					return err
+				}
+				if len(inner) == 0 {
+					continue
+				}
+			}
+			e.items = append(e.items, namedValue{name: f.name, value: r})
+		}
+		return nil
+	}
+	if err := walk(v); err != nil {
+		return nil, err
+	}
+	out := e.items[start:len(e.items):len(e.items)]
+	slices.SortFunc(out, func(a, b namedValue) int { return strings.Compare(a.name, b.name) })
+	return out, nil
+}
+
+func (e *arena) writeFields(buf *bytes.Buffer, fields []namedValue, depth int) error {
+	for _, f := range fields {
+		indent(buf, depth)
+		if err := e.writeTypedEntry(buf, f.name, f.value, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// writeTypedEntry writes "key: value" for a typed value, mirroring writeEntry.
+func (e *arena) writeTypedEntry(buf *bytes.Buffer, key string, val value, depth int) error {
+	if val.isPlain {
+		return writeEntry(buf, key, val.plain, depth)
+	}
+	v := val.v
+	switch v.Kind() {
+	case reflect.Struct:
+		mark := len(e.items)
+		defer func() { e.items = e.items[:mark] }()
+		fields, err := e.collect(v, false)
+		if err != nil {
+			return err
+		}
+		writeString(buf, key)
+		if len(fields) == 0 {
+			buf.WriteString(": {}\n")
+			return nil
+		}
+		buf.WriteString(":\n")
+		return e.writeFields(buf, fields, depth+1)
+	case reflect.Map:
+		writeString(buf, key)
+		if v.IsNil() {
+			buf.WriteString(": null\n")
+			return nil
+		}
+		if v.Len() == 0 {
+			buf.WriteString(": {}\n")
+			return nil
+		}
+		buf.WriteString(":\n")
+		return e.writeTypedMap(buf, v, depth+1)
+	case reflect.Slice, reflect.Array:
+		writeString(buf, key)
+		if v.Kind() == reflect.Slice && v.IsNil() {
+			buf.WriteString(": null\n")
+			return nil
+		}
+		if v.Len() == 0 {
+			buf.WriteString(": []\n")
+			return nil
+		}
+		buf.WriteString(":\n")
+		return e.writeTypedList(buf, v, depth)
+	}
+	p, err := scalarOf(v)
+	if err != nil {
+		return fmt.Errorf("%s: %w", key, err)
+	}
+	return writeEntry(buf, key, p, depth)
+}
+
+func (e *arena) writeTypedMap(buf *bytes.Buffer, v reflect.Value, depth int) error {
+	if v.Type().Key().Kind() != reflect.String {
+		return fmt.Errorf("map with %s keys has no JSON form", v.Type().Key())
+	}
+	keys := make([]string, 0, v.Len())
+	iter := v.MapRange()
+	values := make(map[string]reflect.Value, v.Len())
+	for iter.Next() {
+		k := iter.Key().String()
+		keys = append(keys, k)
+		values[k] = iter.Value()
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		r, err := resolve(values[k])
+		if err != nil {
+			return err
+		}
+		indent(buf, depth)
+		if err := e.writeTypedEntry(buf, k, r, depth); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (e *arena) writeTypedList(buf *bytes.Buffer, v reflect.Value, depth int) error {
+	for i := range v.Len() {
+		r, err := resolve(v.Index(i))
+		if err != nil {
+			return err
+		}
+		if r.isPlain {
+			if err := writeList(buf, []any{r.plain}, depth); err != nil {
+				return err
+			}
+			continue
+		}
+		indent(buf, depth)
+		buf.WriteString("- ")
+		item := r.v
+		switch item.Kind() {
+		case reflect.Struct:
+			mark := len(e.items)
+			fields, err := e.collect(item, false)
+			if err != nil {
+				return err
+			}
+			if len(fields) == 0 {
+				buf.WriteString("{}\n")
+			}
+			for j, f := range fields {
+				if j > 0 {
+					indent(buf, depth+1)
+				}
+				if err := e.writeTypedEntry(buf, f.name, f.value, depth+1); err != nil {
+					return err
+				}
+			}
+			e.items = e.items[:mark]
+		case reflect.Map, reflect.Slice:
+			// Rare in Kubernetes types: go through the plain form.
+			buf.Truncate(buf.Len() - len("- ") - 2*depth)
+			raw, err := json.Marshal(item.Interface())
+			if err != nil {
+				return err
+			}
+			var plain any
+			if err := json.Unmarshal(raw, &plain); err != nil {
+				return err
+			}
+			if err := writeList(buf, []any{plain}, depth); err != nil {
+				return err
+			}
+		default:
+			p, err := scalarOf(item)
+			if err != nil {
+				return err
+			}
+			if err := writeScalar(buf, p); err != nil {
+				return err
+			}
+			buf.WriteByte('\n')
+		}
+	}
+	return nil
+}
+
+func scalarOf(v reflect.Value) (any, error) {
+	switch v.Kind() {
+	case reflect.String:
+		return v.String(), nil
+	case reflect.Bool:
+		return v.Bool(), nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		return v.Int(), nil
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		return int64(v.Uint()), nil
+	case reflect.Float32, reflect.Float64:
+		return v.Float(), nil
+	}
+	return nil, fmt.Errorf("cannot write a value of type %s", v.Type())
+}
