@@ -93,8 +93,9 @@ func (l *LocalRepo) Put(f render.File) error {
 // Result is what a publish did.
 type Result struct {
 	Plan      *Plan
-	Revision  string // the commit now at the head of the branch
-	Committed bool
+	Revision  string // the commit (or OCI digest) now published
+	Committed bool   // something new was published
+	Attempts  int    // pushes tried (git remotes)
 }
 
 // Commit checks the plan against the safety rules, brings the worktree to the new

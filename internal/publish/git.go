@@ -1,0 +1,262 @@
+package publish
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/plumbing/transport"
+
+	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// GitRemote publishes to a branch of a remote git repository through a local cache:
+// fetch, merge the update into the remote head (only the tenants that changed), one
+// commit, fast-forward push. A rejected push (someone else pushed first) is retried on
+// the new head with jittered backoff, so concurrent publishers lose nothing.
+type GitRemote struct {
+	URL    string
+	Branch string
+	// Path is the folder of the repository that holds the tree ("" for the root).
+	Path   string
+	Auth   transport.AuthMethod
+	Author Author
+	// CacheDir holds the local bare clone; it is created if missing.
+	CacheDir string
+	// Attempts bounds the push attempts (default 8).
+	Attempts int
+	// Subject is the first line of the commit message.
+	Subject string
+
+	// beforePush, in tests, runs between the merge and the push to stage a race.
+	beforePush func()
+}
+
+const remoteName = "origin"
+
+// Publish implements Sink.
+func (g *GitRemote) Publish(ctx context.Context, u Update, s Safety) (*Result, error) {
+	repo, err := g.open()
+	if err != nil {
+		return nil, err
+	}
+	attempts := g.Attempts
+	if attempts <= 0 {
+		attempts = 8
+	}
+	var effective *Update
+	for attempt := 1; ; attempt++ {
+		res, err := g.attempt(ctx, repo, u, s, &effective)
+		if err == nil {
+			res.Attempts = attempt
+			return res, nil
+		}
+		if !errors.Is(err, errRejected) || attempt >= attempts {
+			if errors.Is(err, errRejected) {
+				return nil, fmt.Errorf("push to %s %s still rejected after %d attempts: %w", g.URL, g.Branch, attempt, err)
+			}
+			return nil, err
+		}
+		// Someone pushed first: wait a little (jittered, growing) and redo the merge on
+		// the new head.
+		backoff := time.Duration(50*(1<<min(attempt, 6))) * time.Millisecond
+		backoff += time.Duration(rand.Int64N(int64(backoff)))
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(backoff):
+		}
+	}
+}
+
+var errRejected = errors.New("push rejected: the branch moved")
+
+func (g *GitRemote) open() (*git.Repository, error) {
+	dir := g.CacheDir
+	if dir == "" {
+		base, err := os.UserCacheDir()
+		if err != nil {
+			base = os.TempDir()
+		}
+		sum := sha256.Sum256([]byte(g.URL))
+		dir = filepath.Join(base, "eva", "git", hex.EncodeToString(sum[:8]))
+	}
+	repo, err := git.PlainOpen(dir)
+	if errors.Is(err, git.ErrRepositoryNotExists) {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		repo, err = git.PlainInit(dir, true)
+		if err == nil {
+			_, err = repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{g.URL}})
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("git cache %s: %w", dir, err)
+	}
+	return repo, nil
+}
+
+func (g *GitRemote) remoteRef() plumbing.ReferenceName {
+	return plumbing.NewRemoteReferenceName(remoteName, g.Branch)
+}
+
+// fetch brings the remote branch into the cache and returns its head (zero when the
+// branch does not exist yet).
+func (g *GitRemote) fetch(ctx context.Context, repo *git.Repository) (plumbing.Hash, error) {
+	var progress bytes.Buffer
+	spec := config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", g.Branch, g.remoteRef()))
+	err := repo.FetchContext(ctx, &git.FetchOptions{
+		RemoteName: remoteName, RemoteURL: g.URL, RefSpecs: []config.RefSpec{spec},
+		Auth: g.Auth, Progress: &progress, Force: true, Tags: git.NoTags,
+	})
+	switch {
+	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
+	case errors.Is(err, git.NoMatchingRefSpecError{}) || isMissingRef(err):
+		return plumbing.ZeroHash, nil // a new branch
+	case errors.Is(err, transport.ErrEmptyRemoteRepository):
+		return plumbing.ZeroHash, nil
+	default:
+		return plumbing.ZeroHash, fmt.Errorf("fetching %s from %s: %w", g.Branch, g.URL, withServerMessage(err, &progress))
+	}
+	ref, err := repo.Storer.Reference(g.remoteRef())
+	if errors.Is(err, plumbing.ErrReferenceNotFound) {
+		return plumbing.ZeroHash, nil
+	}
+	if err != nil {
+		return plumbing.ZeroHash, err
+	}
+	return ref.Hash(), nil
+}
+
+func isMissingRef(err error) bool {
+	return err != nil && strings.Contains(err.Error(), "couldn't find remote ref")
+}
+
+func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update, s Safety, effective **Update) (*Result, error) {
+	head, err := g.fetch(ctx, repo)
+	if err != nil {
+		return nil, err
+	}
+	full, baseTree, err := gitrepo.ReadTree(repo.Storer, head)
+	if err != nil {
+		return nil, err
+	}
+	old := subtree(full, g.Path)
+	store := func(data []byte) (gitrepo.Entry, error) {
+		h, err := gitrepo.StoreBlob(repo.Storer, data)
+		return gitrepo.Entry{Hash: h, Mode: filemode.Regular}, err
+	}
+	if *effective == nil {
+		// First attempt: judge the update against what is published now, and keep only
+		// the tenants it really changes. A retry re-applies exactly those on the newer
+		// head, so it never reverts what another publisher changed meanwhile.
+		next, err := merge(old, u.clone(), store)
+		if err != nil {
+			return nil, err
+		}
+		plan := MakePlan(old, next)
+		if err := plan.Check(s, func(p string) ([]byte, error) { return readBlob(repo, old[p].Hash) }); err != nil {
+			return nil, err
+		}
+		eff := &Update{Tenants: map[string][]render.File{}}
+		for _, d := range append(plan.Added, plan.Changed...) {
+			eff.Tenants[d] = u.Tenants[d]
+		}
+		for _, d := range plan.Removed {
+			eff.Tenants[d] = nil
+		}
+		*effective = eff
+	}
+	next, err := merge(old, (*effective).clone(), store)
+	if err != nil {
+		return nil, err
+	}
+	plan := MakePlan(old, next)
+	tree, err := gitrepo.WriteTree(repo.Storer, graft(full, g.Path, next))
+	if err != nil {
+		return nil, err
+	}
+	if tree == baseTree && !head.IsZero() {
+		return &Result{Plan: plan, Revision: head.String()}, nil
+	}
+	msg := g.Subject
+	if msg == "" {
+		msg = "eva: publish tenants"
+	}
+	if sum := plan.Summary(); sum != "" {
+		msg += "\n\n" + sum
+	}
+	author := g.Author
+	if author.Name == "" {
+		author = DefaultAuthor
+	}
+	commit, err := gitrepo.WriteCommit(repo.Storer, tree, head, object.Signature{Name: author.Name, Email: author.Email, When: time.Now()}, msg)
+	if err != nil {
+		return nil, err
+	}
+	if g.beforePush != nil {
+		g.beforePush()
+	}
+	if err := g.push(ctx, repo, commit); err != nil {
+		return nil, err
+	}
+	// Record what the remote now holds, so the next publish starts from it.
+	if err := repo.Storer.SetReference(plumbing.NewHashReference(g.remoteRef(), commit)); err != nil {
+		return nil, err
+	}
+	return &Result{Plan: plan, Revision: commit.String(), Committed: true}, nil
+}
+
+// push sends commit to the branch as a fast-forward. A non-fast-forward rejection is
+// errRejected (retryable); anything else, a hook's refusal included, is returned with
+// what the server said.
+func (g *GitRemote) push(ctx context.Context, repo *git.Repository, commit plumbing.Hash) error {
+	local := plumbing.ReferenceName("refs/eva/publish")
+	if err := repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
+		return err
+	}
+	defer func() { _ = repo.Storer.RemoveReference(local) }()
+	var progress bytes.Buffer
+	err := repo.PushContext(ctx, &git.PushOptions{
+		RemoteName: remoteName, RemoteURL: g.URL, Auth: g.Auth, Progress: &progress,
+		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, g.Branch))},
+	})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, git.ErrNonFastForwardUpdate) || strings.Contains(err.Error(), "non-fast-forward") ||
+		strings.Contains(err.Error(), "fetch first") || strings.Contains(err.Error(), "failed to update ref"):
+		return fmt.Errorf("%w: %v", errRejected, err)
+	}
+	return fmt.Errorf("pushing to %s %s: %w", g.URL, g.Branch, withServerMessage(err, &progress))
+}
+
+// withServerMessage adds what the server printed (a hook's message) to an error.
+func withServerMessage(err error, progress *bytes.Buffer) error {
+	msg := strings.TrimSpace(progress.String())
+	if msg == "" {
+		return err
+	}
+	var lines []string
+	for _, l := range strings.Split(msg, "\n") {
+		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "remote:")); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return fmt.Errorf("%w (server said: %s)", err, strings.Join(lines, "; "))
+}

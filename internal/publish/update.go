@@ -1,0 +1,131 @@
+package publish
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// Update is a set of tenants to publish.
+type Update struct {
+	// Tenants maps a tenant folder (capsule code in lower case) to its files, with
+	// paths relative to the tree root (render.TenantFiles). A nil slice removes the
+	// tenant.
+	Tenants map[string][]render.File
+	// Full says the update is the whole fleet: published tenants it does not list are
+	// removed (subject to Safety). The operator publishes partial updates; evactl
+	// publishes full ones.
+	Full bool
+}
+
+// Sink is where rendered tenants are published: a git branch or an OCI artifact. The
+// operator and evactl use the same sinks.
+type Sink interface {
+	// Publish writes the update on top of what is published and returns the revision
+	// now published. Nothing is published when it returns an error.
+	Publish(ctx context.Context, u Update, s Safety) (*Result, error)
+}
+
+// clone copies the update's map (merge fills it in for full updates).
+func (u Update) clone() Update {
+	c := Update{Tenants: make(map[string][]render.File, len(u.Tenants)), Full: u.Full}
+	for d, files := range u.Tenants {
+		c.Tenants[d] = files
+	}
+	return c
+}
+
+// FullUpdate groups a rendered tree into a full update.
+func FullUpdate(files []render.File) Update {
+	u := Update{Tenants: map[string][]render.File{}, Full: true}
+	for _, f := range files {
+		if d := tenantOf(f.Path); d != "" {
+			u.Tenants[d] = append(u.Tenants[d], f)
+		}
+	}
+	return u
+}
+
+// merge applies an update to a published tree (paths relative to the managed folder)
+// and returns the new tree and its plan. Only the tenants whose files differ change;
+// every other file is kept as published, and the root kustomization is regenerated
+// from the tenants the merged tree holds. hash stores a file's content and returns its
+// blob id.
+func merge(old gitrepo.Files, u Update, hash func([]byte) (gitrepo.Entry, error)) (gitrepo.Files, error) {
+	next := gitrepo.Files{}
+	for p, e := range old {
+		next[p] = e
+	}
+	if u.Full {
+		for d := range tenants(old) {
+			if _, listed := u.Tenants[d]; !listed {
+				u.Tenants[d] = nil
+			}
+		}
+	}
+	dirs := make([]string, 0, len(u.Tenants))
+	for d := range u.Tenants {
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs)
+	for _, d := range dirs {
+		for p := range next {
+			if tenantOf(p) == d {
+				delete(next, p)
+			}
+		}
+		for _, f := range u.Tenants[d] {
+			if tenantOf(f.Path) != d {
+				return nil, fmt.Errorf("file %s does not belong to tenant %s", f.Path, d)
+			}
+			e, err := hash(f.Data)
+			if err != nil {
+				return nil, fmt.Errorf("%s: %w", f.Path, err)
+			}
+			next[f.Path] = e
+		}
+	}
+	var codes []string
+	for d := range tenants(next) {
+		codes = append(codes, strings.ToUpper(d))
+	}
+	root := render.RootKustomizationFile(codes)
+	e, err := hash(root.Data)
+	if err != nil {
+		return nil, err
+	}
+	next[root.Path] = e
+	return next, nil
+}
+
+// subtree returns the files under prefix, with the prefix removed.
+func subtree(files gitrepo.Files, prefix string) gitrepo.Files {
+	out := gitrepo.Files{}
+	for p, e := range files {
+		if prefix == "" {
+			out[p] = e
+		} else if rest, ok := strings.CutPrefix(p, prefix+"/"); ok {
+			out[rest] = e
+		}
+	}
+	return out
+}
+
+// graft replaces the files under prefix in full with sub.
+func graft(full gitrepo.Files, prefix string, sub gitrepo.Files) gitrepo.Files {
+	out := gitrepo.Files{}
+	for p, e := range full {
+		if !gitrepo.Under(p, prefix) {
+			out[p] = e
+		}
+	}
+	for p, e := range sub {
+		out[path.Join(prefix, p)] = e
+	}
+	return out
+}
