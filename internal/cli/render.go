@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -12,28 +11,19 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 
-	evav1 "github.com/aidonow/eva/api/v1alpha1"
-	"github.com/aidonow/eva/internal/chartcheck"
-	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
-	"github.com/aidonow/eva/internal/tenantfile"
 )
 
 // RenderGCPercent is the garbage collector target evactl render runs with.
 const RenderGCPercent = 400
 
 type renderOptions struct {
-	tenants         []string
-	env             string
-	overlays        string
-	charts          string
+	inputs          renderInputs
 	out             string
-	verifyCharts    bool
 	git             bool
 	allowMassDelete bool
-	authorName      string
-	authorEmail     string
+	author          authorFlags
 	quiet           bool
 }
 
@@ -58,26 +48,14 @@ folder is made a git repository if it is not one, and the render is committed
 		},
 	}
 	f := cmd.Flags()
-	f.StringSliceVar(&ro.tenants, "tenants", []string{DefaultTenantsDir}, "tenant files or folders")
-	f.StringVar(&ro.env, "env", "dev", "environment: the overlay under --overlays applied to every bundle")
-	f.StringVar(&ro.overlays, "overlays", "overlays", "folder of environment overlays")
-	f.StringVar(&ro.charts, "charts", "charts", "folder of module charts (for --verify-charts)")
+	ro.inputs.bind(f)
+	ro.author.bind(f)
 	f.StringVar(&ro.out, "out", "", "output folder (required)")
-	f.BoolVar(&ro.verifyCharts, "verify-charts", true, "render every release through its chart with the Helm SDK")
 	f.BoolVar(&ro.git, "git", true, "make the output a git repository and commit the render")
 	f.BoolVar(&ro.allowMassDelete, "allow-mass-delete", false, "allow removing most (or all) published tenants")
-	f.StringVar(&ro.authorName, "author-name", envOr("EVA_GIT_AUTHOR_NAME", publish.DefaultAuthor.Name), "commit author name")
-	f.StringVar(&ro.authorEmail, "author-email", envOr("EVA_GIT_AUTHOR_EMAIL", publish.DefaultAuthor.Email), "commit author email")
 	f.BoolVarP(&ro.quiet, "quiet", "q", false, "print nothing but errors")
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }
 
 // sink receives rendered files.
@@ -86,50 +64,10 @@ type sink interface{ Put(render.File) error }
 func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) error {
 	start := time.Now()
 	stderr := cmd.ErrOrStderr()
-	catalog, err := opts.catalog()
+	job, err := prepare(cmd, opts, &ro.inputs)
 	if err != nil {
 		return err
 	}
-	env, err := overlay.Load(ro.overlays, ro.env)
-	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: err}
-	}
-	res, err := tenantfile.Load(ro.tenants, catalog)
-	if err != nil {
-		var usage *tenantfile.UsageError
-		if errors.As(err, &usage) {
-			return &ExitError{Code: ExitUsage, Err: err}
-		}
-		return err
-	}
-	if !res.Valid() {
-		for _, p := range res.Problems {
-			fmt.Fprintln(stderr, p.String())
-		}
-		return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
-	}
-	tenants := make([]*evav1.EvaTenant, len(res.Tenants))
-	codes := make([]string, len(res.Tenants))
-	for i, t := range res.Tenants {
-		tenants[i], codes[i] = t.Object, t.Object.Spec.CapsuleCode
-	}
-
-	r := &render.Renderer{Catalog: catalog, Env: env}
-	var checker *chartcheck.Checker
-	if ro.verifyCharts {
-		if checker, err = chartcheck.Load(ro.charts); err != nil {
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
-		}
-		r.Check = func(b *render.Bundle) error {
-			for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
-				if err := checker.Check(rel); err != nil {
-					return err
-				}
-			}
-			return nil
-		}
-	}
-
 	safety := publish.Safety{AllowMassDelete: ro.allowMassDelete}
 	var out sink
 	var local *publish.LocalRepo
@@ -140,30 +78,26 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) error {
 		}
 		out = local
 	} else {
-		if dir, err = publish.OpenDir(ro.out, codes, safety); err != nil {
+		if dir, err = publish.OpenDir(ro.out, job.codes, safety); err != nil {
 			return err
 		}
 		out = dir
 	}
 
-	bar := newProgress(stderr, len(tenants), ro.quiet)
+	bar := newProgress(stderr, len(job.tenants), ro.quiet)
 	// A render is a short batch job that allocates a lot and keeps little: trading
 	// memory for fewer garbage collections makes a large fleet render much faster.
 	defer debug.SetGCPercent(debug.SetGCPercent(RenderGCPercent))
-	stats, err := r.Tree(tenants, out.Put, bar.update)
+	stats, err := job.r.Tree(job.tenants, out.Put, bar.update)
 	bar.done()
 	if err != nil {
-		return err
+		return &ExitError{Code: ExitInvalid, Err: err}
 	}
-	summary := fmt.Sprintf("rendered %d tenants, %d objects, %s in %s", stats.Tenants, stats.Objects,
-		humanBytes(stats.Bytes), time.Since(start).Round(time.Millisecond))
-	if checker != nil {
-		summary += fmt.Sprintf("; %d releases verified against their charts (%d distinct renders)", checker.Checks, checker.Renders)
-	}
+	summary := job.summary(stats, start)
 	switch {
 	case local != nil:
-		result, err := local.Commit(safety, publish.Author{Name: ro.authorName, Email: ro.authorEmail},
-			fmt.Sprintf("eva: render %d tenant(s) for %s", stats.Tenants, env.Name))
+		result, err := local.Commit(safety, ro.author.author(),
+			fmt.Sprintf("eva: render %d tenant(s) for %s", stats.Tenants, job.r.Env.Name))
 		if err != nil {
 			return err
 		}

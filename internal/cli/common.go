@@ -1,0 +1,134 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/publish"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/tenantfile"
+)
+
+// renderInputs are the flags of every command that renders.
+type renderInputs struct {
+	tenants      []string
+	env          string
+	overlays     string
+	charts       string
+	verifyCharts bool
+}
+
+func (ri *renderInputs) bind(f *pflag.FlagSet) {
+	f.StringSliceVar(&ri.tenants, "tenants", []string{DefaultTenantsDir}, "tenant files or folders")
+	f.StringVar(&ri.env, "env", "dev", "environment: the overlay under --overlays applied to every bundle")
+	f.StringVar(&ri.overlays, "overlays", "overlays", "folder of environment overlays")
+	f.StringVar(&ri.charts, "charts", "charts", "folder of module charts (for --verify-charts)")
+	f.BoolVar(&ri.verifyCharts, "verify-charts", true, "render every release through its chart with the Helm SDK")
+}
+
+type authorFlags struct{ name, email string }
+
+func (a *authorFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&a.name, "author-name", envOr("EVA_GIT_AUTHOR_NAME", publish.DefaultAuthor.Name), "commit author name")
+	f.StringVar(&a.email, "author-email", envOr("EVA_GIT_AUTHOR_EMAIL", publish.DefaultAuthor.Email), "commit author email")
+}
+
+func (a *authorFlags) author() publish.Author { return publish.Author{Name: a.name, Email: a.email} }
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}
+
+// job is a validated set of tenants ready to render.
+type job struct {
+	r       *render.Renderer
+	tenants []*evav1.EvaTenant
+	codes   []string
+	checker *chartcheck.Checker
+}
+
+// prepare loads the catalog, the environment and the tenants, refusing (and printing
+// every problem) when any tenant is invalid, and sets up chart verification.
+func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) {
+	stderr := cmd.ErrOrStderr()
+	catalog, err := opts.catalog()
+	if err != nil {
+		return nil, err
+	}
+	env, err := overlay.Load(ri.overlays, ri.env)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	res, err := tenantfile.Load(ri.tenants, catalog)
+	if err != nil {
+		var usage *tenantfile.UsageError
+		if errors.As(err, &usage) {
+			return nil, &ExitError{Code: ExitUsage, Err: err}
+		}
+		return nil, err
+	}
+	if !res.Valid() {
+		for _, p := range res.Problems {
+			fmt.Fprintln(stderr, p.String())
+		}
+		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
+	}
+	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}}
+	for _, t := range res.Tenants {
+		j.tenants = append(j.tenants, t.Object)
+		j.codes = append(j.codes, t.Object.Spec.CapsuleCode)
+	}
+	if ri.verifyCharts {
+		if j.checker, err = chartcheck.Load(ri.charts); err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
+		}
+		j.r.Check = func(b *render.Bundle) error {
+			for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
+				if err := j.checker.Check(rel); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
+	return j, nil
+}
+
+// renderAll renders the whole tree in memory.
+func (j *job) renderAll() ([]render.File, render.TreeStats, error) {
+	var mu sync.Mutex
+	var files []render.File
+	defer debug.SetGCPercent(debug.SetGCPercent(RenderGCPercent))
+	stats, err := j.r.Tree(j.tenants, func(f render.File) error {
+		mu.Lock()
+		files = append(files, f)
+		mu.Unlock()
+		return nil
+	}, nil)
+	if err != nil {
+		return nil, stats, &ExitError{Code: ExitInvalid, Err: err}
+	}
+	return files, stats, nil
+}
+
+func (j *job) summary(stats render.TreeStats, start time.Time) string {
+	s := fmt.Sprintf("rendered %d tenants, %d objects, %s in %s", stats.Tenants, stats.Objects,
+		humanBytes(stats.Bytes), time.Since(start).Round(time.Millisecond))
+	if j.checker != nil {
+		s += fmt.Sprintf("; %d releases verified against their charts (%d distinct renders)", j.checker.Checks, j.checker.Renders)
+	}
+	return s
+}

@@ -1,0 +1,87 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"io"
+	"log"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/google/go-containerregistry/pkg/registry"
+)
+
+func common(tenants string) []string {
+	return []string{"--tenants", tenants, "--overlays", filepath.Join(repoRoot, "overlays"), "--charts", filepath.Join(repoRoot, "charts")}
+}
+
+func TestPublishGitAndDiff(t *testing.T) {
+	tenants := copyTenants(t)
+	bare := filepath.Join(t.TempDir(), "fleet.git")
+	if _, err := git.PlainInit(bare, true); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(t.TempDir(), "cache")
+	target := []string{"--repo", bare, "--branch", "main", "--path", "clusters/dev", "--cache-dir", cache}
+
+	code, out := runEvactl(t, append(append([]string{"publish", "git"}, common(tenants)...), target...)...)
+	if code != ExitOK {
+		t.Fatalf("publish: exit %d\n%s", code, out)
+	}
+	if files := gitOut(t, bare, "ls-tree", "-r", "--name-only", "main"); !strings.Contains(files, "clusters/dev/tenants/devusr/manifests.yaml") {
+		t.Fatalf("published tree:\n%s", files)
+	}
+
+	diffArgs := append(append([]string{"diff", "--exit-code"}, common(tenants)...), target...)
+	if code, out := runEvactl(t, diffArgs...); code != ExitOK || !strings.Contains(out, "no changes") {
+		t.Fatalf("diff right after publish: exit %d\n%s", code, out)
+	}
+
+	data, _ := os.ReadFile(filepath.Join(tenants, "DEVUSR.yaml"))
+	_ = os.WriteFile(filepath.Join(tenants, "DEVUSR.yaml"), bytes.Replace(data, []byte("replicaCount: 1"), []byte("replicaCount: 2"), 1), 0o644)
+	code, out = runEvactl(t, diffArgs...)
+	if code != ExitInvalid || !strings.Contains(out, "~ DEVUSR (changed)") || !strings.Contains(out, "+    replicaCount: 2") {
+		t.Fatalf("diff after a change: exit %d\n%s", code, out)
+	}
+
+	code, out = runEvactl(t, append(append([]string{"diff", "-o", "json"}, common(tenants)...), target...)...)
+	var report struct{ Changed []string }
+	if code != ExitOK || json.Unmarshal([]byte(out[:strings.LastIndex(out, "}")+1]), &report) != nil || strings.Join(report.Changed, ",") != "DEVUSR" {
+		t.Fatalf("json diff: exit %d\n%s", code, out)
+	}
+}
+
+func TestPublishOCIAndDiff(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/eva/tenants:dev"
+	tenants := copyTenants(t)
+	args := append([]string{"publish", "oci", "--ref", ref, "--insecure", "--revision", "main@sha1:abc", "--source", "https://example.com/t.git"}, common(tenants)...)
+	code, out := runEvactl(t, args...)
+	if code != ExitOK || !strings.Contains(out, "sha256:") {
+		t.Fatalf("publish oci: exit %d\n%s", code, out)
+	}
+	digest := strings.TrimSpace(out[strings.LastIndex(out, "sha256:"):])
+	code, out = runEvactl(t, args...)
+	if code != ExitOK || !strings.Contains(out, "nothing changed") || !strings.Contains(out, digest) {
+		t.Fatalf("republish: exit %d\n%s", code, out)
+	}
+	if code, out := runEvactl(t, append([]string{"diff", "--exit-code", "--ref", ref, "--insecure"}, common(tenants)...)...); code != ExitOK {
+		t.Fatalf("diff against the artifact: exit %d\n%s", code, out)
+	}
+}
+
+func TestPublishCredentialsNeverFromArguments(t *testing.T) {
+	tenants := copyTenants(t)
+	code, out := runEvactl(t, append([]string{"publish", "git", "--repo", "https://example.invalid/x.git", "--token-env", "EVA_TEST_UNSET_TOKEN"}, common(tenants)...)...)
+	if code != ExitUsage || !strings.Contains(out, "EVA_TEST_UNSET_TOKEN is not set") {
+		t.Fatalf("exit %d\n%s", code, out)
+	}
+	if code, _ := runEvactl(t, "publish", "git", "--password", "x"); code != ExitUsage {
+		t.Fatalf("a --password flag exists")
+	}
+}

@@ -1,0 +1,271 @@
+package publish
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"path"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/go-containerregistry/pkg/authn"
+	"github.com/google/go-containerregistry/pkg/name"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/empty"
+	"github.com/google/go-containerregistry/pkg/v1/mutate"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
+	"github.com/google/go-containerregistry/pkg/v1/remote/transport"
+	"github.com/google/go-containerregistry/pkg/v1/static"
+	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/aidonow/eva/internal/gitrepo"
+)
+
+// Flux's OCI artifact format.
+const (
+	FluxConfigMediaType  types.MediaType = "application/vnd.cncf.flux.config.v1+json"
+	FluxContentMediaType types.MediaType = "application/vnd.cncf.flux.content.v1.tar+gzip"
+
+	AnnotationSource   = "org.opencontainers.image.source"
+	AnnotationRevision = "org.opencontainers.image.revision"
+	AnnotationCreated  = "org.opencontainers.image.created"
+)
+
+// OCI publishes the tree as a Flux OCI artifact: one gzip'd tarball layer, built
+// reproducibly (sorted entries, fixed times and owners), so the same tree always has the
+// same digest and an unchanged publish pushes nothing.
+type OCI struct {
+	// Ref is the artifact reference, HOST/REPO:TAG (an oci:// prefix is accepted).
+	Ref string
+	// Insecure allows a plain-HTTP registry.
+	Insecure bool
+	// Keychain resolves credentials (the Docker config file by default).
+	Keychain authn.Keychain
+	// Source and Revision fill the source and revision annotations.
+	Source, Revision string
+	// Created fills the created annotation; the zero time is the Unix epoch, which
+	// keeps the digest a function of the content alone.
+	Created time.Time
+	// Transport overrides the HTTP transport (tests).
+	Transport http.RoundTripper
+}
+
+func (o *OCI) reference() (name.Reference, error) {
+	ref := strings.TrimPrefix(o.Ref, "oci://")
+	var opts []name.Option
+	if o.Insecure {
+		opts = append(opts, name.Insecure)
+	}
+	r, err := name.ParseReference(ref, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("artifact reference %q: %w", o.Ref, err)
+	}
+	return r, nil
+}
+
+func (o *OCI) options(ctx context.Context) []remote.Option {
+	kc := o.Keychain
+	if kc == nil {
+		kc = authn.DefaultKeychain
+	}
+	opts := []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
+	if o.Transport != nil {
+		opts = append(opts, remote.WithTransport(o.Transport))
+	}
+	return opts
+}
+
+// Publish implements Sink. The revision returned is the artifact's digest.
+func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) {
+	ref, err := o.reference()
+	if err != nil {
+		return nil, err
+	}
+	old, err := o.Pull(ctx)
+	if err != nil {
+		return nil, err
+	}
+	content := map[string][]byte{}
+	store := func(data []byte) (gitrepo.Entry, error) {
+		h := gitrepo.BlobHash(data)
+		content[h.String()] = data
+		return gitrepo.Entry{Hash: h}, nil
+	}
+	oldFiles := gitrepo.Files{}
+	for p, data := range old {
+		e, _ := store(data)
+		oldFiles[p] = e
+	}
+	next, err := merge(oldFiles, u.clone(), store)
+	if err != nil {
+		return nil, err
+	}
+	plan := MakePlan(oldFiles, next)
+	if err := plan.Check(s, func(p string) ([]byte, error) {
+		if data, ok := old[p]; ok {
+			return data, nil
+		}
+		return nil, fmt.Errorf("%s is not in the published artifact", p)
+	}); err != nil {
+		return nil, err
+	}
+	tree := map[string][]byte{}
+	for p, e := range next {
+		tree[p] = content[e.Hash.String()]
+	}
+	img, err := o.Artifact(tree)
+	if err != nil {
+		return nil, err
+	}
+	digest, err := img.Digest()
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Plan: plan, Revision: digest.String()}
+	if desc, err := remote.Head(ref, o.options(ctx)...); err == nil && desc.Digest == digest {
+		return res, nil // the tag already points at this content: push nothing
+	}
+	if err := remote.Write(ref, img, o.options(ctx)...); err != nil {
+		return nil, fmt.Errorf("pushing %s: %w", ref, err)
+	}
+	res.Committed = true
+	return res, nil
+}
+
+// Artifact builds the Flux artifact of a tree (path → content).
+func (o *OCI) Artifact(tree map[string][]byte) (v1.Image, error) {
+	layer, err := Tarball(tree)
+	if err != nil {
+		return nil, err
+	}
+	img := mutate.MediaType(empty.Image, types.OCIManifestSchema1)
+	img = mutate.ConfigMediaType(img, FluxConfigMediaType)
+	img, err = mutate.Append(img, mutate.Addendum{Layer: static.NewLayer(layer, FluxContentMediaType)})
+	if err != nil {
+		return nil, err
+	}
+	created := o.Created
+	if created.IsZero() {
+		created = time.Unix(0, 0)
+	}
+	annotations := map[string]string{AnnotationCreated: created.UTC().Format(time.RFC3339)}
+	if o.Source != "" {
+		annotations[AnnotationSource] = o.Source
+	}
+	if o.Revision != "" {
+		annotations[AnnotationRevision] = o.Revision
+	}
+	return mutate.Annotations(img, annotations).(v1.Image), nil
+}
+
+// Tarball writes a tree as a reproducible gzip'd tar: entries sorted, directories
+// included, fixed modes, owners and times.
+func Tarball(tree map[string][]byte) ([]byte, error) {
+	paths := make([]string, 0, len(tree))
+	dirs := map[string]bool{}
+	for p := range tree {
+		paths = append(paths, p)
+		for d := path.Dir(p); d != "." && !dirs[d]; d = path.Dir(d) {
+			dirs[d] = true
+		}
+	}
+	for d := range dirs {
+		paths = append(paths, d+"/")
+	}
+	slices.Sort(paths)
+	var buf bytes.Buffer
+	gz, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	if err != nil {
+		return nil, err
+	}
+	tw := tar.NewWriter(gz)
+	epoch := time.Unix(0, 0)
+	for _, p := range paths {
+		hdr := &tar.Header{Name: p, ModTime: epoch, Format: tar.FormatPAX}
+		if strings.HasSuffix(p, "/") {
+			hdr.Typeflag, hdr.Mode = tar.TypeDir, 0o755
+		} else {
+			hdr.Typeflag, hdr.Mode, hdr.Size = tar.TypeReg, 0o644, int64(len(tree[p]))
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return nil, err
+		}
+		if hdr.Typeflag == tar.TypeReg {
+			if _, err := tw.Write(tree[p]); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := tw.Close(); err != nil {
+		return nil, err
+	}
+	if err := gz.Close(); err != nil {
+		return nil, err
+	}
+	return buf.Bytes(), nil
+}
+
+// Pull reads the published artifact's tree; a missing tag is an empty tree.
+func (o *OCI) Pull(ctx context.Context) (map[string][]byte, error) {
+	ref, err := o.reference()
+	if err != nil {
+		return nil, err
+	}
+	img, err := remote.Image(ref, o.options(ctx)...)
+	var terr *transport.Error
+	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+		return map[string][]byte{}, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	layers, err := img.Layers()
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	if len(layers) != 1 {
+		return nil, fmt.Errorf("%s has %d layers; a Flux artifact has one", ref, len(layers))
+	}
+	if mt, err := layers[0].MediaType(); err != nil || mt != FluxContentMediaType {
+		return nil, fmt.Errorf("%s is not a Flux artifact (layer media type %q)", ref, mt)
+	}
+	rc, err := layers[0].Uncompressed()
+	if err != nil {
+		return nil, err
+	}
+	defer rc.Close()
+	return Untar(rc)
+}
+
+// Untar reads the regular files of a tar stream.
+func Untar(r io.Reader) (map[string][]byte, error) {
+	tree := map[string][]byte{}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return tree, nil
+		}
+		if err != nil {
+			return nil, fmt.Errorf("reading artifact: %w", err)
+		}
+		if hdr.Typeflag != tar.TypeReg {
+			continue
+		}
+		clean := path.Clean(hdr.Name)
+		if strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
+			return nil, fmt.Errorf("artifact entry %q escapes the tree", hdr.Name)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, 64<<20))
+		if err != nil {
+			return nil, err
+		}
+		tree[clean] = data
+	}
+}
