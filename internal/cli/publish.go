@@ -275,4 +275,3 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 	fmt.Fprintln(cmd.OutOrStdout(), res.Revision)
 	return nil
 }
-

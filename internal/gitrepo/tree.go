@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"path"
-	"sort"
 	"strings"
 
 	"github.com/go-git/go-git/v5/plumbing"
@@ -125,27 +124,15 @@ func (d *dirNode) write(s storer.EncodedObjectStorer) (plumbing.Hash, error) {
 	for name, e := range d.files {
 		entries = append(entries, object.TreeEntry{Name: name, Mode: e.Mode, Hash: e.Hash})
 	}
-	// Git orders entries by name, comparing a directory as if its name ended in '/'.
-	sortKey := func(e object.TreeEntry) string {
-		if e.Mode == filemode.Dir {
-			return e.Name + "/"
-		}
-		return e.Name
+	return storeTree(s, flat(entries))
+}
+
+func flat(entries []object.TreeEntry) map[string]Entry {
+	out := make(map[string]Entry, len(entries))
+	for _, e := range entries {
+		out[e.Name] = Entry{Hash: e.Hash, Mode: e.Mode}
 	}
-	sort.Slice(entries, func(i, j int) bool { return sortKey(entries[i]) < sortKey(entries[j]) })
-	tree := &object.Tree{Entries: entries}
-	obj := s.NewEncodedObject()
-	if err := tree.Encode(obj); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("encoding tree: %w", err)
-	}
-	h := obj.Hash()
-	if s.HasEncodedObject(h) == nil {
-		return h, nil
-	}
-	if _, err := s.SetEncodedObject(obj); err != nil {
-		return plumbing.ZeroHash, fmt.Errorf("storing tree: %w", err)
-	}
-	return h, nil
+	return out
 }
 
 // WriteCommit stores a commit of tree on top of parent (zero for a root commit).

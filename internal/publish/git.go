@@ -152,25 +152,31 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 	if err != nil {
 		return nil, err
 	}
-	full, baseTree, err := gitrepo.ReadTree(repo.Storer, head)
+	baseTree := plumbing.ZeroHash
+	if !head.IsZero() {
+		c, err := object.GetCommit(repo.Storer, head)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", head, err)
+		}
+		baseTree = c.TreeHash
+	}
+	pub := &published{view: gitrepo.NewView(repo.Storer, baseTree), prefix: g.Path}
+	plan, err := pub.planUpdate(u)
 	if err != nil {
 		return nil, err
-	}
-	old := subtree(full, g.Path)
-	store := func(data []byte) (gitrepo.Entry, error) {
-		h, err := gitrepo.StoreBlob(repo.Storer, data)
-		return gitrepo.Entry{Hash: h, Mode: filemode.Regular}, err
 	}
 	if *effective == nil {
 		// First attempt: judge the update against what is published now, and keep only
 		// the tenants it really changes. A retry re-applies exactly those on the newer
 		// head, so it never reverts what another publisher changed meanwhile.
-		next, err := merge(old, u.clone(), store)
+		err := plan.Check(s, func(p string) ([]byte, error) {
+			e, ok, err := pub.view.Lookup(pub.full(p))
+			if err != nil || !ok {
+				return nil, fmt.Errorf("%s is not in the published tree: %v", p, err)
+			}
+			return readBlob(repo, e.Hash)
+		})
 		if err != nil {
-			return nil, err
-		}
-		plan := MakePlan(old, next)
-		if err := plan.Check(s, func(p string) ([]byte, error) { return readBlob(repo, old[p].Hash) }); err != nil {
 			return nil, err
 		}
 		eff := &Update{Tenants: map[string][]render.File{}}
@@ -181,16 +187,24 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 			eff.Tenants[d] = nil
 		}
 		*effective = eff
+	} else if plan, err = pub.planUpdate(**effective); err != nil {
+		return nil, err
 	}
-	next, err := merge(old, (*effective).clone(), store)
+	// Every object the new commit introduces is collected for the push.
+	var objects []plumbing.Hash
+	changes, err := pub.changes(**effective, func(data []byte) (gitrepo.Entry, error) {
+		h, err := gitrepo.StoreBlob(repo.Storer, data)
+		objects = append(objects, h)
+		return gitrepo.Entry{Hash: h, Mode: filemode.Regular}, err
+	})
 	if err != nil {
 		return nil, err
 	}
-	plan := MakePlan(old, next)
-	tree, err := gitrepo.WriteTree(repo.Storer, graft(full, g.Path, next))
+	tree, trees, err := pub.view.Edit(changes)
 	if err != nil {
 		return nil, err
 	}
+	objects = append(objects, trees...)
 	if tree == baseTree && !head.IsZero() {
 		return &Result{Plan: plan, Revision: head.String()}, nil
 	}
@@ -212,7 +226,11 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 	if g.beforePush != nil {
 		g.beforePush()
 	}
-	if err := g.push(ctx, repo, commit); err != nil {
+	err = gitrepo.PushUpdate(ctx, repo.Storer, g.URL, g.Auth, plumbing.NewBranchReferenceName(g.Branch), head, commit, append(objects, commit))
+	if errors.Is(err, gitrepo.ErrStale) {
+		return nil, fmt.Errorf("%w: %v", errRejected, err)
+	}
+	if err != nil {
 		return nil, err
 	}
 	// Record what the remote now holds, so the next publish starts from it.
@@ -220,30 +238,6 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 		return nil, err
 	}
 	return &Result{Plan: plan, Revision: commit.String(), Committed: true}, nil
-}
-
-// push sends commit to the branch as a fast-forward. A non-fast-forward rejection is
-// errRejected (retryable); anything else, a hook's refusal included, is returned with
-// what the server said.
-func (g *GitRemote) push(ctx context.Context, repo *git.Repository, commit plumbing.Hash) error {
-	local := plumbing.ReferenceName("refs/eva/publish")
-	if err := repo.Storer.SetReference(plumbing.NewHashReference(local, commit)); err != nil {
-		return err
-	}
-	defer func() { _ = repo.Storer.RemoveReference(local) }()
-	var progress bytes.Buffer
-	err := repo.PushContext(ctx, &git.PushOptions{
-		RemoteName: remoteName, RemoteURL: g.URL, Auth: g.Auth, Progress: &progress,
-		RefSpecs: []config.RefSpec{config.RefSpec(fmt.Sprintf("%s:refs/heads/%s", local, g.Branch))},
-	})
-	switch {
-	case err == nil:
-		return nil
-	case errors.Is(err, git.ErrNonFastForwardUpdate) || strings.Contains(err.Error(), "non-fast-forward") ||
-		strings.Contains(err.Error(), "fetch first") || strings.Contains(err.Error(), "failed to update ref"):
-		return fmt.Errorf("%w: %v", errRejected, err)
-	}
-	return fmt.Errorf("pushing to %s %s: %w", g.URL, g.Branch, withServerMessage(err, &progress))
 }
 
 // withServerMessage adds what the server printed (a hook's message) to an error.

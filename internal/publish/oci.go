@@ -5,6 +5,8 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -25,12 +27,17 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/types"
 
 	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/render"
 )
 
 // Flux's OCI artifact format.
 const (
 	FluxConfigMediaType  types.MediaType = "application/vnd.cncf.flux.config.v1+json"
 	FluxContentMediaType types.MediaType = "application/vnd.cncf.flux.content.v1.tar+gzip"
+
+	// AnnotationTreeDigest records a digest of the published tree's files, so an
+	// unchanged render is recognised from the manifest alone.
+	AnnotationTreeDigest = "eva.aidonow.com/tree-digest"
 
 	AnnotationSource   = "org.opencontainers.image.source"
 	AnnotationRevision = "org.opencontainers.image.revision"
@@ -86,6 +93,13 @@ func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 	ref, err := o.reference()
 	if err != nil {
 		return nil, err
+	}
+	if u.Full {
+		// A full render identical to what is published is recognised from the manifest's
+		// tree digest: nothing is pulled, built or pushed.
+		if rev, same := o.unchanged(ctx, ref, u); same {
+			return &Result{Plan: &Plan{}, Revision: rev}, nil
+		}
 	}
 	old, err := o.Pull(ctx)
 	if err != nil {
@@ -154,7 +168,7 @@ func (o *OCI) Artifact(tree map[string][]byte) (v1.Image, error) {
 	if created.IsZero() {
 		created = time.Unix(0, 0)
 	}
-	annotations := map[string]string{AnnotationCreated: created.UTC().Format(time.RFC3339)}
+	annotations := map[string]string{AnnotationCreated: created.UTC().Format(time.RFC3339), AnnotationTreeDigest: treeDigest(tree)}
 	if o.Source != "" {
 		annotations[AnnotationSource] = o.Source
 	}
@@ -180,7 +194,7 @@ func Tarball(tree map[string][]byte) ([]byte, error) {
 	}
 	slices.Sort(paths)
 	var buf bytes.Buffer
-	gz, err := gzip.NewWriterLevel(&buf, gzip.BestCompression)
+	gz, err := gzip.NewWriterLevel(&buf, gzip.DefaultCompression)
 	if err != nil {
 		return nil, err
 	}
@@ -209,6 +223,58 @@ func Tarball(tree map[string][]byte) ([]byte, error) {
 		return nil, err
 	}
 	return buf.Bytes(), nil
+}
+
+// treeDigest is a digest of a tree's paths and contents.
+func treeDigest(tree map[string][]byte) string {
+	paths := make([]string, 0, len(tree))
+	for p := range tree {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	h := sha256.New()
+	for _, p := range paths {
+		fmt.Fprintf(h, "%s\x00%s\n", p, gitrepo.BlobHash(tree[p]))
+	}
+	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+}
+
+// unchanged reports whether the published artifact already holds exactly the tree of
+// a full update, and its digest.
+func (o *OCI) unchanged(ctx context.Context, ref name.Reference, u Update) (string, bool) {
+	desc, err := remote.Get(ref, o.options(ctx)...)
+	if err != nil {
+		return "", false
+	}
+	img, err := desc.Image()
+	if err != nil {
+		return "", false
+	}
+	m, err := img.Manifest()
+	if err != nil || m.Annotations[AnnotationTreeDigest] == "" {
+		return "", false
+	}
+	tree := map[string][]byte{}
+	var codes []string
+	for d, files := range u.Tenants {
+		if files == nil {
+			continue
+		}
+		codes = append(codes, strings.ToUpper(d))
+		for _, f := range files {
+			tree[f.Path] = f.Data
+		}
+	}
+	root := render.RootKustomizationFile(codes)
+	tree[root.Path] = root.Data
+	if treeDigest(tree) != m.Annotations[AnnotationTreeDigest] {
+		return "", false
+	}
+	// The other annotations must match too, or the artifact is republished.
+	if m.Annotations[AnnotationSource] != o.Source || m.Annotations[AnnotationRevision] != o.Revision {
+		return "", false
+	}
+	return desc.Digest.String(), true
 }
 
 // Pull reads the published artifact's tree; a missing tag is an empty tree.

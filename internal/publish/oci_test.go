@@ -19,7 +19,7 @@ import (
 
 // loopbackRegistry runs go-containerregistry's registry on loopback and counts the
 // requests that upload something.
-func loopbackRegistry(t *testing.T) (host string, uploads *atomic.Int64) {
+func loopbackRegistry(t testing.TB) (host string, uploads *atomic.Int64) {
 	t.Helper()
 	uploads = &atomic.Int64{}
 	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))

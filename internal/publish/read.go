@@ -25,12 +25,19 @@ func (g *GitRemote) Read(ctx context.Context) (map[string][]byte, string, error)
 		return nil, "", err
 	}
 	tree := map[string][]byte{}
-	for p, e := range subtree(full, g.Path) {
+	for p, e := range full {
+		rel, ok := p, g.Path == ""
+		if !ok {
+			rel, ok = strings.CutPrefix(p, g.Path+"/")
+		}
+		if !ok {
+			continue
+		}
 		data, err := readBlob(repo, e.Hash)
 		if err != nil {
 			return nil, "", err
 		}
-		tree[p] = data
+		tree[rel] = data
 	}
 	rev := ""
 	if !head.IsZero() {

@@ -3,7 +3,6 @@ package publish
 import (
 	"context"
 	"fmt"
-	"path"
 	"slices"
 	"strings"
 
@@ -101,31 +100,4 @@ func merge(old gitrepo.Files, u Update, hash func([]byte) (gitrepo.Entry, error)
 	}
 	next[root.Path] = e
 	return next, nil
-}
-
-// subtree returns the files under prefix, with the prefix removed.
-func subtree(files gitrepo.Files, prefix string) gitrepo.Files {
-	out := gitrepo.Files{}
-	for p, e := range files {
-		if prefix == "" {
-			out[p] = e
-		} else if rest, ok := strings.CutPrefix(p, prefix+"/"); ok {
-			out[rest] = e
-		}
-	}
-	return out
-}
-
-// graft replaces the files under prefix in full with sub.
-func graft(full gitrepo.Files, prefix string, sub gitrepo.Files) gitrepo.Files {
-	out := gitrepo.Files{}
-	for p, e := range full {
-		if !gitrepo.Under(p, prefix) {
-			out[p] = e
-		}
-	}
-	for p, e := range sub {
-		out[path.Join(prefix, p)] = e
-	}
-	return out
 }

@@ -1,0 +1,157 @@
+package publish
+
+import (
+	"path"
+	"slices"
+	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+
+	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// published is the tree of a branch, read lazily under a folder prefix: planning an
+// update of a few tenants reads a few tree objects, whatever the size of the fleet.
+type published struct {
+	view   *gitrepo.View
+	prefix string
+}
+
+func (p *published) full(rel string) string { return gitrepo.Join(p.prefix, rel) }
+
+// tenantDirs lists the tenants the branch holds.
+func (p *published) tenantDirs() (map[string]bool, error) {
+	entries, err := p.view.List(p.full(render.TenantsDir))
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for name, e := range entries {
+		if e.Mode == filemode.Dir {
+			out[name] = true
+		}
+	}
+	return out, nil
+}
+
+// tenantFiles returns the published files of one tenant, keyed by tree path relative
+// to the prefix.
+func (p *published) tenantFiles(dir string) (gitrepo.Files, error) {
+	files, err := p.view.Files(p.full(path.Join(render.TenantsDir, dir)))
+	if err != nil {
+		return nil, err
+	}
+	out := gitrepo.Files{}
+	for full, e := range files {
+		out[strings.TrimPrefix(full, p.prefix+"/")] = e
+	}
+	if p.prefix == "" {
+		out = files
+	}
+	flux := path.Join(render.FluxDir, dir+".yaml")
+	if e, ok, err := p.view.Lookup(p.full(flux)); err != nil {
+		return nil, err
+	} else if ok {
+		out[flux] = e
+	}
+	return out, nil
+}
+
+// planUpdate decides what an update changes on the published tree: the tenants whose
+// files differ (added or changed) and the tenants it removes. Only the tenants in the
+// update are read, unless it is a full update, which needs the list of published ones.
+func (p *published) planUpdate(u Update) (*Plan, error) {
+	pub, err := p.tenantDirs()
+	if err != nil {
+		return nil, err
+	}
+	plan := &Plan{Published: len(pub)}
+	dirs := make([]string, 0, len(u.Tenants))
+	for d := range u.Tenants {
+		dirs = append(dirs, d)
+	}
+	slices.Sort(dirs)
+	for _, d := range dirs {
+		files := u.Tenants[d]
+		if files == nil {
+			if pub[d] {
+				plan.Removed = append(plan.Removed, d)
+			}
+			continue
+		}
+		if !pub[d] {
+			plan.Added = append(plan.Added, d)
+			continue
+		}
+		old, err := p.tenantFiles(d)
+		if err != nil {
+			return nil, err
+		}
+		same := len(old) == len(files)
+		for _, f := range files {
+			if e, ok := old[f.Path]; !ok || e.Hash != gitrepo.BlobHash(f.Data) {
+				same = false
+				break
+			}
+		}
+		if !same {
+			plan.Changed = append(plan.Changed, d)
+		}
+	}
+	if u.Full {
+		for d := range pub {
+			if _, listed := u.Tenants[d]; !listed {
+				plan.Removed = append(plan.Removed, d)
+			}
+		}
+		slices.Sort(plan.Removed)
+	}
+	plan.Rendered = plan.Published + len(plan.Added) - len(plan.Removed)
+	return plan, nil
+}
+
+// changes turns the effective update into tree edits on this head: each listed tenant's
+// published files are replaced by its new ones (or removed), and the root kustomization
+// is regenerated from the tenants the branch will hold. store writes a blob.
+func (p *published) changes(eff Update, store func([]byte) (gitrepo.Entry, error)) (map[string]*gitrepo.Entry, error) {
+	pub, err := p.tenantDirs()
+	if err != nil {
+		return nil, err
+	}
+	changes := map[string]*gitrepo.Entry{}
+	for d, files := range eff.Tenants {
+		if pub[d] {
+			old, err := p.tenantFiles(d)
+			if err != nil {
+				return nil, err
+			}
+			for rel := range old {
+				changes[p.full(rel)] = nil
+			}
+		}
+		if files == nil {
+			delete(pub, d)
+			continue
+		}
+		pub[d] = true
+		for _, f := range files {
+			e, err := store(f.Data)
+			if err != nil {
+				return nil, err
+			}
+			changes[p.full(f.Path)] = &e
+		}
+	}
+	codes := make([]string, 0, len(pub))
+	for d := range pub {
+		codes = append(codes, strings.ToUpper(d))
+	}
+	root := render.RootKustomizationFile(codes)
+	e, err := store(root.Data)
+	if err != nil {
+		return nil, err
+	}
+	changes[p.full(root.Path)] = &e
+	return changes, nil
+}
