@@ -101,6 +101,13 @@ func ParsePatch(source, body string, target *types.Selector) (*Patch, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", source, err)
 		}
+		for i, op := range ops {
+			switch op.Kind() {
+			case "add", "remove", "replace", "move", "copy", "test":
+			default:
+				return nil, fmt.Errorf("%s: operation %d: unknown op %q", source, i, op.Kind())
+			}
+		}
 		p.ops = ops
 	} else {
 		node, err := kyaml.Parse(body)

@@ -1,0 +1,103 @@
+package overlay
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kustomize/api/types"
+	"sigs.k8s.io/kustomize/kyaml/resid"
+)
+
+func TestLoadRepositoryOverlays(t *testing.T) {
+	for _, env := range []string{"dev", "prod", "airgap"} {
+		e, err := Load(filepath.Join("..", "..", "overlays"), env)
+		if err != nil {
+			t.Fatalf("%s: %v", env, err)
+		}
+		if e.Settings.Domain == "" || len(e.Patches) == 0 {
+			t.Errorf("%s: settings %+v, %d patches", env, e.Settings, len(e.Patches))
+		}
+	}
+	if _, err := Load(filepath.Join("..", "..", "overlays"), "staging"); err == nil {
+		t.Error("a missing environment loaded")
+	}
+	if _, err := Load(filepath.Join("..", "..", "overlays"), "../etc"); err == nil {
+		t.Error("an environment name with a path loaded")
+	}
+}
+
+func TestSettingsErrors(t *testing.T) {
+	cases := map[string]struct{ yaml, want string }{
+		"unknown field":  {"domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\nfoo: 1\n", "unknown field"},
+		"bad domain":     {"domain: A_B\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\n", "domain"},
+		"missing seed":   {"domain: a.com\nchartSource: {name: c}\ngitopsSource: {name: g}\n", "seedImage"},
+		"bad source":     {"domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {kind: Git, name: g}\n", "gitopsSource.kind"},
+		"chart source":   {"domain: a.com\nseedImage: x\nchartSource: {kind: OCIRepository, name: c}\ngitopsSource: {name: g}\n", "chartSource.kind"},
+		"missing source": {"domain: a.com\nseedImage: x\nchartSource: {name: c}\n", "gitopsSource.name"},
+	}
+	for name, tc := range cases {
+		if _, err := ParseSettings([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", name, err, tc.want)
+		}
+	}
+}
+
+func ingress() map[string]any {
+	return map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+		"metadata": map[string]any{"name": "eva-devusr", "namespace": "eva-tenant-devusr", "labels": map[string]any{"tier": "Starter"}},
+		"spec":     map[string]any{"ingressClassName": "nginx"}}
+}
+
+func TestPatches(t *testing.T) {
+	json6902, err := ParsePatch("j", "- op: replace\n  path: /spec/ingressClassName\n  value: traefik\n",
+		&types.Selector{ResId: resID("Ingress", ""), LabelSelector: "tier=Starter"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	smp, err := ParsePatch("s", "apiVersion: networking.k8s.io/v1\nkind: Ingress\nmetadata:\n  name: eva-devusr\n  annotations: {a: b}\n", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Apply([]Patch{*json6902, *smp}, []map[string]any{ingress()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spec := out[0]["spec"].(map[string]any)
+	meta := out[0]["metadata"].(map[string]any)
+	if spec["ingressClassName"] != "traefik" || meta["annotations"].(map[string]any)["a"] != "b" {
+		t.Fatalf("patched object: %v", out[0])
+	}
+	// A selector that does not match leaves the object alone.
+	other, _ := ParsePatch("o", "- {op: remove, path: /spec}\n", &types.Selector{ResId: resID("Service", "")})
+	out, _ = Apply([]Patch{*other}, []map[string]any{ingress()})
+	if _, ok := out[0]["spec"]; !ok {
+		t.Fatal("a patch for Services changed an Ingress")
+	}
+}
+
+func TestPatchErrors(t *testing.T) {
+	if _, err := ParsePatch("x", "- op: replace\n  path: /a\n  value: 1\n", nil); err == nil || !strings.Contains(err.Error(), "needs a target") {
+		t.Errorf("JSON patch without target: %v", err)
+	}
+	if _, err := ParsePatch("x", "- op: frobnicate\n  path: /a\n", &types.Selector{}); err == nil {
+		t.Error("unknown JSON patch operation accepted")
+	}
+	if _, err := ParsePatch("x", "spec: {a: 1}\n", nil); err == nil {
+		t.Error("strategic merge patch without kind or target accepted")
+	}
+	bad, _ := ParsePatch("x", "- op: replace\n  path: /spec/missing/deep\n  value: 1\n", &types.Selector{ResId: resID("Ingress", "")})
+	if _, err := Apply([]Patch{*bad}, []map[string]any{ingress()}); err == nil || !strings.Contains(err.Error(), "Ingress eva-tenant-devusr/eva-devusr") {
+		t.Errorf("failing patch: %v", err)
+	}
+	dir := t.TempDir()
+	_ = os.WriteFile(filepath.Join(dir, KustomizationFile), []byte("resources: [x.yaml]\n"), 0o644)
+	if _, err := loadPatches(dir); err == nil || !strings.Contains(err.Error(), "may only hold `patches`") {
+		t.Errorf("overlay with resources: %v", err)
+	}
+}
+
+func resID(kind, name string) resid.ResId {
+	return resid.ResId{Gvk: resid.Gvk{Kind: kind}, Name: name}
+}
