@@ -9,7 +9,7 @@ CONTROLLER_GEN := $(BIN)/tools/controller-gen-$(CONTROLLER_GEN_VERSION)
 TENANTS        ?= tenants
 ENV            ?= dev
 OUT            ?= out/gitops
-GO_TEST_FLAGS  ?= -count=1 -timeout=20m
+GO_TEST_FLAGS  ?= -race -count=1 -timeout=20m
 FUZZTIME       ?= 30s
 
 .DEFAULT_GOAL := help

@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"go.yaml.in/yaml/v3"
@@ -180,7 +181,10 @@ func codeFor(i int) string {
 func renderTree(t *testing.T, r *Renderer, tenants []*evav1.EvaTenant) map[string][]byte {
 	t.Helper()
 	files := map[string][]byte{}
+	var mu sync.Mutex // Tree emits from several goroutines
 	_, err := r.Tree(tenants, func(f File) error {
+		mu.Lock()
+		defer mu.Unlock()
 		if _, dup := files[f.Path]; dup {
 			return fmt.Errorf("%s emitted twice", f.Path)
 		}
