@@ -345,3 +345,27 @@ func TestGitPublishSafety(t *testing.T) {
 		t.Fatal("removing active tenants went through with only --allow-mass-delete")
 	}
 }
+
+func TestLocalDirSink(t *testing.T) {
+	ctx := context.Background()
+	dir := filepath.Join(t.TempDir(), "repo")
+	var sink Sink = &LocalDir{Dir: dir}
+	if _, err := sink.Publish(ctx, renderUpdate(t, true, codes("LOCX", 3)...), Safety{}); err != nil {
+		t.Fatal(err)
+	}
+	// A partial update changes one tenant and keeps the others.
+	res, err := sink.Publish(ctx, renderUpdate(t, false, tenantSpec{code: "LOCXAB", replicas: 4}), Safety{})
+	if err != nil || !res.Committed || strings.Join(res.Plan.Changed, ",") != "locxab" {
+		t.Fatalf("partial update: %v %+v", err, res)
+	}
+	if n := gitCLI(t, dir, "ls-files"); strings.Count(n, "manifests.yaml") != 3 {
+		t.Fatalf("tenants after a partial update:\n%s", n)
+	}
+	if st := gitCLI(t, dir, "status", "--porcelain"); st != "" {
+		t.Fatalf("worktree not clean:\n%s", st)
+	}
+	_, err = sink.Publish(ctx, Update{Tenants: map[string][]render.File{"locxaa": nil}}, Safety{})
+	if err == nil || !strings.Contains(err.Error(), "LOCXAA") {
+		t.Fatalf("removing an active tenant: %v", err)
+	}
+}

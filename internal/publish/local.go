@@ -2,6 +2,7 @@ package publish
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -233,3 +234,46 @@ func (l *LocalRepo) writeIndex(written map[string]bool) error {
 	}
 	return nil
 }
+
+// LocalDir is the Sink of a git repository on disk (created if missing): the same
+// interface the git and OCI sinks offer, for the operator and for tests.
+type LocalDir struct {
+	Dir     string
+	Author  Author
+	Subject string
+}
+
+// Publish implements Sink: the update is merged into the repository's current tree
+// (only the tenants it lists change, unless it is full) and committed.
+func (d *LocalDir) Publish(_ context.Context, u Update, s Safety) (*Result, error) {
+	l, err := OpenLocal(d.Dir)
+	if err != nil {
+		return nil, err
+	}
+	next, err := merge(l.old, u.clone(), func(data []byte) (gitrepo.Entry, error) {
+		h, err := gitrepo.StoreBlob(l.repo.Storer, data)
+		return gitrepo.Entry{Hash: h, Mode: filemode.Regular}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	l.new = next
+	author := d.Author
+	if author.Name == "" {
+		author = DefaultAuthor
+	}
+	return l.Commit(s, author, orSubject(d.Subject))
+}
+
+func orSubject(s string) string {
+	if s == "" {
+		return "eva: publish tenants"
+	}
+	return s
+}
+
+var (
+	_ Sink = (*LocalDir)(nil)
+	_ Sink = (*GitRemote)(nil)
+	_ Sink = (*OCI)(nil)
+)
