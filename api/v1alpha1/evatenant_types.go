@@ -227,6 +227,31 @@ type EvaTenantStatus struct {
 	// provisioningStartedAt is when provisioning of the current spec began.
 	// +optional
 	ProvisioningStartedAt *metav1.Time `json:"provisioningStartedAt,omitempty"`
+
+	// firstTrue records, per condition type, when the condition first became True
+	// after provisioning started.
+	// +optional
+	FirstTrue map[string]metav1.Time `json:"firstTrue,omitempty"`
+
+	// inventory lists the objects applied for the tenant (pure-cluster mode), so objects
+	// no longer rendered are pruned.
+	// +optional
+	// +listType=atomic
+	Inventory []ObjectRef `json:"inventory,omitempty"`
+
+	// appliedDigest is the digest of the last bundle applied; an unchanged bundle is
+	// not applied again until the periodic drift check.
+	// +optional
+	AppliedDigest string `json:"appliedDigest,omitempty"`
+}
+
+// ObjectRef names one applied object.
+type ObjectRef struct {
+	APIVersion string `json:"apiVersion"`
+	Kind       string `json:"kind"`
+	// +optional
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 }
 
 // EvaTenant is one tenant ("capsule") of the platform.

@@ -1,0 +1,230 @@
+package status
+
+import (
+	"fmt"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+// Reasons of the tenant's conditions.
+const (
+	ReasonReady            = "Ready"
+	ReasonProgressing      = "Progressing"
+	ReasonNotFound         = "NotFound"
+	ReasonTerminating      = "Terminating"
+	ReasonApplyFailed      = "ApplyFailed"
+	ReasonStreamsNotReady  = "StreamsNotReady"
+	ReasonSeedJobComplete  = "SeedJobComplete"
+	ReasonSeedAnnotated    = "SeedLoadedAnnotation"
+	ReasonSeedJobFailed    = "SeedJobFailed"
+	ReasonNoSeedData       = "NoSeedData"
+	ReasonReleaseStalled   = "ReleaseStalled"
+	ReasonReleaseFailed    = "ReleaseFailed"
+	ReasonNoAddress        = "NoLoadBalancerAddress"
+	ReasonDependencyFailed = "DependencyFailed"
+)
+
+// maxMessage bounds condition messages: they carry a dependency's message up, and that
+// is for humans, not for storing logs.
+const maxMessage = 512
+
+// Verdict is one condition's outcome.
+type Verdict struct {
+	Status  metav1.ConditionStatus
+	Reason  string
+	Message string
+	// Terminal marks a dependency that will not recover by itself (Stalled, retries
+	// exhausted): the tenant is Failed.
+	Terminal bool
+}
+
+func ok(reason, msg string) Verdict { return Verdict{Status: metav1.ConditionTrue, Reason: reason, Message: msg} }
+func wait(reason, msg string) Verdict {
+	return Verdict{Status: metav1.ConditionFalse, Reason: reason, Message: truncate(msg)}
+}
+func fail(reason, msg string) Verdict {
+	return Verdict{Status: metav1.ConditionFalse, Reason: reason, Message: truncate(msg), Terminal: true}
+}
+
+func truncate(s string) string {
+	if len(s) > maxMessage {
+		return s[:maxMessage-3] + "..."
+	}
+	return s
+}
+
+// NamespaceReady: the namespace exists and is Active.
+func NamespaceReady(o Observed) Verdict {
+	switch {
+	case o.Namespace == nil:
+		return wait(ReasonNotFound, "namespace not found")
+	case o.Namespace.Phase == "Terminating":
+		return wait(ReasonTerminating, fmt.Sprintf("Namespace %s: Terminating", o.Namespace.Name))
+	}
+	return ok(ReasonReady, fmt.Sprintf("Namespace %s is Active", o.Namespace.Name))
+}
+
+// Provisioned: the bundle is applied (every object exists) and both streams exist and
+// are Ready.
+func Provisioned(o Observed) Verdict {
+	if o.Applied.Error != "" {
+		return wait(ReasonApplyFailed, o.Applied.Error)
+	}
+	if len(o.Applied.Missing) > 0 {
+		return wait(ReasonProgressing, "not yet applied: "+strings.Join(o.Applied.Missing, ", "))
+	}
+	for _, s := range o.Streams {
+		switch {
+		case !s.Found:
+			return wait(ReasonStreamsNotReady, fmt.Sprintf("Stream %s: not found", s.Name))
+		case s.Ready == nil:
+			return wait(ReasonStreamsNotReady, fmt.Sprintf("Stream %s: not reconciled yet", s.Name))
+		case s.Ready.Status != metav1.ConditionTrue:
+			return wait(ReasonStreamsNotReady, fmt.Sprintf("Stream %s: %s: %s", s.Name, s.Ready.Reason, s.Ready.Message))
+		}
+	}
+	return ok(ReasonReady, "bundle applied at "+o.Applied.Revision+" and streams ready")
+}
+
+// SeedLoaded: the seed Job for SeedsVersion completed, or the provisioner annotated
+// the tenant with that version.
+func SeedLoaded(o Observed) Verdict {
+	switch {
+	case o.SeedsVersion == "":
+		return ok(ReasonNoSeedData, "no seedsVersion: nothing to load")
+	case o.SeedAnnotation == o.SeedsVersion:
+		return ok(ReasonSeedAnnotated, "seed data "+o.SeedsVersion+" loaded (annotation)")
+	case o.SeedJob == nil:
+		return wait(ReasonNotFound, "seed Job for "+o.SeedsVersion+" not found")
+	case o.SeedJob.Complete:
+		return ok(ReasonSeedJobComplete, fmt.Sprintf("Job %s: Complete", o.SeedJob.Name))
+	case o.SeedJob.Failed:
+		return fail(ReasonSeedJobFailed, fmt.Sprintf("Job %s: Failed: %s", o.SeedJob.Name, o.SeedJob.Message))
+	}
+	return wait(ReasonProgressing, fmt.Sprintf("Job %s: running", o.SeedJob.Name))
+}
+
+// ModulesDeployed: every HelmRelease is Ready for its current generation and the
+// pinned chart version. A Stalled release fails the tenant.
+func ModulesDeployed(o Observed) Verdict {
+	var waiting []string
+	for _, r := range o.Releases {
+		v := releaseVerdict(r)
+		if v.Terminal {
+			return v
+		}
+		if v.Status != metav1.ConditionTrue {
+			waiting = append(waiting, v.Message)
+		}
+	}
+	if len(waiting) > 0 {
+		return wait(ReasonProgressing, strings.Join(waiting, "; "))
+	}
+	return ok(ReasonReady, fmt.Sprintf("%d module(s) deployed", len(o.Releases)))
+}
+
+func releaseVerdict(r ReleaseState) Verdict {
+	name := "HelmRelease " + r.Name
+	switch {
+	case !r.Found:
+		return wait(ReasonNotFound, name+": not found")
+	case r.Stalled != nil && r.Stalled.Status == metav1.ConditionTrue:
+		return fail(ReasonReleaseStalled, fmt.Sprintf("%s: %s: %s", name, r.Stalled.Reason, r.Stalled.Message))
+	case r.Ready != nil && r.Ready.Status == metav1.ConditionFalse && r.Ready.Reason == "RetriesExceeded":
+		return fail(ReasonReleaseFailed, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
+	case r.ObservedGeneration < r.Generation:
+		return wait(ReasonProgressing, name+": generation not yet reconciled")
+	case r.Ready == nil:
+		return wait(ReasonProgressing, name+": not reconciled yet")
+	case r.Ready.Status != metav1.ConditionTrue:
+		return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
+	case r.Ready.ObservedGeneration != 0 && r.Ready.ObservedGeneration < r.Generation:
+		return wait(ReasonProgressing, name+": Ready is for an older generation")
+	case r.LastAttemptedRevision != r.Version && r.HistoryVersion != r.Version:
+		return wait(ReasonProgressing, fmt.Sprintf("%s: runs chart %s, want %s", name, firstNonEmpty(r.LastAttemptedRevision, r.HistoryVersion), r.Version))
+	}
+	return ok(ReasonReady, name+": Ready")
+}
+
+func firstNonEmpty(vs ...string) string {
+	for _, v := range vs {
+		if v != "" {
+			return v
+		}
+	}
+	return "none"
+}
+
+// IngressReady: the tenant Ingress exists and has a load-balancer address.
+func IngressReady(o Observed) Verdict {
+	switch {
+	case o.Ingress == nil:
+		return wait(ReasonNotFound, "Ingress not found")
+	case o.Ingress.Addresses == 0:
+		return wait(ReasonNoAddress, fmt.Sprintf("Ingress %s: no load-balancer address yet", o.Ingress.Name))
+	}
+	return ok(ReasonReady, fmt.Sprintf("Ingress %s has an address", o.Ingress.Name))
+}
+
+// ConditionTypes are the five conditions, in the order they are computed.
+var ConditionTypes = []string{
+	evav1.ConditionNamespaceReady, evav1.ConditionProvisioned, evav1.ConditionSeedLoaded,
+	evav1.ConditionModulesDeployed, evav1.ConditionIngressReady,
+}
+
+var rules = map[string]func(Observed) Verdict{
+	evav1.ConditionNamespaceReady:  NamespaceReady,
+	evav1.ConditionProvisioned:     Provisioned,
+	evav1.ConditionSeedLoaded:      SeedLoaded,
+	evav1.ConditionModulesDeployed: ModulesDeployed,
+	evav1.ConditionIngressReady:    IngressReady,
+}
+
+// Result is the tenant's computed status.
+type Result struct {
+	Verdicts map[string]Verdict // by condition type, the five and Ready
+	Phase    evav1.Phase
+	Modules  []evav1.ModuleStatus
+}
+
+// Compute derives the conditions, phase and module status from what was observed.
+func Compute(o Observed) Result {
+	res := Result{Verdicts: map[string]Verdict{}}
+	var notReady []string
+	var terminal *Verdict
+	for _, t := range ConditionTypes {
+		v := rules[t](o)
+		res.Verdicts[t] = v
+		if v.Status != metav1.ConditionTrue {
+			notReady = append(notReady, t)
+			if v.Terminal && terminal == nil {
+				terminal = &v
+			}
+		}
+	}
+	switch {
+	case terminal != nil:
+		res.Verdicts[evav1.ConditionReady] = Verdict{Status: metav1.ConditionFalse, Reason: ReasonDependencyFailed, Message: terminal.Message, Terminal: true}
+		res.Phase = evav1.PhaseFailed
+	case len(notReady) == 0:
+		res.Verdicts[evav1.ConditionReady] = ok(ReasonReady, "tenant provisioned")
+		res.Phase = evav1.PhaseActive
+	default:
+		res.Verdicts[evav1.ConditionReady] = wait(ReasonProgressing, "waiting for "+strings.Join(notReady, ", "))
+		res.Phase = evav1.PhaseProvisioning
+		if o.Namespace == nil && len(o.Applied.Missing) > 0 && o.Applied.Revision == "" {
+			res.Phase = evav1.PhaseRequested
+		}
+	}
+	for _, r := range o.Releases {
+		v := releaseVerdict(r)
+		res.Modules = append(res.Modules, evav1.ModuleStatus{
+			Name: r.Module, Version: r.Version, Ready: v.Status == metav1.ConditionTrue,
+			Reason: v.Reason, Message: v.Message,
+		})
+	}
+	return res
+}

@@ -1,0 +1,157 @@
+package status
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+func cond(t string, s metav1.ConditionStatus, reason string) *metav1.Condition {
+	return &metav1.Condition{Type: t, Status: s, Reason: reason, Message: reason + " message"}
+}
+
+func readyRelease(module, version string) ReleaseState {
+	return ReleaseState{Module: module, Name: "eva-tenant-devusr/" + module, Version: version, Found: true,
+		Generation: 2, ObservedGeneration: 2, Ready: cond("Ready", metav1.ConditionTrue, "InstallSucceeded"),
+		LastAttemptedRevision: version}
+}
+
+// healthy is a tenant whose every dependency is ready.
+func healthy() Observed {
+	return Observed{
+		Generation: 3,
+		Namespace:  &NamespaceState{Name: "eva-tenant-devusr", Phase: "Active"},
+		Applied:    AppliedState{Revision: "sha256:abc"},
+		Streams: []StreamState{
+			{Name: "eva-tenant-devusr/eva-devusr-events", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "Created")},
+			{Name: "eva-tenant-devusr/eva-devusr-commands", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "Created")},
+		},
+		Releases:     []ReleaseState{readyRelease("crm", "1.4.0"), readyRelease("itsm", "1.2.0")},
+		SeedsVersion: "seeds-1",
+		SeedJob:      &JobState{Name: "eva-seed-seeds-1", Complete: true},
+		Ingress:      &IngressState{Name: "eva-devusr", Addresses: 1},
+	}
+}
+
+func TestCompute(t *testing.T) {
+	type want struct {
+		phase     evav1.Phase
+		condition string
+		status    metav1.ConditionStatus
+		reason    string
+		message   string // substring
+	}
+	cases := map[string]struct {
+		mutate func(*Observed)
+		want   want
+	}{
+		"all ready": {func(*Observed) {}, want{evav1.PhaseActive, evav1.ConditionReady, metav1.ConditionTrue, ReasonReady, ""}},
+		"nothing yet": {func(o *Observed) { *o = Observed{Applied: AppliedState{Missing: []string{"Namespace/eva-tenant-devusr"}}, SeedsVersion: "s"} },
+			want{evav1.PhaseRequested, evav1.ConditionNamespaceReady, metav1.ConditionFalse, ReasonNotFound, ""}},
+		"namespace terminating": {func(o *Observed) { o.Namespace.Phase = "Terminating" },
+			want{evav1.PhaseProvisioning, evav1.ConditionNamespaceReady, metav1.ConditionFalse, ReasonTerminating, "Namespace eva-tenant-devusr: Terminating"}},
+		"object missing": {func(o *Observed) { o.Applied.Missing = []string{"Ingress/eva-devusr"} },
+			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonProgressing, "Ingress/eva-devusr"}},
+		"apply failed": {func(o *Observed) { o.Applied.Error = "applying HelmRelease crm: see operator logs" },
+			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonApplyFailed, "see operator logs"}},
+		"stream missing": {func(o *Observed) { o.Streams[1].Found = false },
+			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonStreamsNotReady, "Stream eva-tenant-devusr/eva-devusr-commands: not found"}},
+		"stream not ready": {func(o *Observed) { o.Streams[0].Ready = cond("Ready", metav1.ConditionFalse, "Errored") },
+			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonStreamsNotReady, "Errored"}},
+		"seed job running": {func(o *Observed) { o.SeedJob.Complete = false },
+			want{evav1.PhaseProvisioning, evav1.ConditionSeedLoaded, metav1.ConditionFalse, ReasonProgressing, "running"}},
+		"seed job missing but annotated": {func(o *Observed) { o.SeedJob = nil; o.SeedAnnotation = "seeds-1" },
+			want{evav1.PhaseActive, evav1.ConditionSeedLoaded, metav1.ConditionTrue, ReasonSeedAnnotated, ""}},
+		"annotation for another version": {func(o *Observed) { o.SeedJob = nil; o.SeedAnnotation = "seeds-0" },
+			want{evav1.PhaseProvisioning, evav1.ConditionSeedLoaded, metav1.ConditionFalse, ReasonNotFound, ""}},
+		"seed job failed": {func(o *Observed) { o.SeedJob = &JobState{Name: "eva-seed-seeds-1", Failed: true, Message: "BackoffLimitExceeded"} },
+			want{evav1.PhaseFailed, evav1.ConditionReady, metav1.ConditionFalse, ReasonDependencyFailed, "Job eva-seed-seeds-1: Failed"}},
+		"no seeds": {func(o *Observed) { o.SeedsVersion = ""; o.SeedJob = nil },
+			want{evav1.PhaseActive, evav1.ConditionSeedLoaded, metav1.ConditionTrue, ReasonNoSeedData, ""}},
+		"release missing": {func(o *Observed) { o.Releases[1].Found = false },
+			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "HelmRelease eva-tenant-devusr/itsm: not found"}},
+		"release old generation": {func(o *Observed) { o.Releases[0].ObservedGeneration = 1 },
+			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "generation not yet reconciled"}},
+		"release ready condition stale": {func(o *Observed) { o.Releases[0].Ready.ObservedGeneration = 1 },
+			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "older generation"}},
+		"release upgrading": {func(o *Observed) { o.Releases[0].Ready = cond("Ready", metav1.ConditionUnknown, "Progressing") },
+			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "HelmRelease eva-tenant-devusr/crm: Progressing"}},
+		"release on another chart version": {func(o *Observed) { o.Releases[0].LastAttemptedRevision = "1.3.0" },
+			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "runs chart 1.3.0, want 1.4.0"}},
+		"version from history": {func(o *Observed) { o.Releases[0].LastAttemptedRevision = ""; o.Releases[0].HistoryVersion = "1.4.0" },
+			want{evav1.PhaseActive, evav1.ConditionModulesDeployed, metav1.ConditionTrue, ReasonReady, ""}},
+		"release stalled": {func(o *Observed) {
+			o.Releases[1].Ready = cond("Ready", metav1.ConditionFalse, "UpgradeFailed")
+			o.Releases[1].Stalled = cond("Stalled", metav1.ConditionTrue, "RetriesExceeded")
+		}, want{evav1.PhaseFailed, evav1.ConditionReady, metav1.ConditionFalse, ReasonDependencyFailed, "HelmRelease eva-tenant-devusr/itsm: RetriesExceeded"}},
+		"retries exhausted without stalled": {func(o *Observed) { o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "RetriesExceeded") },
+			want{evav1.PhaseFailed, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonReleaseFailed, "RetriesExceeded"}},
+		"ingress without address": {func(o *Observed) { o.Ingress.Addresses = 0 },
+			want{evav1.PhaseProvisioning, evav1.ConditionIngressReady, metav1.ConditionFalse, ReasonNoAddress, "Ingress eva-devusr"}},
+		"ingress missing": {func(o *Observed) { o.Ingress = nil },
+			want{evav1.PhaseProvisioning, evav1.ConditionIngressReady, metav1.ConditionFalse, ReasonNotFound, ""}},
+		"long message truncated": {func(o *Observed) { o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, strings.Repeat("x", 2000)) },
+			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "..."}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			o := healthy()
+			tc.mutate(&o)
+			res := Compute(o)
+			if res.Phase != tc.want.phase {
+				t.Errorf("phase %s, want %s", res.Phase, tc.want.phase)
+			}
+			v := res.Verdicts[tc.want.condition]
+			if v.Status != tc.want.status || v.Reason != tc.want.reason || !strings.Contains(v.Message, tc.want.message) {
+				t.Errorf("%s = %s/%s %q, want %s/%s containing %q", tc.want.condition, v.Status, v.Reason, v.Message,
+					tc.want.status, tc.want.reason, tc.want.message)
+			}
+			if len(v.Message) > maxMessage {
+				t.Errorf("message of %d bytes", len(v.Message))
+			}
+			if len(res.Verdicts) != 6 {
+				t.Errorf("%d conditions, want 6", len(res.Verdicts))
+			}
+		})
+	}
+}
+
+func TestApplyKeepsTransitionTimesAndFirstTrue(t *testing.T) {
+	var st evav1.EvaTenantStatus
+	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+	st.ProvisioningStartedAt = &t0
+	o := healthy()
+	o.Ingress.Addresses = 0
+	ts := Apply(&st, Compute(o), 3, t0)
+	if len(ts) != 6 || st.Phase != evav1.PhaseProvisioning {
+		t.Fatalf("first apply: %d transitions, phase %s", len(ts), st.Phase)
+	}
+	t1 := metav1.NewTime(t0.Add(time.Minute))
+	ts = Apply(&st, Compute(o), 3, t1)
+	if len(ts) != 0 {
+		t.Fatalf("an unchanged result made transitions: %v", ts)
+	}
+	for _, c := range st.Conditions {
+		if !c.LastTransitionTime.Equal(&t0) || c.ObservedGeneration != 3 {
+			t.Errorf("%s: transition time %v, generation %d", c.Type, c.LastTransitionTime, c.ObservedGeneration)
+		}
+	}
+	t2 := metav1.NewTime(t0.Add(2 * time.Minute))
+	ts = Apply(&st, Compute(healthy()), 4, t2)
+	if !BecameTrue(ts, evav1.ConditionIngressReady) || !BecameTrue(ts, evav1.ConditionReady) || st.Phase != evav1.PhaseActive {
+		t.Fatalf("ingress ready: transitions %v, phase %s", ts, st.Phase)
+	}
+	if got := st.FirstTrue[evav1.ConditionIngressReady]; !got.Equal(&t2) {
+		t.Errorf("IngressReady first true at %v, want %v", got, t2)
+	}
+	if got := st.FirstTrue[evav1.ConditionNamespaceReady]; !got.Equal(&t0) {
+		t.Errorf("NamespaceReady first true at %v, want %v", got, t0)
+	}
+	if len(st.Modules) != 2 || !st.Modules[0].Ready {
+		t.Errorf("modules: %+v", st.Modules)
+	}
+}

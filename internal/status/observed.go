@@ -1,0 +1,83 @@
+// Package status turns what the operator observed of a tenant's objects into its five
+// conditions, the Ready summary, the phase and per-module status. It does no I/O: the
+// reconciler reads, this package decides, and every rule is table-tested.
+package status
+
+import (
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// Observed is everything read about one tenant's objects in one reconcile.
+type Observed struct {
+	// Generation of the tenant.
+	Generation int64
+	// Namespace of the tenant; nil when missing.
+	Namespace *NamespaceState
+	// Applied says whether every rendered object was applied and exists.
+	Applied AppliedState
+	// Streams are the tenant's two JetStream streams.
+	Streams []StreamState
+	// Releases are the module HelmReleases, in catalog order.
+	Releases []ReleaseState
+	// SeedsVersion is the seed data set the tenant asks for ("" for none).
+	SeedsVersion string
+	// SeedJob is the seed Job of SeedsVersion; nil when none exists.
+	SeedJob *JobState
+	// SeedAnnotation is the provisioner's eva.aidonow.com/seed-loaded value.
+	SeedAnnotation string
+	// Ingress is the tenant Ingress; nil when missing.
+	Ingress *IngressState
+}
+
+// NamespaceState is what matters of the namespace.
+type NamespaceState struct {
+	Name  string
+	Phase string // Active or Terminating
+}
+
+// AppliedState is the outcome of applying the bundle.
+type AppliedState struct {
+	// Revision is the published revision (GitOps) or the bundle digest (pure cluster).
+	Revision string
+	// Missing names the rendered objects that do not exist.
+	Missing []string
+	// Error is a failure to apply, already phrased for users ("see operator logs").
+	Error string
+}
+
+// StreamState is one NACK Stream.
+type StreamState struct {
+	Name  string // namespace/name of the object
+	Found bool
+	Ready *metav1.Condition
+}
+
+// ReleaseState is one module's HelmRelease.
+type ReleaseState struct {
+	Module  string
+	Name    string // namespace/name
+	Version string // the chart version it must run
+	Found   bool
+	// Generation and ObservedGeneration of the HelmRelease.
+	Generation, ObservedGeneration int64
+	Ready, Stalled                 *metav1.Condition
+	// LastAttemptedRevision is the chart version helm-controller last tried.
+	LastAttemptedRevision string
+	// HistoryVersion is the chart version of the latest release in history.
+	HistoryVersion string
+}
+
+// JobState is the seed Job.
+type JobState struct {
+	Name     string
+	Complete bool
+	Failed   bool
+	Message  string
+}
+
+// IngressState is the tenant Ingress.
+type IngressState struct {
+	Name string
+	// Addresses counts the load-balancer addresses the ingress controller reported.
+	Addresses int
+}
