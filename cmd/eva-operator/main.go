@@ -1,7 +1,5 @@
-// Command eva-operator runs the EvaTenant controller manager.
-//
-// Until the reconciler lands it starts the manager with leader election, serves the
-// health and readiness probes and /metrics, and registers the EvaTenant API.
+// Command eva-operator runs the EvaTenant controller manager: pure-cluster mode, where
+// each tenant's rendered bundle is server-side applied and its readiness reported.
 package main
 
 import (
@@ -9,15 +7,14 @@ import (
 	"fmt"
 	"os"
 
-	"k8s.io/apimachinery/pkg/runtime"
-	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/controller"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -27,6 +24,9 @@ type config struct {
 	probeAddr       string
 	leaderElect     bool
 	catalogPath     string
+	overlays        string
+	env             string
+	concurrency     int
 	operatorVersion string
 }
 
@@ -36,6 +36,9 @@ func main() {
 	flag.StringVar(&cfg.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
 	flag.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.StringVar(&cfg.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
+	flag.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
+	flag.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
+	flag.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -50,12 +53,15 @@ func main() {
 
 func run(cfg config) error {
 	log := ctrl.Log.WithName("setup")
-	if _, err := tenant.LoadCatalog(cfg.catalogPath); err != nil {
+	catalog, err := tenant.LoadCatalog(cfg.catalogPath)
+	if err != nil {
 		return err
 	}
-	scheme := runtime.NewScheme()
-	utilruntime.Must(clientgoscheme.AddToScheme(scheme))
-	utilruntime.Must(evav1.AddToScheme(scheme))
+	env, err := overlay.Load(cfg.overlays, cfg.env)
+	if err != nil {
+		return err
+	}
+	scheme := controller.NewScheme()
 
 	restCfg, err := ctrl.GetConfig()
 	if err != nil {
@@ -67,6 +73,7 @@ func run(cfg config) error {
 		HealthProbeBindAddress: cfg.probeAddr,
 		LeaderElection:         cfg.leaderElect,
 		LeaderElectionID:       "eva-operator.eva.aidonow.com",
+		Cache:                  controller.CacheOptions(),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -77,6 +84,16 @@ func run(cfg config) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
-	log.Info("starting manager", "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect)
-	return mgr.Start(ctrl.SetupSignalHandler())
+	ctx := ctrl.SetupSignalHandler()
+	r := &controller.EvaTenantReconciler{
+		Client:          mgr.GetClient(),
+		Recorder:        mgr.GetEventRecorder("eva-operator"),
+		Renderer:        &render.Renderer{Catalog: catalog, Env: env},
+		OperatorVersion: cfg.operatorVersion,
+	}
+	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
+		return err
+	}
+	log.Info("starting manager", "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name)
+	return mgr.Start(ctx)
 }

@@ -41,7 +41,9 @@ type Verdict struct {
 	Terminal bool
 }
 
-func ok(reason, msg string) Verdict { return Verdict{Status: metav1.ConditionTrue, Reason: reason, Message: msg} }
+func ok(reason, msg string) Verdict {
+	return Verdict{Status: metav1.ConditionTrue, Reason: reason, Message: msg}
+}
 func wait(reason, msg string) Verdict {
 	return Verdict{Status: metav1.ConditionFalse, Reason: reason, Message: truncate(msg)}
 }

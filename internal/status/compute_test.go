@@ -50,7 +50,9 @@ func TestCompute(t *testing.T) {
 		want   want
 	}{
 		"all ready": {func(*Observed) {}, want{evav1.PhaseActive, evav1.ConditionReady, metav1.ConditionTrue, ReasonReady, ""}},
-		"nothing yet": {func(o *Observed) { *o = Observed{Applied: AppliedState{Missing: []string{"Namespace/eva-tenant-devusr"}}, SeedsVersion: "s"} },
+		"nothing yet": {func(o *Observed) {
+			*o = Observed{Applied: AppliedState{Missing: []string{"Namespace/eva-tenant-devusr"}}, SeedsVersion: "s"}
+		},
 			want{evav1.PhaseRequested, evav1.ConditionNamespaceReady, metav1.ConditionFalse, ReasonNotFound, ""}},
 		"namespace terminating": {func(o *Observed) { o.Namespace.Phase = "Terminating" },
 			want{evav1.PhaseProvisioning, evav1.ConditionNamespaceReady, metav1.ConditionFalse, ReasonTerminating, "Namespace eva-tenant-devusr: Terminating"}},
@@ -68,7 +70,9 @@ func TestCompute(t *testing.T) {
 			want{evav1.PhaseActive, evav1.ConditionSeedLoaded, metav1.ConditionTrue, ReasonSeedAnnotated, ""}},
 		"annotation for another version": {func(o *Observed) { o.SeedJob = nil; o.SeedAnnotation = "seeds-0" },
 			want{evav1.PhaseProvisioning, evav1.ConditionSeedLoaded, metav1.ConditionFalse, ReasonNotFound, ""}},
-		"seed job failed": {func(o *Observed) { o.SeedJob = &JobState{Name: "eva-seed-seeds-1", Failed: true, Message: "BackoffLimitExceeded"} },
+		"seed job failed": {func(o *Observed) {
+			o.SeedJob = &JobState{Name: "eva-seed-seeds-1", Failed: true, Message: "BackoffLimitExceeded"}
+		},
 			want{evav1.PhaseFailed, evav1.ConditionReady, metav1.ConditionFalse, ReasonDependencyFailed, "Job eva-seed-seeds-1: Failed"}},
 		"no seeds": {func(o *Observed) { o.SeedsVersion = ""; o.SeedJob = nil },
 			want{evav1.PhaseActive, evav1.ConditionSeedLoaded, metav1.ConditionTrue, ReasonNoSeedData, ""}},
@@ -94,7 +98,9 @@ func TestCompute(t *testing.T) {
 			want{evav1.PhaseProvisioning, evav1.ConditionIngressReady, metav1.ConditionFalse, ReasonNoAddress, "Ingress eva-devusr"}},
 		"ingress missing": {func(o *Observed) { o.Ingress = nil },
 			want{evav1.PhaseProvisioning, evav1.ConditionIngressReady, metav1.ConditionFalse, ReasonNotFound, ""}},
-		"long message truncated": {func(o *Observed) { o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, strings.Repeat("x", 2000)) },
+		"long message truncated": {func(o *Observed) {
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, strings.Repeat("x", 2000))
+		},
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "..."}},
 	}
 	for name, tc := range cases {

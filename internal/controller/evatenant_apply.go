@@ -1,0 +1,119 @@
+package controller
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+func refOf(u *unstructured.Unstructured) evav1.ObjectRef {
+	return evav1.ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
+}
+
+func refString(r evav1.ObjectRef) string {
+	if r.Namespace == "" {
+		return r.Kind + "/" + r.Name
+	}
+	return r.Kind + " " + r.Namespace + "/" + r.Name
+}
+
+// applyBundle server-side applies the bundle when it changed since the last apply (or
+// the periodic drift check is due), then prunes what the previous inventory held and
+// the bundle no longer does. Apply failures are recorded on the scope for the
+// Provisioned condition; the error returned makes the reconcile retry with backoff.
+func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
+	t := s.tenant
+	objects := s.bundle.Unstructured()
+	inventory := make([]evav1.ObjectRef, len(objects))
+	for i, u := range objects {
+		inventory[i] = refOf(u)
+	}
+	last, _ := r.lastApply.Load(t.UID)
+	due := last == nil || r.now().Sub(last.(time.Time)) >= ResyncActive
+	if t.Status.AppliedDigest == s.digest && slices.Equal(t.Status.Inventory, inventory) && !due {
+		s.observed.Applied.Revision = s.digest
+		return nil
+	}
+	changed := t.Status.AppliedDigest != s.digest
+	var failed []string
+	var errs []error
+	for _, u := range objects {
+		err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+		if err != nil {
+			failed = append(failed, refString(refOf(u)))
+			errs = append(errs, fmt.Errorf("applying %s: %w", refString(refOf(u)), err))
+			s.log.Error(err, "apply failed", "object", refString(refOf(u)))
+		}
+	}
+	if len(failed) > 0 {
+		s.observed.Applied.Error = fmt.Sprintf("could not apply %v: see operator logs", failed)
+		r.event(t, corev1.EventTypeWarning, "ApplyFailed", "Could not apply %d object(s): %v", len(failed), failed)
+		return errors.Join(errs...)
+	}
+	if err := r.prune(ctx, t.Status.Inventory, inventory); err != nil {
+		s.observed.Applied.Error = "could not prune objects no longer rendered: see operator logs"
+		return err
+	}
+	if changed && hasReleases(inventory) {
+		r.event(t, corev1.EventTypeNormal, "ModuleDeployStarted", "Deploying %d module(s)", countKind(inventory, "HelmRelease"))
+	}
+	t.Status.Inventory = inventory
+	t.Status.AppliedDigest = s.digest
+	s.observed.Applied.Revision = s.digest
+	r.lastApply.Store(t.UID, r.now())
+	return nil
+}
+
+// prune deletes what the old inventory lists and the new one does not (a module dropped
+// by a tier change, a seed Job of an older version).
+func (r *EvaTenantReconciler) prune(ctx context.Context, old, current []evav1.ObjectRef) error {
+	keep := map[evav1.ObjectRef]bool{}
+	for _, ref := range current {
+		keep[ref] = true
+	}
+	var errs []error
+	for _, ref := range old {
+		if keep[ref] {
+			continue
+		}
+		if err := r.deleteRef(ctx, ref); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (r *EvaTenantReconciler) deleteRef(ctx context.Context, ref evav1.ObjectRef) error {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(ref.APIVersion)
+	u.SetKind(ref.Kind)
+	u.SetNamespace(ref.Namespace)
+	u.SetName(ref.Name)
+	// Background propagation: a Job's pods, a release's objects go with it.
+	err := r.Delete(ctx, u, client.PropagationPolicy("Background"))
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting %s: %w", refString(ref), err)
+	}
+	return nil
+}
+
+func hasReleases(refs []evav1.ObjectRef) bool { return countKind(refs, "HelmRelease") > 0 }
+
+func countKind(refs []evav1.ObjectRef, kind string) int {
+	n := 0
+	for _, r := range refs {
+		if r.Kind == kind {
+			n++
+		}
+	}
+	return n
+}

@@ -1,0 +1,270 @@
+// Package controller holds the EvaTenant reconciler: pure-cluster mode, where the
+// operator server-side applies each tenant's rendered bundle, prunes what is no longer
+// rendered, reads the tenant's objects back into five conditions, and runs the
+// decommission saga.
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// FieldOwner is the server-side apply field manager of everything the operator applies.
+const FieldOwner = "eva-operator"
+
+// Requeue intervals.
+const (
+	// ResyncActive is the drift check of an Active tenant (jittered up to 20% more).
+	ResyncActive = 5 * time.Minute
+	// ResyncProvisioning is how often a provisioning tenant is looked at even without
+	// events from its objects.
+	ResyncProvisioning = time.Minute
+	// WaitDeletion is how often the saga checks that releases are gone.
+	WaitDeletion = 5 * time.Second
+)
+
+// EvaTenantReconciler reconciles EvaTenant objects in pure-cluster mode.
+type EvaTenantReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	Renderer *render.Renderer
+	// OperatorVersion is this operator's version (OPERATOR_VERSION); empty processes
+	// only tenants no version has claimed.
+	OperatorVersion string
+	// Now returns the current time (tests fix it).
+	Now func() time.Time
+
+	// lastApply remembers when each tenant's bundle was last applied in full, for the
+	// periodic drift check.
+	lastApply sync.Map // types.UID → time.Time
+}
+
+// scope holds everything read and decided in one reconcile.
+type scope struct {
+	tenant   *evav1.EvaTenant
+	log      logr.Logger
+	bundle   *render.Bundle
+	digest   string
+	observed status.Observed
+}
+
+// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evatenants,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evatenants/status,verbs=get;update;patch
+// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evatenants/finalizers,verbs=update
+// +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;resourcequotas;limitranges,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=admin
+// +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=jetstream.nats.io,resources=streams,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;list;watch;create;update;patch;delete
+
+// Reconcile brings one tenant toward its spec.
+func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (result ctrl.Result, retErr error) {
+	log := ctrl.LoggerFrom(ctx)
+	t := &evav1.EvaTenant{}
+	if err := r.Get(ctx, req.NamespacedName, t); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if !r.owns(t) {
+		log.V(1).Info("tenant belongs to another operator version", "annotation", t.Annotations[tenant.AnnotationOperatorVersion])
+		return ctrl.Result{}, nil
+	}
+	if err := r.ensureMetadata(ctx, t); err != nil {
+		return ctrl.Result{}, err
+	}
+
+	// One status patch per reconcile, whatever path it takes.
+	base := t.DeepCopy()
+	defer func() {
+		if equality.Semantic.DeepEqual(base.Status, t.Status) {
+			return
+		}
+		if err := r.Status().Patch(ctx, t, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
+			retErr = fmt.Errorf("patching status of %s: %w", req.NamespacedName, err)
+		}
+	}()
+
+	s := &scope{tenant: t, log: log}
+	if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned {
+		return r.decommission(ctx, s)
+	}
+	if errs := r.Renderer.Catalog.Validate(t); len(errs) > 0 {
+		r.markInvalid(s, errs.ToAggregate().Error())
+		return ctrl.Result{}, nil // no hot loop: a new spec triggers the next reconcile
+	}
+	if t.Status.ProvisioningStartedAt == nil || t.Status.ObservedGeneration != t.Generation && t.Status.Phase == evav1.PhaseActive {
+		now := metav1.NewTime(r.now())
+		t.Status.ProvisioningStartedAt = &now
+		t.Status.FirstTrue = nil
+		r.event(t, corev1.EventTypeNormal, "ProvisioningStarted", "Provisioning tenant %s (%s, wave %d)", t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault())
+	}
+
+	b, err := r.Renderer.Bundle(t)
+	if err != nil {
+		r.markInvalid(s, err.Error())
+		return ctrl.Result{}, nil
+	}
+	s.bundle = b
+	manifest, err := b.Manifest()
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	sum := sha256.Sum256(manifest)
+	s.digest = "sha256:" + hex.EncodeToString(sum[:])
+
+	applyErr := r.applyBundle(ctx, s)
+	if err := r.observe(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
+	r.emitTransitions(t, transitions)
+	if applyErr != nil {
+		return ctrl.Result{}, applyErr // retried with backoff; the condition says what failed
+	}
+	t.Status.ObservedGeneration = t.Generation
+	return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
+}
+
+// owns applies the blue/green rule: a tenant annotated with an operator version belongs
+// to that version; an unannotated one can be claimed, unless its spec names another
+// version; an operator without a version processes only unannotated tenants.
+func (r *EvaTenantReconciler) owns(t *evav1.EvaTenant) bool {
+	if claimed := t.Annotations[tenant.AnnotationOperatorVersion]; claimed != "" {
+		return claimed == r.OperatorVersion
+	}
+	if want := t.Spec.OperatorVersion; want != "" && r.OperatorVersion != "" && strings.TrimPrefix(want, "v") != strings.TrimPrefix(r.OperatorVersion, "v") {
+		return false
+	}
+	return true
+}
+
+// ensureMetadata claims the tenant for this operator version, adds the finalizer and
+// stamps the wave label, in one patch when anything is missing.
+func (r *EvaTenantReconciler) ensureMetadata(ctx context.Context, t *evav1.EvaTenant) error {
+	base := t.DeepCopy()
+	if r.OperatorVersion != "" && t.Annotations[tenant.AnnotationOperatorVersion] == "" {
+		if t.Annotations == nil {
+			t.Annotations = map[string]string{}
+		}
+		t.Annotations[tenant.AnnotationOperatorVersion] = r.OperatorVersion
+	}
+	if t.DeletionTimestamp.IsZero() {
+		controllerutil.AddFinalizer(t, tenant.Finalizer)
+	}
+	wave := fmt.Sprint(t.Spec.WaveOrDefault())
+	if t.Labels[tenant.LabelWave] != wave {
+		if t.Labels == nil {
+			t.Labels = map[string]string{}
+		}
+		t.Labels[tenant.LabelWave] = wave
+	}
+	if equality.Semantic.DeepEqual(base.ObjectMeta, t.ObjectMeta) {
+		return nil
+	}
+	// An optimistic lock: two operator versions racing to claim cannot both win.
+	if err := r.Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("updating metadata of %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	return nil
+}
+
+func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
+	t := s.tenant
+	now := metav1.NewTime(r.now())
+	was := t.Status.Phase
+	t.Status.Phase = evav1.PhaseFailed
+	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
+		setCondition(t, ct, metav1.ConditionFalse, "InvalidSpec", "the tenant spec is invalid: "+msg, now)
+	}
+	if was != evav1.PhaseFailed {
+		r.event(t, corev1.EventTypeWarning, "InvalidSpec", "Tenant spec is invalid: %s", msg)
+	}
+}
+
+func setCondition(t *evav1.EvaTenant, ct string, st metav1.ConditionStatus, reason, msg string, now metav1.Time) {
+	c := metav1.Condition{Type: ct, Status: st, Reason: reason, Message: msg, ObservedGeneration: t.Generation, LastTransitionTime: now}
+	for i := range t.Status.Conditions {
+		if t.Status.Conditions[i].Type == ct {
+			if t.Status.Conditions[i].Status == st {
+				c.LastTransitionTime = t.Status.Conditions[i].LastTransitionTime
+			}
+			t.Status.Conditions[i] = c
+			return
+		}
+	}
+	t.Status.Conditions = append(t.Status.Conditions, c)
+}
+
+func (r *EvaTenantReconciler) requeueAfter(t *evav1.EvaTenant) time.Duration {
+	if t.Status.Phase == evav1.PhaseActive {
+		return ResyncActive + time.Duration(rand.Int64N(int64(ResyncActive/5)))
+	}
+	return ResyncProvisioning
+}
+
+func (r *EvaTenantReconciler) now() time.Time {
+	if r.Now != nil {
+		return r.Now()
+	}
+	return time.Now()
+}
+
+func (r *EvaTenantReconciler) event(t *evav1.EvaTenant, kind, reason, format string, args ...any) {
+	if r.Recorder != nil {
+		r.Recorder.Eventf(t, nil, kind, reason, reason, format, args...)
+	}
+}
+
+// emitTransitions records one event per condition that turned True.
+func (r *EvaTenantReconciler) emitTransitions(t *evav1.EvaTenant, ts []status.Transition) {
+	events := []struct{ condition, reason, message string }{
+		{evav1.ConditionNamespaceReady, "NamespaceCreated", "Namespace %s is ready"},
+		{evav1.ConditionSeedLoaded, "SeedLoaded", "Seed data loaded into %s"},
+		{evav1.ConditionModulesDeployed, "ModuleDeployComplete", "All modules of %s are deployed"},
+		{evav1.ConditionIngressReady, "IngressProvisioned", "Ingress of %s has an address"},
+		{evav1.ConditionReady, "ProvisioningComplete", "Tenant %s is Active"},
+	}
+	for _, e := range events {
+		if status.BecameTrue(ts, e.condition) {
+			r.event(t, corev1.EventTypeNormal, e.reason, e.message, tenant.Namespace(t.Spec.CapsuleCode))
+		}
+	}
+	for _, tr := range ts {
+		if tr.Type == evav1.ConditionReady && tr.To == metav1.ConditionFalse && t.Status.Phase == evav1.PhaseFailed {
+			ready := findCondition(t, evav1.ConditionReady)
+			r.event(t, corev1.EventTypeWarning, "ProvisioningFailed", "%s", ready.Message)
+		}
+	}
+}
+
+func findCondition(t *evav1.EvaTenant, ct string) *metav1.Condition {
+	for i := range t.Status.Conditions {
+		if t.Status.Conditions[i].Type == ct {
+			return &t.Status.Conditions[i]
+		}
+	}
+	return &metav1.Condition{}
+}

@@ -1,0 +1,146 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// Reasons of the decommission saga.
+const (
+	ReasonDeletionProtected = "DeletionProtected"
+	ReasonDecommissioning   = "Decommissioning"
+	ReasonDecommissioned    = "Decommissioned"
+	ReasonStepFailed        = "DecommissionStepFailed"
+)
+
+// decommission runs the saga, in order, each step idempotent, a failed step recorded
+// and the next still run: 1 delete the streams, 2 delete the alert rules, 3 delete the
+// HelmReleases and wait until they are gone (their uninstall runs as the tenant's
+// service account, so the namespace goes last), then the namespace, 4 phase
+// Decommissioned and an event, 5 remove the finalizer (when the tenant is deleted).
+// The finalizer stays while any step failed, so nothing is left behind unnoticed.
+func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.Result, error) {
+	t := s.tenant
+	now := metav1.NewTime(r.now())
+	if t.Spec.DeletionProtection {
+		if findCondition(t, evav1.ConditionReady).Reason != ReasonDeletionProtected {
+			r.event(t, corev1.EventTypeWarning, "DeprovisionRefused", "Decommission refused: spec.deletionProtection is true")
+		}
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDeletionProtected,
+			"decommission refused: spec.deletionProtection is true; set it to false to proceed", now)
+		return ctrl.Result{}, nil
+	}
+	if t.Status.Phase == evav1.PhaseDecommissioned {
+		return ctrl.Result{}, r.releaseFinalizer(ctx, t)
+	}
+	if t.Status.Phase != evav1.PhaseDecommissioning {
+		t.Status.Phase = evav1.PhaseDecommissioning
+		r.event(t, corev1.EventTypeNormal, "DeprovisionStarted", "Decommissioning tenant %s", t.Spec.CapsuleCode)
+	}
+	code := t.Spec.CapsuleCode
+	ns := tenant.Namespace(code)
+	var failures []string
+	record := func(err error) {
+		if err != nil {
+			s.log.Error(err, "decommission step failed")
+			failures = append(failures, err.Error())
+		}
+	}
+
+	// 1. Streams.
+	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+		record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",
+			Namespace: ns, Name: tenant.StreamObjectName(stream)}))
+	}
+	// 2. Alert rules.
+	record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: monitoringv1.GroupVersion.String(), Kind: "PrometheusRule",
+		Namespace: ns, Name: render.AlertRulesName(code)}))
+	// 3. Releases, and only once they are gone, the namespace.
+	var remaining []string
+	for _, module := range r.releaseNames(t) {
+		var hr helmv2.HelmRelease
+		found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
+		if err != nil {
+			record(err)
+			continue
+		}
+		if !found {
+			continue
+		}
+		remaining = append(remaining, module)
+		if hr.DeletionTimestamp.IsZero() {
+			record(client.IgnoreNotFound(r.Delete(ctx, &hr)))
+		}
+	}
+	if len(remaining) > 0 {
+		msg := "waiting for HelmReleases to be uninstalled: " + strings.Join(remaining, ", ")
+		if len(failures) > 0 {
+			msg += "; failed steps: " + strings.Join(failures, "; ")
+		}
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDecommissioning, msg, now)
+		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+	}
+	record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}))
+	if len(failures) > 0 {
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonStepFailed, "decommission steps failed (see operator logs): "+strings.Join(failures, "; "), now)
+		r.event(t, corev1.EventTypeWarning, ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
+		return ctrl.Result{}, fmt.Errorf("decommissioning %s: %s", code, strings.Join(failures, "; "))
+	}
+
+	// 4. Decommissioned.
+	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
+		setCondition(t, ct, metav1.ConditionFalse, ReasonDecommissioned, "tenant decommissioned", now)
+	}
+	t.Status.Phase = evav1.PhaseDecommissioned
+	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules = nil, "", nil
+	t.Status.ObservedGeneration = t.Generation
+	r.event(t, corev1.EventTypeNormal, "DeprovisionComplete", "Tenant %s decommissioned", code)
+	// 5. The finalizer.
+	return ctrl.Result{}, r.releaseFinalizer(ctx, t)
+}
+
+// releaseNames lists the releases a tenant may have: the catalog's modules of its tier
+// and any in its inventory (a tier may have changed).
+func (r *EvaTenantReconciler) releaseNames(t *evav1.EvaTenant) []string {
+	seen := map[string]bool{}
+	var out []string
+	for _, m := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
+		seen[m] = true
+		out = append(out, m)
+	}
+	for _, ref := range t.Status.Inventory {
+		if ref.Kind == "HelmRelease" && !seen[ref.Name] {
+			seen[ref.Name] = true
+			out = append(out, ref.Name)
+		}
+	}
+	return out
+}
+
+func (r *EvaTenantReconciler) releaseFinalizer(ctx context.Context, t *evav1.EvaTenant) error {
+	if t.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(t, tenant.Finalizer) {
+		return nil
+	}
+	base := t.DeepCopy()
+	controllerutil.RemoveFinalizer(t, tenant.Finalizer)
+	if err := r.Patch(ctx, t, client.MergeFrom(base)); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	return nil
+}

@@ -1,0 +1,85 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// capsuleCodeIndex indexes tenants by capsule code, to map a tenant's objects (which
+// carry the capsule label) back to the tenant.
+const capsuleCodeIndex = "spec.capsuleCode"
+
+// CacheOptions restricts the cache of the watched kinds to the objects Eva renders
+// (those with the capsule label), so the operator's memory grows with its tenants, not
+// with the cluster.
+func CacheOptions() cache.Options {
+	selector := labels.SelectorFromSet(nil)
+	req, _ := labels.NewRequirement(tenant.LabelCapsule, "exists", nil)
+	selector = selector.Add(*req)
+	byLabel := cache.ByObject{Label: selector}
+	return cache.Options{ByObject: map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:     byLabel,
+		&helmv2.HelmRelease{}:   byLabel,
+		&batchv1.Job{}:          byLabel,
+		&networkingv1.Ingress{}: byLabel,
+		&nackv1beta2.Stream{}:   byLabel,
+	}}
+}
+
+// SetupWithManager registers the reconciler: tenants, and the tenant's Namespace,
+// HelmReleases, Jobs, Ingresses and Streams (found by the capsule label) requeue it.
+func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &evav1.EvaTenant{}, capsuleCodeIndex, func(o client.Object) []string {
+		return []string{o.(*evav1.EvaTenant).Spec.CapsuleCode}
+	}); err != nil {
+		return fmt.Errorf("indexing tenants: %w", err)
+	}
+	toTenant := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		code := o.GetLabels()[tenant.LabelCapsule]
+		if code == "" {
+			return nil
+		}
+		var list evav1.EvaTenantList
+		if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{capsuleCodeIndex: code}); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, t := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
+		}
+		return out
+	})
+	hasCapsule := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
+		return o.GetLabels()[tenant.LabelCapsule] != ""
+	}))
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("evatenant").
+		For(&evav1.EvaTenant{}, builder.WithPredicates(predicate.Or(
+			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
+		Watches(&corev1.Namespace{}, toTenant, hasCapsule).
+		Watches(&helmv2.HelmRelease{}, toTenant, hasCapsule).
+		Watches(&batchv1.Job{}, toTenant, hasCapsule).
+		Watches(&networkingv1.Ingress{}, toTenant, hasCapsule).
+		Watches(&nackv1beta2.Stream{}, toTenant, hasCapsule).
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
+		Complete(r)
+}

@@ -1,0 +1,121 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+var (
+	env *testenv.Env
+	// k8s is an uncached client for assertions.
+	k8s client.Client
+)
+
+func TestMain(m *testing.M) {
+	crds := filepath.Join(testenv.RepoRoot(), "internal", "testenv", "crds")
+	var err error
+	env, err = testenv.Start(filepath.Join(crds, "flux"), filepath.Join(crds, "addons"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	k8s, err = client.New(env.Config, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	code := m.Run()
+	if err := env.Stop(); err != nil {
+		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
+	}
+	os.Exit(code)
+}
+
+func testRenderer(t testing.TB) *render.Renderer {
+	t.Helper()
+	e, err := overlay.Load(filepath.Join(testenv.RepoRoot(), "overlays"), "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &render.Renderer{Catalog: tenant.DefaultCatalog(), Env: e}
+}
+
+// operator is a running manager with the real reconciler.
+type operator struct {
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// startOperator starts a manager with the reconciler for an operator version; stop it
+// with stop (tests also use it to "kill" the operator mid-flight).
+func startOperator(t testing.TB, version string) *operator {
+	t.Helper()
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme:                 NewScheme(),
+		Metrics:                metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0",
+		Cache:                  CacheOptions(),
+		Controller:             controllerConfig(),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	r := &EvaTenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
+		Renderer: testRenderer(t), OperatorVersion: version}
+	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
+		t.Fatal(err)
+	}
+	op := &operator{cancel: cancel, done: make(chan error, 1)}
+	go func() { op.done <- mgr.Start(ctx) }()
+	t.Cleanup(op.stop)
+	return op
+}
+
+func (o *operator) stop() {
+	if o.cancel == nil {
+		return
+	}
+	o.cancel()
+	<-o.done
+	o.cancel = nil
+}
+
+// newTestNamespace makes a namespace for a test's EvaTenant objects.
+func newTestNamespace(t testing.TB) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "tenants-"}}
+	if err := k8s.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return ns.Name
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+}
