@@ -76,7 +76,7 @@ func startOperator(t testing.TB, version string) *operator {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &EvaTenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
+	r := &EvaTenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName(version)),
 		Renderer: testRenderer(t), OperatorVersion: version}
 	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
 		t.Fatal(err)
@@ -87,6 +87,9 @@ func startOperator(t testing.TB, version string) *operator {
 	return op
 }
 
+// stopAtCleanup documents that an operator runs until the test ends.
+func (o *operator) stopAtCleanup() {}
+
 func (o *operator) stop() {
 	if o.cancel == nil {
 		return
@@ -94,6 +97,14 @@ func (o *operator) stop() {
 	o.cancel()
 	<-o.done
 	o.cancel = nil
+}
+
+// recorderName tells the events of one operator version from another's.
+func recorderName(version string) string {
+	if version == "" {
+		return "eva-operator"
+	}
+	return "eva-operator-" + version
 }
 
 // newTestNamespace makes a namespace for a test's EvaTenant objects.
@@ -118,4 +129,16 @@ func eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		time.Sleep(50 * time.Millisecond)
 	}
 	t.Fatalf("%s: not reached within %s: %v", what, timeout, err)
+}
+
+// consistently checks cond stays nil for two seconds.
+func consistently(t testing.TB, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := cond(); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
 }
