@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
+	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -47,6 +50,14 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	var failed []string
 	var errs []error
 	for _, u := range objects {
+		if u.GetKind() == "Job" {
+			// A Job is one run: its template is immutable, and a finished seed Job must
+			// not be replaced. A new seeds version renders a new Job name.
+			var existing batchv1.Job
+			if found, err := r.get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, &existing); err == nil && found {
+				continue
+			}
+		}
 		err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
 		if err != nil {
 			failed = append(failed, refString(refOf(u)))
@@ -56,15 +67,20 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	}
 	if len(failed) > 0 {
 		s.observed.Applied.Error = fmt.Sprintf("could not apply %v: see operator logs", failed)
-		r.event(t, corev1.EventTypeWarning, "ApplyFailed", "Could not apply %d object(s): %v", len(failed), failed)
+		if findCondition(t, evav1.ConditionProvisioned).Reason != "ApplyFailed" {
+			s.event(corev1.EventTypeWarning, "ApplyFailed", "Could not apply %d object(s): %v", len(failed), failed)
+		}
+		// What did apply must stay tracked, or a later prune or the saga would miss it.
+		t.Status.Inventory = union(t.Status.Inventory, inventory)
 		return errors.Join(errs...)
 	}
 	if err := r.prune(ctx, t.Status.Inventory, inventory); err != nil {
 		s.observed.Applied.Error = "could not prune objects no longer rendered: see operator logs"
+		t.Status.Inventory = union(t.Status.Inventory, inventory)
 		return err
 	}
 	if changed && hasReleases(inventory) {
-		r.event(t, corev1.EventTypeNormal, "ModuleDeployStarted", "Deploying %d module(s)", countKind(inventory, "HelmRelease"))
+		s.event(corev1.EventTypeNormal, "ModuleDeployStarted", "Deploying %d module(s)", countKind(inventory, "HelmRelease"))
 	}
 	t.Status.Inventory = inventory
 	t.Status.AppliedDigest = s.digest
@@ -73,16 +89,42 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	return nil
 }
 
+// identity is an object's identity whatever its API version: an object rendered at a
+// newer version of its API is the same object, and must not be pruned.
+func identity(ref evav1.ObjectRef) string {
+	group, _, _ := strings.Cut(ref.APIVersion, "/")
+	if !strings.Contains(ref.APIVersion, "/") {
+		group = ""
+	}
+	return group + "/" + ref.Kind + "/" + ref.Namespace + "/" + ref.Name
+}
+
+// union merges two inventories (by identity, the newer entry winning).
+func union(old, current []evav1.ObjectRef) []evav1.ObjectRef {
+	seen := map[string]bool{}
+	out := append([]evav1.ObjectRef{}, current...)
+	for _, ref := range current {
+		seen[identity(ref)] = true
+	}
+	for _, ref := range old {
+		if !seen[identity(ref)] {
+			seen[identity(ref)] = true
+			out = append(out, ref)
+		}
+	}
+	return out
+}
+
 // prune deletes what the old inventory lists and the new one does not (a module dropped
 // by a tier change, a seed Job of an older version).
 func (r *EvaTenantReconciler) prune(ctx context.Context, old, current []evav1.ObjectRef) error {
-	keep := map[evav1.ObjectRef]bool{}
+	keep := map[string]bool{}
 	for _, ref := range current {
-		keep[ref] = true
+		keep[identity(ref)] = true
 	}
 	var errs []error
 	for _, ref := range old {
-		if keep[ref] {
+		if keep[identity(ref)] {
 			continue
 		}
 		if err := r.deleteRef(ctx, ref); err != nil {

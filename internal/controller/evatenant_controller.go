@@ -62,11 +62,23 @@ type EvaTenantReconciler struct {
 
 // scope holds everything read and decided in one reconcile.
 type scope struct {
-	tenant   *evav1.EvaTenant
+	tenant *evav1.EvaTenant
+	// base is the tenant as last written; the deferred status patch diffs against it.
+	base     *evav1.EvaTenant
 	log      logr.Logger
 	bundle   *render.Bundle
 	digest   string
 	observed status.Observed
+	// events are recorded only once the status that explains them is written, so a
+	// reconcile that loses a race (and is retried) does not record them twice.
+	events []pendingEvent
+}
+
+type pendingEvent struct{ kind, reason, message string }
+
+// event queues an event about the tenant.
+func (s *scope) event(kind, reason, format string, args ...any) {
+	s.events = append(s.events, pendingEvent{kind, reason, fmt.Sprintf(format, args...)})
 }
 
 // +kubebuilder:rbac:groups=eva.aidonow.com,resources=evatenants,verbs=get;list;watch;update;patch
@@ -96,18 +108,18 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 
-	// One status patch per reconcile, whatever path it takes.
-	base := t.DeepCopy()
+	s := &scope{tenant: t, base: t.DeepCopy(), log: log}
+	// One status patch per reconcile, whatever path it takes, guarded by the
+	// resourceVersion: a reconcile working from a stale cache (or an older operator
+	// version still finishing) loses with a conflict and is retried, instead of
+	// overwriting newer status. Events follow the write they explain.
 	defer func() {
-		if equality.Semantic.DeepEqual(base.Status, t.Status) {
+		if err := r.patchStatus(ctx, s); err != nil {
+			retErr = err
 			return
 		}
-		if err := r.Status().Patch(ctx, t, client.MergeFrom(base)); err != nil && !apierrors.IsNotFound(err) {
-			retErr = fmt.Errorf("patching status of %s: %w", req.NamespacedName, err)
-		}
+		r.flushEvents(s)
 	}()
-
-	s := &scope{tenant: t, log: log}
 	if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned {
 		return r.decommission(ctx, s)
 	}
@@ -119,7 +131,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		now := metav1.NewTime(r.now())
 		t.Status.ProvisioningStartedAt = &now
 		t.Status.FirstTrue = nil
-		r.event(t, corev1.EventTypeNormal, "ProvisioningStarted", "Provisioning tenant %s (%s, wave %d)", t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault())
+		s.event(corev1.EventTypeNormal, "ProvisioningStarted", "Provisioning tenant %s (%s, wave %d)", t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault())
 	}
 
 	b, err := r.Renderer.Bundle(t)
@@ -139,8 +151,9 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if err := r.observe(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	phaseBefore := t.Status.Phase
 	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
-	r.emitTransitions(t, transitions)
+	emitTransitions(s, transitions, phaseBefore)
 	if applyErr != nil {
 		return ctrl.Result{}, applyErr // retried with backoff; the condition says what failed
 	}
@@ -155,7 +168,7 @@ func (r *EvaTenantReconciler) owns(t *evav1.EvaTenant) bool {
 	if claimed := t.Annotations[tenant.AnnotationOperatorVersion]; claimed != "" {
 		return claimed == r.OperatorVersion
 	}
-	if want := t.Spec.OperatorVersion; want != "" && r.OperatorVersion != "" && strings.TrimPrefix(want, "v") != strings.TrimPrefix(r.OperatorVersion, "v") {
+	if want := t.Spec.OperatorVersion; want != "" && strings.TrimPrefix(want, "v") != strings.TrimPrefix(r.OperatorVersion, "v") {
 		return false
 	}
 	return true
@@ -194,14 +207,37 @@ func (r *EvaTenantReconciler) ensureMetadata(ctx context.Context, t *evav1.EvaTe
 func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
 	t := s.tenant
 	now := metav1.NewTime(r.now())
-	was := t.Status.Phase
+	if findCondition(t, evav1.ConditionReady).Reason != "InvalidSpec" {
+		s.event(corev1.EventTypeWarning, "InvalidSpec", "Tenant spec is invalid: %s", msg)
+	}
 	t.Status.Phase = evav1.PhaseFailed
 	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
 		setCondition(t, ct, metav1.ConditionFalse, "InvalidSpec", "the tenant spec is invalid: "+msg, now)
 	}
-	if was != evav1.PhaseFailed {
-		r.event(t, corev1.EventTypeWarning, "InvalidSpec", "Tenant spec is invalid: %s", msg)
+}
+
+// patchStatus writes the tenant's status if it changed since s.base.
+func (r *EvaTenantReconciler) patchStatus(ctx context.Context, s *scope) error {
+	t := s.tenant
+	if equality.Semantic.DeepEqual(s.base.Status, t.Status) {
+		return nil
 	}
+	err := r.Status().Patch(ctx, t, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{}))
+	switch {
+	case err == nil:
+		s.base = t.DeepCopy()
+		return nil
+	case apierrors.IsNotFound(err):
+		return nil // the tenant is gone (its finalizer was the last)
+	}
+	return fmt.Errorf("patching status of %s/%s: %w", t.Namespace, t.Name, err)
+}
+
+func (r *EvaTenantReconciler) flushEvents(s *scope) {
+	for _, e := range s.events {
+		r.event(s.tenant, e.kind, e.reason, "%s", e.message)
+	}
+	s.events = nil
 }
 
 func setCondition(t *evav1.EvaTenant, ct string, st metav1.ConditionStatus, reason, msg string, now metav1.Time) {
@@ -238,8 +274,10 @@ func (r *EvaTenantReconciler) event(t *evav1.EvaTenant, kind, reason, format str
 	}
 }
 
-// emitTransitions records one event per condition that turned True.
-func (r *EvaTenantReconciler) emitTransitions(t *evav1.EvaTenant, ts []status.Transition) {
+// emitTransitions queues one event per condition that turned True, and a warning when
+// the tenant enters Failed.
+func emitTransitions(s *scope, ts []status.Transition, phaseBefore evav1.Phase) {
+	t := s.tenant
 	events := []struct{ condition, reason, message string }{
 		{evav1.ConditionNamespaceReady, "NamespaceCreated", "Namespace %s is ready"},
 		{evav1.ConditionSeedLoaded, "SeedLoaded", "Seed data loaded into %s"},
@@ -249,14 +287,11 @@ func (r *EvaTenantReconciler) emitTransitions(t *evav1.EvaTenant, ts []status.Tr
 	}
 	for _, e := range events {
 		if status.BecameTrue(ts, e.condition) {
-			r.event(t, corev1.EventTypeNormal, e.reason, e.message, tenant.Namespace(t.Spec.CapsuleCode))
+			s.event(corev1.EventTypeNormal, e.reason, e.message, tenant.Namespace(t.Spec.CapsuleCode))
 		}
 	}
-	for _, tr := range ts {
-		if tr.Type == evav1.ConditionReady && tr.To == metav1.ConditionFalse && t.Status.Phase == evav1.PhaseFailed {
-			ready := findCondition(t, evav1.ConditionReady)
-			r.event(t, corev1.EventTypeWarning, "ProvisioningFailed", "%s", ready.Message)
-		}
+	if t.Status.Phase == evav1.PhaseFailed && phaseBefore != evav1.PhaseFailed {
+		s.event(corev1.EventTypeWarning, "ProvisioningFailed", "%s", findCondition(t, evav1.ConditionReady).Message)
 	}
 }
 

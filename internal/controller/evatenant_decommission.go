@@ -23,10 +23,11 @@ import (
 
 // Reasons of the decommission saga.
 const (
-	ReasonDeletionProtected = "DeletionProtected"
-	ReasonDecommissioning   = "Decommissioning"
-	ReasonDecommissioned    = "Decommissioned"
-	ReasonStepFailed        = "DecommissionStepFailed"
+	ReasonDeletionProtected    = "DeletionProtected"
+	ReasonDecommissioning      = "Decommissioning"
+	ReasonDecommissioned       = "Decommissioned"
+	ReasonStepFailed           = "DecommissionStepFailed"
+	ReasonNamespaceTerminating = "NamespaceTerminating"
 )
 
 // decommission runs the saga, in order, each step idempotent, a failed step recorded
@@ -40,7 +41,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	now := metav1.NewTime(r.now())
 	if t.Spec.DeletionProtection {
 		if findCondition(t, evav1.ConditionReady).Reason != ReasonDeletionProtected {
-			r.event(t, corev1.EventTypeWarning, "DeprovisionRefused", "Decommission refused: spec.deletionProtection is true")
+			s.event(corev1.EventTypeWarning, "DeprovisionRefused", "Decommission refused: spec.deletionProtection is true")
 		}
 		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDeletionProtected,
 			"decommission refused: spec.deletionProtection is true; set it to false to proceed", now)
@@ -51,7 +52,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	}
 	if t.Status.Phase != evav1.PhaseDecommissioning {
 		t.Status.Phase = evav1.PhaseDecommissioning
-		r.event(t, corev1.EventTypeNormal, "DeprovisionStarted", "Decommissioning tenant %s", t.Spec.CapsuleCode)
+		s.event(corev1.EventTypeNormal, "DeprovisionStarted", "Decommissioning tenant %s", t.Spec.CapsuleCode)
 	}
 	code := t.Spec.CapsuleCode
 	ns := tenant.Namespace(code)
@@ -73,7 +74,9 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		Namespace: ns, Name: render.AlertRulesName(code)}))
 	// 3. Releases, and only once they are gone, the namespace.
 	var remaining []string
-	for _, module := range r.releaseNames(t) {
+	names, err := r.releaseNames(ctx, t)
+	record(err)
+	for _, module := range names {
 		var hr helmv2.HelmRelease
 		found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
 		if err != nil {
@@ -98,9 +101,22 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	}
 	record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}))
 	if len(failures) > 0 {
+		if findCondition(t, evav1.ConditionReady).Reason != ReasonStepFailed {
+			s.event(corev1.EventTypeWarning, ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
+		}
 		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonStepFailed, "decommission steps failed (see operator logs): "+strings.Join(failures, "; "), now)
-		r.event(t, corev1.EventTypeWarning, ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
 		return ctrl.Result{}, fmt.Errorf("decommissioning %s: %s", code, strings.Join(failures, "; "))
+	}
+	// The tenant is decommissioned only once its namespace is gone: a namespace stuck
+	// terminating (a finalizer nobody clears) is reported, not hidden.
+	var namespace corev1.Namespace
+	if found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil || found {
+		msg := fmt.Sprintf("waiting for Namespace %s to finish terminating", ns)
+		if err != nil {
+			msg = "reading the namespace failed: see operator logs"
+		}
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonNamespaceTerminating, msg, now)
+		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 
 	// 4. Decommissioned.
@@ -110,36 +126,56 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	t.Status.Phase = evav1.PhaseDecommissioned
 	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules = nil, "", nil
 	t.Status.ObservedGeneration = t.Generation
-	r.event(t, corev1.EventTypeNormal, "DeprovisionComplete", "Tenant %s decommissioned", code)
+	s.event(corev1.EventTypeNormal, "DeprovisionComplete", "Tenant %s decommissioned", code)
+	// The phase is written before the finalizer goes, so a restart never runs the saga
+	// (and its events) again.
+	if err := r.patchStatus(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	r.flushEvents(s)
 	// 5. The finalizer.
 	return ctrl.Result{}, r.releaseFinalizer(ctx, t)
 }
 
-// releaseNames lists the releases a tenant may have: the catalog's modules of its tier
-// and any in its inventory (a tier may have changed).
-func (r *EvaTenantReconciler) releaseNames(t *evav1.EvaTenant) []string {
+// releaseNames lists the releases a tenant may have: the catalog's modules of its tier,
+// any in its inventory (a tier may have changed), and any HelmRelease carrying its
+// capsule label in its namespace.
+func (r *EvaTenantReconciler) releaseNames(ctx context.Context, t *evav1.EvaTenant) ([]string, error) {
 	seen := map[string]bool{}
 	var out []string
-	for _, m := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
-		seen[m] = true
-		out = append(out, m)
-	}
-	for _, ref := range t.Status.Inventory {
-		if ref.Kind == "HelmRelease" && !seen[ref.Name] {
-			seen[ref.Name] = true
-			out = append(out, ref.Name)
+	add := func(name string) {
+		if !seen[name] {
+			seen[name] = true
+			out = append(out, name)
 		}
 	}
-	return out
+	for _, m := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
+		add(m)
+	}
+	for _, ref := range t.Status.Inventory {
+		if ref.Kind == "HelmRelease" {
+			add(ref.Name)
+		}
+	}
+	var list helmv2.HelmReleaseList
+	err := r.List(ctx, &list, client.InNamespace(tenant.Namespace(t.Spec.CapsuleCode)),
+		client.MatchingLabels{tenant.LabelCapsule: t.Spec.CapsuleCode})
+	for _, hr := range list.Items {
+		add(hr.Name)
+	}
+	return out, err
 }
 
 func (r *EvaTenantReconciler) releaseFinalizer(ctx context.Context, t *evav1.EvaTenant) error {
 	if t.DeletionTimestamp.IsZero() || !controllerutil.ContainsFinalizer(t, tenant.Finalizer) {
 		return nil
 	}
-	base := t.DeepCopy()
-	controllerutil.RemoveFinalizer(t, tenant.Finalizer)
-	if err := r.Patch(ctx, t, client.MergeFrom(base)); err != nil {
+	// A copy is patched: the patch response would otherwise overwrite the status held
+	// in memory.
+	cp := t.DeepCopy()
+	base := cp.DeepCopy()
+	controllerutil.RemoveFinalizer(cp, tenant.Finalizer)
+	if err := r.Patch(ctx, cp, client.MergeFrom(base)); err != nil {
 		return client.IgnoreNotFound(err)
 	}
 	return nil

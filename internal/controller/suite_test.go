@@ -39,11 +39,39 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	stopNamespaces := make(chan struct{})
+	go playNamespaceController(stopNamespaces)
 	code := m.Run()
+	close(stopNamespaces)
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
 	os.Exit(code)
+}
+
+// playNamespaceController finishes the deletion of terminating namespaces, as
+// kube-controller-manager's namespace controller would (envtest runs no controllers).
+func playNamespaceController(stop <-chan struct{}) {
+	ctx := context.Background()
+	for {
+		select {
+		case <-stop:
+			return
+		case <-time.After(200 * time.Millisecond):
+		}
+		var list corev1.NamespaceList
+		if err := k8s.List(ctx, &list); err != nil {
+			continue
+		}
+		for i := range list.Items {
+			ns := &list.Items[i]
+			if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) == 0 {
+				continue
+			}
+			ns.Spec.Finalizers = nil
+			_ = k8s.SubResource("finalize").Update(ctx, ns)
+		}
+	}
 }
 
 func testRenderer(t testing.TB) *render.Renderer {

@@ -183,7 +183,9 @@ func (s *scope) seedJob() (runtime.Object, error) {
 			BackoffLimit:          ptr.To[int32](3),
 			ActiveDeadlineSeconds: ptr.To[int64](1800),
 			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: s.labels()},
+				// Only the capsule label: a Job's template is immutable, so nothing that can
+				// change over a tenant's life (tier, wave) may be in it.
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{tenant.LabelCapsule: s.code}},
 				Spec: corev1.PodSpec{
 					RestartPolicy:                corev1.RestartPolicyNever,
 					AutomountServiceAccountToken: ptr.To(false),

@@ -145,10 +145,16 @@ func releaseVerdict(r ReleaseState) Verdict {
 		return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
 	case r.Ready.ObservedGeneration != 0 && r.Ready.ObservedGeneration < r.Generation:
 		return wait(ReasonProgressing, name+": Ready is for an older generation")
-	case r.LastAttemptedRevision != r.Version && r.HistoryVersion != r.Version:
+	case !sameVersion(r.LastAttemptedRevision, r.Version) && !sameVersion(r.HistoryVersion, r.Version):
 		return wait(ReasonProgressing, fmt.Sprintf("%s: runs chart %s, want %s", name, firstNonEmpty(r.LastAttemptedRevision, r.HistoryVersion), r.Version))
 	}
 	return ok(ReasonReady, name+": Ready")
+}
+
+// sameVersion compares chart versions, ignoring a leading "v" (a pin may carry one,
+// Helm reports without).
+func sameVersion(a, b string) bool {
+	return a != "" && strings.TrimPrefix(a, "v") == strings.TrimPrefix(b, "v")
 }
 
 func firstNonEmpty(vs ...string) string {

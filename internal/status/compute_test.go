@@ -86,6 +86,8 @@ func TestCompute(t *testing.T) {
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "HelmRelease eva-tenant-devusr/crm: Progressing"}},
 		"release on another chart version": {func(o *Observed) { o.Releases[0].LastAttemptedRevision = "1.3.0" },
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "runs chart 1.3.0, want 1.4.0"}},
+		"pin with a v prefix": {func(o *Observed) { o.Releases[0].Version = "v1.4.0" },
+			want{evav1.PhaseActive, evav1.ConditionModulesDeployed, metav1.ConditionTrue, ReasonReady, ""}},
 		"version from history": {func(o *Observed) { o.Releases[0].LastAttemptedRevision = ""; o.Releases[0].HistoryVersion = "1.4.0" },
 			want{evav1.PhaseActive, evav1.ConditionModulesDeployed, metav1.ConditionTrue, ReasonReady, ""}},
 		"release stalled": {func(o *Observed) {
