@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -13,6 +14,10 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/aidonow/eva/internal/controller"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
@@ -28,6 +33,8 @@ type config struct {
 	env             string
 	concurrency     int
 	operatorVersion string
+	nats            messaging.Config
+	depthInterval   time.Duration
 }
 
 func main() {
@@ -39,6 +46,12 @@ func main() {
 	flag.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
 	flag.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
 	flag.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
+	flag.StringVar(&cfg.nats.URL, "nats-url", "", "NATS URL; when set, capsule_queue_depth is kept current from JetStream")
+	flag.StringVar(&cfg.nats.CredsFile, "nats-creds", "", "NATS credentials file")
+	flag.StringVar(&cfg.nats.CertFile, "nats-cert", "", "NATS client certificate file")
+	flag.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
+	flag.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
+	flag.DurationVar(&cfg.depthInterval, "queue-depth-interval", 30*time.Second, "how often queue depth is read")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
@@ -84,8 +97,24 @@ func run(cfg config) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
+	m, err := metrics.New(ctrlmetrics.Registry, mgr.GetClient())
+	if err != nil {
+		return fmt.Errorf("registering metrics: %w", err)
+	}
+	if cfg.nats.URL != "" {
+		streams, err := messaging.Connect(cfg.nats)
+		if err != nil {
+			return err
+		}
+		defer streams.Close()
+		if err := mgr.Add(&metrics.QueueDepthLoop{Reader: mgr.GetClient(), Streams: streams, Gauge: m.QueueDepth,
+			Interval: cfg.depthInterval, Log: ctrl.Log.WithName("queue-depth")}); err != nil {
+			return err
+		}
+	}
 	ctx := ctrl.SetupSignalHandler()
 	r := &controller.EvaTenantReconciler{
+		Metrics:         m,
 		Client:          mgr.GetClient(),
 		Recorder:        mgr.GetEventRecorder("eva-operator"),
 		Renderer:        &render.Renderer{Catalog: catalog, Env: env},

@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
@@ -52,6 +53,8 @@ type EvaTenantReconciler struct {
 	// OperatorVersion is this operator's version (OPERATOR_VERSION); empty processes
 	// only tenants no version has claimed.
 	OperatorVersion string
+	// Metrics, when set, receive render timings and condition times.
+	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).
 	Now func() time.Time
 
@@ -72,6 +75,8 @@ type scope struct {
 	// events are recorded only once the status that explains them is written, so a
 	// reconcile that loses a race (and is retried) does not record them twice.
 	events []pendingEvent
+	// observations are metric samples recorded with the events, once the status is written.
+	observations []func()
 }
 
 type pendingEvent struct{ kind, reason, message string }
@@ -134,7 +139,11 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		s.event(corev1.EventTypeNormal, "ProvisioningStarted", "Provisioning tenant %s (%s, wave %d)", t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault())
 	}
 
+	renderStart := time.Now()
 	b, err := r.Renderer.Bundle(t)
+	if r.Metrics != nil {
+		r.Metrics.RenderSeconds.Observe(time.Since(renderStart).Seconds())
+	}
 	if err != nil {
 		r.markInvalid(s, err.Error())
 		return ctrl.Result{}, nil
@@ -152,8 +161,12 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, err
 	}
 	phaseBefore := t.Status.Phase
+	firstBefore := len(t.Status.FirstTrue)
 	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
 	emitTransitions(s, transitions, phaseBefore)
+	if len(t.Status.FirstTrue) != firstBefore {
+		r.observeConditionTimes(s, s.base.Status.FirstTrue)
+	}
 	if applyErr != nil {
 		return ctrl.Result{}, applyErr // retried with backoff; the condition says what failed
 	}
@@ -237,7 +250,29 @@ func (r *EvaTenantReconciler) flushEvents(s *scope) {
 	for _, e := range s.events {
 		r.event(s.tenant, e.kind, e.reason, "%s", e.message)
 	}
-	s.events = nil
+	for _, observe := range s.observations {
+		observe()
+	}
+	s.events, s.observations = nil, nil
+}
+
+// observeConditionTimes queues, for each condition that became True for the first time,
+// the seconds since provisioning started.
+func (r *EvaTenantReconciler) observeConditionTimes(s *scope, before map[string]metav1.Time) {
+	t := s.tenant
+	if r.Metrics == nil || t.Status.ProvisioningStartedAt == nil {
+		return
+	}
+	start := t.Status.ProvisioningStartedAt.Time
+	for ct, at := range t.Status.FirstTrue {
+		if _, seen := before[ct]; seen {
+			continue
+		}
+		seconds, tier := at.Sub(start).Seconds(), string(t.Spec.Tier)
+		s.observations = append(s.observations, func() {
+			r.Metrics.ConditionSeconds.WithLabelValues(ct, tier).Observe(seconds)
+		})
+	}
 }
 
 func setCondition(t *evav1.EvaTenant, ct string, st metav1.ConditionStatus, reason, msg string, now metav1.Time) {

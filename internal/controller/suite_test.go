@@ -93,6 +93,13 @@ type operator struct {
 // with stop (tests also use it to "kill" the operator mid-flight).
 func startOperator(t testing.TB, version string) *operator {
 	t.Helper()
+	return startOperatorWith(t, version, nil)
+}
+
+// startOperatorWith is startOperator with a hook to configure the reconciler and add
+// runnables before the manager starts.
+func startOperatorWith(t testing.TB, version string, configure func(*EvaTenantReconciler, ctrl.Manager)) *operator {
+	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
@@ -106,6 +113,9 @@ func startOperator(t testing.TB, version string) *operator {
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &EvaTenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName(version)),
 		Renderer: testRenderer(t), OperatorVersion: version}
+	if configure != nil {
+		configure(r, mgr)
+	}
 	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,166 @@
+// Package metrics defines the operator's Prometheus metrics and the background loop
+// that keeps the queue-depth gauge current off the reconcile path.
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// Metric names, also used by the rendered PrometheusRule.
+const (
+	QueueDepthName       = "capsule_queue_depth"
+	ConditionSecondsName = "eva_tenant_condition_seconds"
+	TenantsName          = "eva_tenants"
+	RenderSecondsName    = "eva_render_seconds"
+	PublishSecondsName   = "eva_publish_seconds"
+	PublishRetriesName   = "eva_publish_retries_total"
+)
+
+// Metrics are the operator's metrics.
+type Metrics struct {
+	QueueDepth       *prometheus.GaugeVec
+	ConditionSeconds *prometheus.HistogramVec
+	RenderSeconds    prometheus.Histogram
+	PublishSeconds   prometheus.Histogram
+	PublishRetries   prometheus.Counter
+}
+
+// New creates the metrics and registers them, with a collector counting tenants by
+// phase and tier from reader (the manager's cache) at scrape time.
+func New(reg prometheus.Registerer, reader client.Reader) (*Metrics, error) {
+	m := &Metrics{
+		QueueDepth: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: QueueDepthName, Help: "Messages held by a capsule's JetStream stream.",
+		}, []string{"capsule", "stream"}),
+		ConditionSeconds: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    ConditionSecondsName,
+			Help:    "Seconds from the start of provisioning until a tenant condition first became True.",
+			Buckets: []float64{1, 5, 15, 30, 60, 120, 180, 300, 480, 600, 900, 1800},
+		}, []string{"condition", "tier"}),
+		RenderSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: RenderSecondsName, Help: "Seconds to render one tenant's bundle.",
+			Buckets: prometheus.ExponentialBuckets(0.0001, 4, 8),
+		}),
+		PublishSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: PublishSecondsName, Help: "Seconds to publish rendered tenants to git or OCI.",
+			Buckets: prometheus.ExponentialBuckets(0.01, 3, 9),
+		}),
+		PublishRetries: prometheus.NewCounter(prometheus.CounterOpts{
+			Name: PublishRetriesName, Help: "Publish attempts rejected because the target moved, and retried.",
+		}),
+	}
+	for _, c := range []prometheus.Collector{m.QueueDepth, m.ConditionSeconds, m.RenderSeconds, m.PublishSeconds,
+		m.PublishRetries, &tenantCollector{reader: reader}} {
+		if err := reg.Register(c); err != nil {
+			return nil, err
+		}
+	}
+	return m, nil
+}
+
+var tenantsDesc = prometheus.NewDesc(TenantsName, "Tenants by phase and tier.", []string{"phase", "tier"}, nil)
+
+// tenantCollector counts tenants by phase and tier when scraped.
+type tenantCollector struct{ reader client.Reader }
+
+func (c *tenantCollector) Describe(ch chan<- *prometheus.Desc) { ch <- tenantsDesc }
+
+func (c *tenantCollector) Collect(ch chan<- prometheus.Metric) {
+	if c.reader == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	var list evav1.EvaTenantList
+	if err := c.reader.List(ctx, &list); err != nil {
+		return
+	}
+	counts := map[[2]string]float64{}
+	for _, t := range list.Items {
+		phase := string(t.Status.Phase)
+		if phase == "" {
+			phase = string(evav1.PhaseRequested)
+		}
+		counts[[2]string{phase, string(t.Spec.Tier)}]++
+	}
+	for k, n := range counts {
+		ch <- prometheus.MustNewConstMetric(tenantsDesc, prometheus.GaugeValue, n, k[0], k[1])
+	}
+}
+
+// DepthReader reads how many messages a stream holds.
+type DepthReader interface {
+	Depth(ctx context.Context, stream string) (uint64, error)
+}
+
+// QueueDepthLoop refreshes capsule_queue_depth for every tenant at an interval; it is
+// a manager Runnable, so it runs beside the reconciler, never in it.
+type QueueDepthLoop struct {
+	Reader   client.Reader
+	Streams  DepthReader
+	Gauge    *prometheus.GaugeVec
+	Interval time.Duration
+	Log      logr.Logger
+}
+
+// Start runs the loop until ctx ends.
+func (l *QueueDepthLoop) Start(ctx context.Context) error {
+	interval := l.Interval
+	if interval <= 0 {
+		interval = 30 * time.Second
+	}
+	known := map[[2]string]bool{}
+	for {
+		l.refresh(ctx, known)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(interval):
+		}
+	}
+}
+
+func (l *QueueDepthLoop) refresh(ctx context.Context, known map[[2]string]bool) {
+	var list evav1.EvaTenantList
+	if err := l.Reader.List(ctx, &list); err != nil {
+		l.Log.Error(err, "listing tenants for queue depth")
+		return
+	}
+	seen := map[[2]string]bool{}
+	for _, t := range list.Items {
+		code := t.Spec.CapsuleCode
+		if t.Status.Phase == evav1.PhaseDecommissioned {
+			continue
+		}
+		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+			key := [2]string{code, stream}
+			depth, err := l.Streams.Depth(ctx, stream)
+			if err != nil {
+				// A stream not created yet, or NATS away: keep the last value.
+				seen[key] = known[key]
+				continue
+			}
+			seen[key] = true
+			l.Gauge.WithLabelValues(code, stream).Set(float64(depth))
+		}
+	}
+	for key := range known {
+		if !seen[key] {
+			l.Gauge.DeleteLabelValues(key[0], key[1])
+			delete(known, key)
+		}
+	}
+	for key, ok := range seen {
+		if ok {
+			known[key] = true
+		}
+	}
+}
