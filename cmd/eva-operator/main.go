@@ -34,6 +34,7 @@ type config struct {
 	concurrency     int
 	operatorVersion string
 	nats            messaging.Config
+	messagingMode   string
 	depthInterval   time.Duration
 }
 
@@ -46,6 +47,7 @@ func main() {
 	flag.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
 	flag.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
 	flag.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
+	flag.StringVar(&cfg.messagingMode, "messaging", "nack", "nack: render NACK Stream objects; direct: create streams in JetStream with nats.go (needs --nats-url)")
 	flag.StringVar(&cfg.nats.URL, "nats-url", "", "NATS URL; when set, capsule_queue_depth is kept current from JetStream")
 	flag.StringVar(&cfg.nats.CredsFile, "nats-creds", "", "NATS credentials file")
 	flag.StringVar(&cfg.nats.CertFile, "nats-cert", "", "NATS client certificate file")
@@ -97,12 +99,19 @@ func run(cfg config) error {
 	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
+	if cfg.messagingMode != "nack" && cfg.messagingMode != "direct" {
+		return fmt.Errorf("--messaging must be nack or direct, not %q", cfg.messagingMode)
+	}
+	if cfg.messagingMode == "direct" && cfg.nats.URL == "" {
+		return fmt.Errorf("--messaging=direct needs --nats-url")
+	}
 	m, err := metrics.New(ctrlmetrics.Registry, mgr.GetClient())
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
+	var streams *messaging.Client
 	if cfg.nats.URL != "" {
-		streams, err := messaging.Connect(cfg.nats)
+		streams, err = messaging.Connect(cfg.nats)
 		if err != nil {
 			return err
 		}
@@ -119,6 +128,9 @@ func run(cfg config) error {
 		Recorder:        mgr.GetEventRecorder("eva-operator"),
 		Renderer:        &render.Renderer{Catalog: catalog, Env: env},
 		OperatorVersion: cfg.operatorVersion,
+	}
+	if cfg.messagingMode == "direct" {
+		r.Streams = streams
 	}
 	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err

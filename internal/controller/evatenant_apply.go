@@ -36,6 +36,10 @@ func refString(r evav1.ObjectRef) string {
 func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	t := s.tenant
 	objects := s.bundle.Unstructured()
+	if r.Streams != nil {
+		// Direct mode: the streams live in JetStream only, not as NACK objects.
+		objects = slices.DeleteFunc(objects, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Stream" })
+	}
 	inventory := make([]evav1.ObjectRef, len(objects))
 	for i, u := range objects {
 		inventory[i] = refOf(u)

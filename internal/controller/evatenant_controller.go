@@ -25,6 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
@@ -43,6 +44,8 @@ const (
 	ResyncProvisioning = time.Minute
 	// WaitDeletion is how often the saga checks that releases are gone.
 	WaitDeletion = 5 * time.Second
+	// MessagingRetry is how soon a tenant is looked at again while NATS is unreachable.
+	MessagingRetry = 5 * time.Second
 )
 
 // EvaTenantReconciler reconciles EvaTenant objects in pure-cluster mode.
@@ -53,6 +56,10 @@ type EvaTenantReconciler struct {
 	// OperatorVersion is this operator's version (OPERATOR_VERSION); empty processes
 	// only tenants no version has claimed.
 	OperatorVersion string
+	// Streams, when set, is direct messaging mode: the operator creates and deletes the
+	// tenant's JetStream streams itself instead of rendering NACK Stream objects, and
+	// Provisioned reflects their real existence.
+	Streams StreamManager
 	// Metrics, when set, receive render timings and condition times.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).
@@ -61,6 +68,13 @@ type EvaTenantReconciler struct {
 	// lastApply remembers when each tenant's bundle was last applied in full, for the
 	// periodic drift check.
 	lastApply sync.Map // types.UID → time.Time
+}
+
+// StreamManager is JetStream as the operator uses it in direct mode (messaging.Client).
+type StreamManager interface {
+	Ensure(ctx context.Context, s messaging.StreamSpec) (messaging.Outcome, error)
+	Delete(ctx context.Context, name string) error
+	Exists(ctx context.Context, name string) (bool, error)
 }
 
 // scope holds everything read and decided in one reconcile.
@@ -157,6 +171,9 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	s.digest = "sha256:" + hex.EncodeToString(sum[:])
 
 	applyErr := r.applyBundle(ctx, s)
+	if r.Streams != nil {
+		r.ensureStreams(ctx, s)
+	}
 	if err := r.observe(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
@@ -171,6 +188,9 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, applyErr // retried with backoff; the condition says what failed
 	}
 	t.Status.ObservedGeneration = t.Generation
+	if s.observed.MessagingError != "" {
+		return ctrl.Result{RequeueAfter: MessagingRetry}, nil // NATS away: back off, then look again
+	}
 	return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
 }
 

@@ -64,7 +64,11 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		}
 	}
 
-	// 1. Streams.
+	// 1. Streams (in JetStream itself in direct mode; NATS away is recorded and the
+	// next steps still run).
+	if r.Streams != nil {
+		record(r.deleteStreams(ctx, code))
+	}
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 		record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",
 			Namespace: ns, Name: tenant.StreamObjectName(stream)}))

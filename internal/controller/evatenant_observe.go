@@ -45,6 +45,9 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 	}
 
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+		if r.Streams != nil {
+			break // direct mode: ensureStreams observed JetStream itself
+		}
 		name := tenant.StreamObjectName(stream)
 		var st nackv1beta2.Stream
 		found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &st)

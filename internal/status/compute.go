@@ -17,6 +17,7 @@ const (
 	ReasonTerminating      = "Terminating"
 	ReasonApplyFailed      = "ApplyFailed"
 	ReasonStreamsNotReady  = "StreamsNotReady"
+	ReasonMessagingDown    = "MessagingUnavailable"
 	ReasonSeedJobComplete  = "SeedJobComplete"
 	ReasonSeedAnnotated    = "SeedLoadedAnnotation"
 	ReasonSeedJobFailed    = "SeedJobFailed"
@@ -77,6 +78,9 @@ func Provisioned(o Observed) Verdict {
 	}
 	if len(o.Applied.Missing) > 0 {
 		return wait(ReasonProgressing, "not yet applied: "+strings.Join(o.Applied.Missing, ", "))
+	}
+	if o.MessagingError != "" {
+		return wait(ReasonMessagingDown, o.MessagingError)
 	}
 	for _, s := range o.Streams {
 		switch {

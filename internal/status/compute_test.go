@@ -62,6 +62,8 @@ func TestCompute(t *testing.T) {
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonApplyFailed, "see operator logs"}},
 		"stream missing": {func(o *Observed) { o.Streams[1].Found = false },
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonStreamsNotReady, "Stream eva-tenant-devusr/eva-devusr-commands: not found"}},
+		"messaging unavailable": {func(o *Observed) { o.MessagingError = "NATS unreachable: see operator logs" },
+			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonMessagingDown, "NATS unreachable"}},
 		"stream not ready": {func(o *Observed) { o.Streams[0].Ready = cond("Ready", metav1.ConditionFalse, "Errored") },
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonStreamsNotReady, "Errored"}},
 		"seed job running": {func(o *Observed) { o.SeedJob.Complete = false },

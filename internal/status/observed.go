@@ -17,6 +17,9 @@ type Observed struct {
 	Applied AppliedState
 	// Streams are the tenant's two JetStream streams.
 	Streams []StreamState
+	// MessagingError is set when JetStream could not be reached to ensure or read the
+	// streams (direct messaging mode).
+	MessagingError string
 	// Releases are the module HelmReleases, in catalog order.
 	Releases []ReleaseState
 	// SeedsVersion is the seed data set the tenant asks for ("" for none).
