@@ -17,21 +17,11 @@ import (
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
-// natsOn starts an embedded JetStream server on a fixed loopback port and store, so a
-// test can stop it and bring the same server back.
 func natsOn(t *testing.T, port int, dir string) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	return s
+	return testenv.StartNATS(t, port, dir)
 }
 
 func freePort(t *testing.T) int {

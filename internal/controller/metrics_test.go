@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -20,19 +19,12 @@ import (
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 func TestMetricsScrapedOverHTTP(t *testing.T) {
 	ctx := context.Background()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	defer ns.Shutdown()
+	ns := testenv.StartNATS(t, -1, t.TempDir())
 	streams, err := messaging.Connect(messaging.Config{URL: ns.ClientURL()})
 	if err != nil {
 		t.Fatal(err)

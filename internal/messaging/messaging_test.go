@@ -13,21 +13,11 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
-// embedded starts a real NATS server with JetStream on loopback.
 func embedded(t *testing.T, port int, dir string) *server.Server {
-	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: port, JetStream: true, StoreDir: dir, NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(s.Shutdown)
-	return s
+	return testenv.StartNATS(t, port, dir)
 }
 
 var limits = tenant.StreamLimits{MaxMsgs: 1000, MaxBytes: 1 << 20, MaxAge: metav1.Duration{Duration: time.Hour}, Replicas: 1}
