@@ -11,6 +11,7 @@ ENV            ?= dev
 OUT            ?= out/gitops
 GO_TEST_FLAGS  ?= -race -count=1 -timeout=20m
 FUZZTIME       ?= 30s
+SLA_TENANTS    ?= 25
 
 .DEFAULT_GOAL := help
 
@@ -83,6 +84,11 @@ test: envtest vet verify ## Run every test against a real API server (envtest).
 fuzz: ## Run each fuzz target for FUZZTIME (default 30s).
 	go test ./internal/tenantfile -run '^$$' -fuzz '^FuzzValidateFile$$' -fuzztime $(FUZZTIME)
 	go test ./internal/tenant -run '^$$' -fuzz '^FuzzValidateTenant$$' -fuzztime $(FUZZTIME)
+
+.PHONY: sla
+sla: envtest ## Provision tenants end to end and write the SLA report to out/sla.json (SLA_TENANTS per tier).
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" EVA_SLA_REPORT=$(CURDIR)/out/sla.json EVA_SLA_TENANTS=$(SLA_TENANTS) \
+	  go test ./internal/controller -run '^TestSLAReport$$' -count=1 -v -timeout 30m
 
 .PHONY: bench
 bench: envtest ## Run the benchmarks (custom metrics: tenants/s, MB/s, ...).

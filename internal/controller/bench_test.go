@@ -77,7 +77,7 @@ func (p *fluxPlayer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, client.IgnoreNotFound(p.mark(ctx, p.Client, req.NamespacedName))
 }
 
-func startFluxPlayer(b *testing.B, ctx context.Context) {
+func startFluxPlayer(b testing.TB, ctx context.Context) {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Cache: CacheOptions(), Controller: controllerConfig(),
