@@ -3,9 +3,11 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -14,6 +16,8 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/aidonow/eva/internal/controller"
+	"github.com/aidonow/eva/internal/publish"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/aidonow/eva/internal/messaging"
@@ -35,6 +39,15 @@ type config struct {
 	operatorVersion string
 	nats            messaging.Config
 	messagingMode   string
+	publishMode     string
+	gitURL          string
+	gitBranch       string
+	gitPath         string
+	gitCache        string
+	gitTokenFile    string
+	ociRef          string
+	ociInsecure     bool
+	batchWindow     time.Duration
 	depthInterval   time.Duration
 }
 
@@ -47,6 +60,15 @@ func main() {
 	flag.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
 	flag.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
 	flag.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
+	flag.StringVar(&cfg.publishMode, "publish", "none", "none: apply bundles to the cluster (pure-cluster mode); git or oci: publish them for Flux (GitOps mode)")
+	flag.StringVar(&cfg.gitURL, "git-url", "", "GitOps repository URL (--publish=git)")
+	flag.StringVar(&cfg.gitBranch, "git-branch", "main", "GitOps branch")
+	flag.StringVar(&cfg.gitPath, "git-path", "", "folder of the repository holding the tree")
+	flag.StringVar(&cfg.gitCache, "git-cache", "", "local cache of the repository")
+	flag.StringVar(&cfg.gitTokenFile, "git-token-file", "", "file holding an HTTPS access token (mount it from a Secret)")
+	flag.StringVar(&cfg.ociRef, "oci-ref", "", "artifact reference oci://HOST/REPO:TAG (--publish=oci)")
+	flag.BoolVar(&cfg.ociInsecure, "oci-insecure", false, "allow a plain-HTTP registry")
+	flag.DurationVar(&cfg.batchWindow, "publish-batch-window", time.Second, "how long a publish waits to batch tenants changing together")
 	flag.StringVar(&cfg.messagingMode, "messaging", "nack", "nack: render NACK Stream objects; direct: create streams in JetStream with nats.go (needs --nats-url)")
 	flag.StringVar(&cfg.nats.URL, "nats-url", "", "NATS URL; when set, capsule_queue_depth is kept current from JetStream")
 	flag.StringVar(&cfg.nats.CredsFile, "nats-creds", "", "NATS credentials file")
@@ -132,9 +154,62 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" {
 		r.Streams = streams
 	}
+	gitops, err := gitOpsFrom(cfg, m)
+	if err != nil {
+		return err
+	}
+	r.GitOps = gitops
 	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err
 	}
 	log.Info("starting manager", "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name)
 	return mgr.Start(ctx)
+}
+
+// gitOpsFrom builds GitOps mode from the flags (nil in pure-cluster mode).
+func gitOpsFrom(cfg config, m *metrics.Metrics) (*controller.GitOps, error) {
+	var sink publish.Sink
+	var revisions interface {
+		Contains(ctx context.Context, applied, published string) (bool, error)
+	}
+	switch cfg.publishMode {
+	case "none":
+		return nil, nil
+	case "git":
+		if cfg.gitURL == "" {
+			return nil, fmt.Errorf("--publish=git needs --git-url")
+		}
+		g := &publish.GitRemote{URL: cfg.gitURL, Branch: cfg.gitBranch, Path: cfg.gitPath, CacheDir: cfg.gitCache,
+			Subject: "eva-operator: publish tenants"}
+		if cfg.gitTokenFile != "" {
+			token, err := os.ReadFile(cfg.gitTokenFile)
+			if err != nil {
+				return nil, fmt.Errorf("reading --git-token-file: %w", err)
+			}
+			g.Auth = &githttp.BasicAuth{Username: "x-access-token", Password: strings.TrimSpace(string(token))}
+		}
+		sink, revisions = g, g
+	case "oci":
+		if cfg.ociRef == "" {
+			return nil, fmt.Errorf("--publish=oci needs --oci-ref")
+		}
+		o := &publish.OCI{Ref: cfg.ociRef, Insecure: cfg.ociInsecure}
+		sink, revisions = o, digestsOnly{}
+	default:
+		return nil, fmt.Errorf("--publish must be none, git or oci, not %q", cfg.publishMode)
+	}
+	batcher := &publish.Batcher{Sink: sink, Window: cfg.batchWindow, OnPublish: func(d time.Duration, res *publish.Result, err error) {
+		m.PublishSeconds.Observe(d.Seconds())
+		if err == nil && res.Attempts > 1 {
+			m.PublishRetries.Add(float64(res.Attempts - 1))
+		}
+	}}
+	return &controller.GitOps{Batcher: batcher, Revisions: revisions}, nil
+}
+
+// digestsOnly compares OCI digests: an artifact is applied when Flux reports its digest.
+type digestsOnly struct{}
+
+func (digestsOnly) Contains(_ context.Context, applied, published string) (bool, error) {
+	return applied == published, nil
 }

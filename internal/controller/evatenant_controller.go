@@ -60,6 +60,8 @@ type EvaTenantReconciler struct {
 	// tenant's JetStream streams itself instead of rendering NACK Stream objects, and
 	// Provisioned reflects their real existence.
 	Streams StreamManager
+	// GitOps, when set, is GitOps mode: tenants are published for Flux instead of applied.
+	GitOps *GitOps
 	// Metrics, when set, receive render timings and condition times.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).
@@ -170,12 +172,22 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	sum := sha256.Sum256(manifest)
 	s.digest = "sha256:" + hex.EncodeToString(sum[:])
 
-	applyErr := r.applyBundle(ctx, s)
+	var applyErr error
+	if r.GitOps != nil {
+		applyErr = r.publishTenant(ctx, s, t)
+	} else {
+		applyErr = r.applyBundle(ctx, s)
+	}
 	if r.Streams != nil {
 		r.ensureStreams(ctx, s)
 	}
 	if err := r.observe(ctx, s); err != nil {
 		return ctrl.Result{}, err
+	}
+	if r.GitOps != nil {
+		if err := r.observeKustomization(ctx, s); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	phaseBefore := t.Status.Phase
 	firstBefore := len(t.Status.FirstTrue)
@@ -358,3 +370,5 @@ func findCondition(t *evav1.EvaTenant, ct string) *metav1.Condition {
 	}
 	return &metav1.Condition{}
 }
+
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch

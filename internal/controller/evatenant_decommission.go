@@ -54,6 +54,9 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		t.Status.Phase = evav1.PhaseDecommissioning
 		s.event(corev1.EventTypeNormal, "DeprovisionStarted", "Decommissioning tenant %s", t.Spec.CapsuleCode)
 	}
+	if r.GitOps != nil {
+		return r.decommissionGitOps(ctx, s)
+	}
 	code := t.Spec.CapsuleCode
 	ns := tenant.Namespace(code)
 	var failures []string
@@ -123,7 +126,14 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 
-	// 4. Decommissioned.
+	return r.finishDecommission(ctx, s, now)
+}
+
+// finishDecommission is steps 4 and 5: phase Decommissioned and an event (written
+// before the finalizer goes, so a restart never runs the saga again), then the finalizer.
+func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, now metav1.Time) (ctrl.Result, error) {
+	t := s.tenant
+	code := t.Spec.CapsuleCode
 	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
 		setCondition(t, ct, metav1.ConditionFalse, ReasonDecommissioned, "tenant decommissioned", now)
 	}
@@ -131,8 +141,6 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules = nil, "", nil
 	t.Status.ObservedGeneration = t.Generation
 	s.event(corev1.EventTypeNormal, "DeprovisionComplete", "Tenant %s decommissioned", code)
-	// The phase is written before the finalizer goes, so a restart never runs the saga
-	// (and its events) again.
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -80,6 +81,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Watches(&batchv1.Job{}, toTenant, hasCapsule).
 		Watches(&networkingv1.Ingress{}, toTenant, hasCapsule).
 		Watches(&nackv1beta2.Stream{}, toTenant, hasCapsule).
+		Watches(&kustomizev1.Kustomization{}, toTenant, hasCapsule).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
 		Complete(r)
 }

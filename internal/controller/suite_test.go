@@ -116,7 +116,7 @@ func startOperatorWith(t testing.TB, version string, configure func(*EvaTenantRe
 	if configure != nil {
 		configure(r, mgr)
 	}
-	if err := r.SetupWithManager(ctx, mgr, 4); err != nil {
+	if err := r.SetupWithManager(ctx, mgr, operatorConcurrency); err != nil {
 		t.Fatal(err)
 	}
 	op := &operator{cancel: cancel, done: make(chan error, 1)}
@@ -136,6 +136,9 @@ func (o *operator) stop() {
 	<-o.done
 	o.cancel = nil
 }
+
+// operatorConcurrency is how many tenants a test operator reconciles at once.
+var operatorConcurrency = 4
 
 // recorderName tells the events of one operator version from another's.
 func recorderName(version string) string {

@@ -254,3 +254,28 @@ func withServerMessage(err error, progress *bytes.Buffer) error {
 	}
 	return fmt.Errorf("%w (server said: %s)", err, strings.Join(lines, "; "))
 }
+
+// Contains reports whether the branch's history at commit applied includes commit
+// published: Flux having applied a later commit means ours is applied too. The cache
+// is fetched first so it knows both.
+func (g *GitRemote) Contains(ctx context.Context, applied, published string) (bool, error) {
+	if applied == published {
+		return true, nil
+	}
+	repo, err := g.open()
+	if err != nil {
+		return false, err
+	}
+	if _, err := g.fetch(ctx, repo); err != nil {
+		return false, err
+	}
+	a, err := object.GetCommit(repo.Storer, plumbing.NewHash(applied))
+	if err != nil {
+		return false, nil // not known: not (yet) a descendant
+	}
+	p, err := object.GetCommit(repo.Storer, plumbing.NewHash(published))
+	if err != nil {
+		return false, nil
+	}
+	return p.IsAncestor(a)
+}

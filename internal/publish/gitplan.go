@@ -66,7 +66,7 @@ func (p *published) planUpdate(u Update) (*Plan, error) {
 	if err != nil {
 		return nil, err
 	}
-	plan := &Plan{Published: len(pub)}
+	plan := &Plan{Published: len(pub), Partial: !u.Full}
 	dirs := make([]string, 0, len(u.Tenants))
 	for d := range u.Tenants {
 		dirs = append(dirs, d)

@@ -41,8 +41,10 @@ type LocalRepo struct {
 	head   plumbing.Hash
 	branch plumbing.ReferenceName
 	old    gitrepo.Files
-	mu     sync.Mutex // guards new and the object store during Put
-	new    gitrepo.Files
+	// partial marks a partial update (see Plan.Partial).
+	partial bool
+	mu      sync.Mutex // guards new and the object store during Put
+	new     gitrepo.Files
 }
 
 // OpenLocal opens (or initialises) the repository at dir.
@@ -103,6 +105,7 @@ type Result struct {
 // render and commits it (nothing when nothing changed).
 func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Result, error) {
 	plan := MakePlan(l.old, l.new)
+	plan.Partial = l.partial
 	if err := plan.Check(safety, l.readOld); err != nil {
 		return nil, err
 	}
@@ -257,7 +260,7 @@ func (d *LocalDir) Publish(_ context.Context, u Update, s Safety) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	l.new = next
+	l.new, l.partial = next, !u.Full
 	author := d.Author
 	if author.Name == "" {
 		author = DefaultAuthor

@@ -121,6 +121,7 @@ func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 		return nil, err
 	}
 	plan := MakePlan(oldFiles, next)
+	plan.Partial = !u.Full
 	if err := plan.Check(s, func(p string) ([]byte, error) {
 		if data, ok := old[p]; ok {
 			return data, nil

@@ -19,6 +19,10 @@ type Plan struct {
 	Added, Changed, Removed []string // tenant folders (capsule codes in lower case)
 	// Published and Rendered count the tenants on each side.
 	Published, Rendered int
+	// Partial marks an update that lists only some tenants (the operator's): the
+	// mass-deletion guard, which protects against empty or unreadable full renders,
+	// does not apply to it.
+	Partial bool
 }
 
 // Empty reports whether nothing changes.
@@ -117,7 +121,7 @@ var decommissionedMarker = []byte(render.LabelLifecycle + ": Decommissioned\n")
 // bundle was not Decommissioned, or removing most of the fleet at once (an empty or
 // unreadable input). readPublished returns a published file's content.
 func (p *Plan) Check(s Safety, readPublished func(path string) ([]byte, error)) error {
-	if !s.AllowMassDelete && p.Published > 0 && (p.Rendered == 0 || p.Rendered*2 < p.Published) {
+	if !s.AllowMassDelete && !p.Partial && p.Published > 0 && (p.Rendered == 0 || p.Rendered*2 < p.Published) {
 		return fmt.Errorf("refusing to publish %d tenant(s) over %d published (removing %s); "+
 			"an empty or partly unreadable input looks like this: pass --allow-mass-delete if it is meant",
 			p.Rendered, p.Published, codeList(p.Removed))

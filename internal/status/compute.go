@@ -82,6 +82,21 @@ func Provisioned(o Observed) Verdict {
 	if o.MessagingError != "" {
 		return wait(ReasonMessagingDown, o.MessagingError)
 	}
+	if g := o.GitOps; g != nil {
+		name := "Kustomization " + g.Name
+		switch {
+		case o.Applied.Revision == "":
+			return wait(ReasonProgressing, "bundle not yet published")
+		case !g.Found:
+			return wait(ReasonNotFound, name+": not found")
+		case g.Ready == nil:
+			return wait(ReasonProgressing, name+": not reconciled yet")
+		case g.Ready.Status != metav1.ConditionTrue:
+			return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, g.Ready.Reason, g.Ready.Message))
+		case !g.Applied:
+			return wait(ReasonProgressing, fmt.Sprintf("%s: applied %s, waiting for %s", name, firstNonEmpty(g.LastAppliedRevision), o.Applied.Revision))
+		}
+	}
 	for _, s := range o.Streams {
 		switch {
 		case !s.Found:

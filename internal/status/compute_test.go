@@ -64,6 +64,15 @@ func TestCompute(t *testing.T) {
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonStreamsNotReady, "Stream eva-tenant-devusr/eva-devusr-commands: not found"}},
 		"messaging unavailable": {func(o *Observed) { o.MessagingError = "NATS unreachable: see operator logs" },
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonMessagingDown, "NATS unreachable"}},
+		"gitops not applied yet": {func(o *Observed) {
+			o.GitOps = &GitOpsState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), LastAppliedRevision: "main@sha1:old"}
+		}, want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonProgressing, "applied main@sha1:old, waiting for sha256:abc"}},
+		"gitops applied": {func(o *Observed) {
+			o.GitOps = &GitOpsState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), Applied: true}
+		}, want{evav1.PhaseActive, evav1.ConditionProvisioned, metav1.ConditionTrue, ReasonReady, ""}},
+		"gitops kustomization failing": {func(o *Observed) {
+			o.GitOps = &GitOpsState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionFalse, "BuildFailed")}
+		}, want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonProgressing, "Kustomization flux-system/eva-tenant-devusr: BuildFailed"}},
 		"stream not ready": {func(o *Observed) { o.Streams[0].Ready = cond("Ready", metav1.ConditionFalse, "Errored") },
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonStreamsNotReady, "Errored"}},
 		"seed job running": {func(o *Observed) { o.SeedJob.Complete = false },

@@ -30,6 +30,19 @@ type Observed struct {
 	SeedAnnotation string
 	// Ingress is the tenant Ingress; nil when missing.
 	Ingress *IngressState
+	// GitOps is set in GitOps mode: the tenant's Flux Kustomization.
+	GitOps *GitOpsState
+}
+
+// GitOpsState is the tenant's Flux Kustomization against the published revision.
+type GitOpsState struct {
+	Name  string // namespace/name
+	Found bool
+	Ready *metav1.Condition
+	// LastAppliedRevision is what Flux applied; Applied says it is at or after the
+	// revision the operator published.
+	LastAppliedRevision string
+	Applied             bool
 }
 
 // NamespaceState is what matters of the namespace.
