@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
@@ -155,7 +156,31 @@ func newTestNamespace(t testing.TB) string {
 	if err := k8s.Create(context.Background(), ns); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { purgeTenants(t, ns.Name) })
 	return ns.Name
+}
+
+// purgeTenants removes a test's tenants without their saga (finalizers dropped), so the
+// operators of later tests do not work on them.
+func purgeTenants(t testing.TB, ns string) {
+	ctx := context.Background()
+	for range 50 {
+		var list evav1.EvaTenantList
+		if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil || len(list.Items) == 0 {
+			return
+		}
+		for i := range list.Items {
+			tn := &list.Items[i]
+			if len(tn.Finalizers) > 0 {
+				patch := client.MergeFrom(tn.DeepCopy())
+				tn.Finalizers = nil
+				_ = k8s.Patch(ctx, tn, patch)
+			}
+			_ = k8s.Delete(ctx, tn)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("tenants left in %s after purging", ns)
 }
 
 // eventually polls cond until it returns nil or the timeout passes.
