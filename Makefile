@@ -70,6 +70,10 @@ vet: ## Run go vet and check formatting.
 	  if [ -n "$$unformatted" ]; then echo "gofmt needed: $$unformatted"; exit 1; fi
 	go vet ./...
 
+.PHONY: release-check
+release-check: ## Fail while images.txt has PLACEHOLDER, tag-only or missing images.
+	go run ./cmd/evactl images verify
+
 ##@ Test
 
 .PHONY: envtest

@@ -105,21 +105,35 @@ func wrap(r Release, err error) error {
 	return fmt.Errorf("tenant %s, module %s (chart %s %s): %w", r.Tenant, r.Module, r.Chart, r.Version, err)
 }
 
+// Render renders a release's chart and returns its manifests by template name.
+func (c *Checker) Render(r Release) (map[string]string, error) {
+	ch, ok := c.charts[r.Chart]
+	if !ok {
+		return nil, fmt.Errorf("chart %s not found among the local charts", r.Chart)
+	}
+	return renderChart(ch, r)
+}
+
 func render(ch *chart.Chart, r Release) error {
+	_, err := renderChart(ch, r)
+	return err
+}
+
+func renderChart(ch *chart.Chart, r Release) (map[string]string, error) {
 	// Values pass through JSON so the chart sees what Flux will give Helm.
 	values := map[string]any{}
 	raw, _ := json.Marshal(r.Values)
 	if err := json.Unmarshal(raw, &values); err != nil {
-		return err
+		return nil, err
 	}
 	opts := chartutil.ReleaseOptions{Name: r.Module, Namespace: r.Namespace, Revision: 1, IsInstall: true}
 	rv, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
 	if err != nil {
-		return fmt.Errorf("values do not satisfy values.schema.json:%s", indentErr(err))
+		return nil, fmt.Errorf("values do not satisfy values.schema.json:%s", indentErr(err))
 	}
 	out, err := engine.Render(ch, rv)
 	if err != nil {
-		return fmt.Errorf("template error: %w", err)
+		return nil, fmt.Errorf("template error: %w", err)
 	}
 	names := make([]string, 0, len(out))
 	for name := range out {
@@ -133,11 +147,11 @@ func render(ch *chart.Chart, r Release) error {
 		for _, doc := range strings.Split(out[name], "\n---") {
 			var obj map[string]any
 			if err := sigsyaml.Unmarshal([]byte(doc), &obj); err != nil {
-				return fmt.Errorf("%s renders invalid YAML: %w", name, err)
+				return nil, fmt.Errorf("%s renders invalid YAML: %w", name, err)
 			}
 		}
 	}
-	return nil
+	return out, nil
 }
 
 // indentErr puts each line of a multi-line Helm error on its own indented line.
