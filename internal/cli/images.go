@@ -3,6 +3,8 @@ package cli
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -14,7 +16,109 @@ import (
 
 func newImagesCommand(opts *options) *cobra.Command {
 	cmd := &cobra.Command{Use: "images", Short: "Check the digest-pinned image list for air-gapped installs"}
-	cmd.AddCommand(newImagesVerifyCommand(opts))
+	cmd.AddCommand(newImagesVerifyCommand(opts), newImagesPinCommand(), newImagesMirrorCommand())
+	return cmd
+}
+
+type registryFlags struct {
+	insecure       bool
+	registryConfig string
+}
+
+func (r *registryFlags) bind(cmd *cobra.Command) {
+	cmd.Flags().BoolVar(&r.insecure, "insecure", false, "allow plain-HTTP registries")
+	cmd.Flags().StringVar(&r.registryConfig, "registry-config", "", "Docker config.json with registry credentials (default: the user's)")
+}
+
+func (r *registryFlags) registry() airgap.Registry {
+	reg := airgap.Registry{Insecure: r.insecure}
+	if r.registryConfig != "" {
+		// The Docker keychain reads DOCKER_CONFIG: point it at the given file's folder.
+		_ = os.Setenv("DOCKER_CONFIG", filepath.Dir(r.registryConfig))
+	}
+	return reg
+}
+
+func newImagesPinCommand() *cobra.Command {
+	var file string
+	var rf registryFlags
+	cmd := &cobra.Command{
+		Use:   "pin",
+		Short: "Resolve each image's tag to its digest and rewrite images.txt in place",
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			n, err := airgap.Pin(cmd.Context(), file, rf.registry())
+			if err != nil {
+				return &ExitError{Code: ExitInvalid, Err: err}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "pinned %d image(s) in %s\n", n, file)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "images.txt", "the image list")
+	rf.bind(cmd)
+	return cmd
+}
+
+func newImagesMirrorCommand() *cobra.Command {
+	var file, to string
+	var parallel int
+	var dryRun bool
+	var rf registryFlags
+	cmd := &cobra.Command{
+		Use:   "mirror",
+		Short: "Copy every image by digest to a mirror registry (no Docker needed)",
+		Long: `Copy each image of images.txt by digest to --to, keeping repository paths and tags;
+multi-arch indexes are copied whole and every copy is verified by reading its digest back.
+Copies run in parallel and continue past failures; the command exits 1 listing them.`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if to == "" {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--to is required")}
+			}
+			f, err := os.Open(file)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			entries, problems := airgap.Parse(f)
+			f.Close()
+			if len(problems) > 0 {
+				for _, p := range problems {
+					fmt.Fprintln(cmd.OutOrStdout(), p.String())
+				}
+				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("fix images.txt first (evactl images pin)")}
+			}
+			out := cmd.OutOrStdout()
+			done := 0
+			copies := airgap.Mirror(cmd.Context(), entries, to, rf.registry(), parallel, dryRun, func(c airgap.Copy) {
+				done++
+				status := "ok"
+				if c.Err != nil {
+					status = "FAILED"
+				}
+				fmt.Fprintf(out, "[%d/%d] %s -> %s %s\n", done, len(entries), c.From, c.To, status)
+			})
+			if dryRun {
+				for _, c := range copies {
+					fmt.Fprintf(out, "would copy %s -> %s\n", c.From, c.To)
+				}
+				return nil
+			}
+			var failed []string
+			for _, c := range copies {
+				if c.Err != nil {
+					failed = append(failed, fmt.Sprintf("%s: %v", c.From, c.Err))
+				}
+			}
+			if len(failed) > 0 {
+				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d of %d copies failed:\n  %s", len(failed), len(copies), strings.Join(failed, "\n  "))}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&file, "file", "images.txt", "the image list")
+	cmd.Flags().StringVar(&to, "to", "", "mirror registry (and optional path), e.g. registry.internal:5000/eva")
+	cmd.Flags().IntVar(&parallel, "parallel", 4, "copies at once")
+	cmd.Flags().BoolVar(&dryRun, "dry-run", false, "print the plan, copy nothing")
+	rf.bind(cmd)
 	return cmd
 }
 

@@ -1,10 +1,18 @@
 package cli
 
 import (
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
+	"github.com/google/go-containerregistry/pkg/v1/random"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 )
 
 func imagesArgs(file string) []string {
@@ -37,5 +45,33 @@ func TestImagesVerify(t *testing.T) {
 	code, out = runEvactl(t, imagesArgs(file)...)
 	if code != ExitInvalid || !strings.Contains(out, "chart eva-forge: image ghcr.io/aidonow/eva-forge:0.6.0 is not listed") {
 		t.Fatalf("missing chart image: exit %d\n%s", code, out)
+	}
+}
+
+func TestImagesPinAndMirrorCommands(t *testing.T) {
+	src := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer src.Close()
+	dst := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer dst.Close()
+	host := strings.TrimPrefix(src.URL, "http://")
+	ref, _ := name.ParseReference(host+"/eva/crm:1.0.0", name.Insecure)
+	img, _ := random.Image(256, 1)
+	if err := remote.Write(ref, img); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "images.txt")
+	_ = os.WriteFile(file, []byte(host+"/eva/crm:1.0.0@sha256:PLACEHOLDER\n"), 0o644)
+	if code, out := runEvactl(t, "images", "pin", "--file", file, "--insecure"); code != ExitOK {
+		t.Fatalf("pin: exit %d\n%s", code, out)
+	}
+	to := strings.TrimPrefix(dst.URL, "http://") + "/mirror"
+	if code, out := runEvactl(t, "images", "mirror", "--file", file, "--to", to, "--insecure"); code != ExitOK || !strings.Contains(out, "[1/1]") {
+		t.Fatalf("mirror: exit %d\n%s", code, out)
+	}
+	data, _ := os.ReadFile(file)
+	_ = os.WriteFile(file, append(data, []byte("\n"+host+"/eva/gone:1.0.0@sha256:"+strings.Repeat("1", 64)+"\n")...), 0o644)
+	code, out := runEvactl(t, "images", "mirror", "--file", file, "--to", to, "--insecure")
+	if code != ExitInvalid || !strings.Contains(out, "1 of 2 copies failed") || !strings.Contains(out, "eva/gone") {
+		t.Fatalf("mirror with a missing image: exit %d\n%s", code, out)
 	}
 }
