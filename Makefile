@@ -71,8 +71,11 @@ vet: ## Run go vet and check formatting.
 	go vet ./...
 
 .PHONY: release-check
-release-check: ## Fail while images.txt has PLACEHOLDER, tag-only or missing images.
+release-check: ## Fail while images.txt or the rendered overlays hold PLACEHOLDER or tag-only images.
 	go run ./cmd/evactl images verify
+	@for env in dev prod airgap; do \
+	  if kubectl kustomize overlays/$$env | grep -E 'image: .*PLACEHOLDER'; then echo "overlays/$$env: PLACEHOLDER digest"; exit 1; fi; done
+	@if kubectl kustomize overlays/airgap | grep -E '^\s*image:' | grep -v '@sha256:'; then echo "overlays/airgap: tag-only image"; exit 1; fi
 
 ##@ Test
 

@@ -34,6 +34,7 @@ type config struct {
 	leaderElect     bool
 	catalogPath     string
 	overlays        string
+	environmentDir  string
 	env             string
 	concurrency     int
 	operatorVersion string
@@ -59,6 +60,7 @@ func main() {
 	flag.StringVar(&cfg.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
 	flag.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
 	flag.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
+	flag.StringVar(&cfg.environmentDir, "environment-dir", "", "folder holding the environment's tenant overlay (overrides --overlays; the deployment mounts it from a ConfigMap)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
 	flag.StringVar(&cfg.publishMode, "publish", "none", "none: apply bundles to the cluster (pure-cluster mode); git or oci: publish them for Flux (GitOps mode)")
 	flag.StringVar(&cfg.gitURL, "git-url", "", "GitOps repository URL (--publish=git)")
@@ -94,7 +96,12 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	env, err := overlay.Load(cfg.overlays, cfg.env)
+	var env *overlay.Environment
+	if cfg.environmentDir != "" {
+		env, err = overlay.LoadDir(cfg.environmentDir, cfg.env)
+	} else {
+		env, err = overlay.Load(cfg.overlays, cfg.env)
+	}
 	if err != nil {
 		return err
 	}

@@ -71,10 +71,15 @@ var envNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // Load reads overlays/<name>/tenant/ under root.
 func Load(root, name string) (*Environment, error) {
+	return LoadDir(filepath.Join(root, name, "tenant"), name)
+}
+
+// LoadDir reads an environment's tenant overlay from dir (the operator mounts it from a
+// ConfigMap).
+func LoadDir(dir, name string) (*Environment, error) {
 	if !envNameRE.MatchString(name) {
 		return nil, fmt.Errorf("environment name %q: must be lower-case letters, digits and '-'", name)
 	}
-	dir := filepath.Join(root, name, "tenant")
 	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", name, err)
