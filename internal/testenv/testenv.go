@@ -77,3 +77,6 @@ func (e *Env) Stop() error { return e.env.Stop() }
 
 // GVK returns the GroupVersionKind of an Eva kind.
 func GVK(kind string) schema.GroupVersionKind { return evav1.GroupVersion.WithKind(kind) }
+
+// KubeConfig returns a kubeconfig for the API server (for kubectl and scripts).
+func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }
