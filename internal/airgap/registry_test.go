@@ -134,3 +134,21 @@ func mustRef(t *testing.T, s string) name.Reference {
 	}
 	return ref
 }
+
+func TestSyncOverlay(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kustomization.yaml")
+	text := "# keep me\nimages:\n  - name: ghcr.io/aidonow/eva-operator\n    newName: registry.eva.internal/aidonow/eva-operator\n    digest: sha256:PLACEHOLDER\n"
+	_ = os.WriteFile(file, []byte(text), 0o644)
+	d := "sha256:" + strings.Repeat("cd", 32)
+	n, err := SyncOverlay(file, []Entry{{Repository: "ghcr.io/aidonow/eva-operator", Tag: "0.1.0", Digest: d}})
+	if err != nil || n != 1 {
+		t.Fatalf("sync: %d %v", n, err)
+	}
+	data, _ := os.ReadFile(file)
+	if !strings.Contains(string(data), "    digest: "+d+"\n") || !strings.HasPrefix(string(data), "# keep me\n") {
+		t.Fatalf("synced overlay:\n%s", data)
+	}
+	if _, err := SyncOverlay(file, nil); err == nil || !strings.Contains(err.Error(), "eva-operator") {
+		t.Fatalf("unknown image: %v", err)
+	}
+}

@@ -40,21 +40,36 @@ func (r *registryFlags) registry() airgap.Registry {
 }
 
 func newImagesPinCommand() *cobra.Command {
-	var file string
+	var file, airgapOverlay string
 	var rf registryFlags
 	cmd := &cobra.Command{
 		Use:   "pin",
-		Short: "Resolve each image's tag to its digest and rewrite images.txt in place",
+		Short: "Resolve each image's tag to its digest, rewrite images.txt in place and sync the air-gap overlay",
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			n, err := airgap.Pin(cmd.Context(), file, rf.registry())
 			if err != nil {
 				return &ExitError{Code: ExitInvalid, Err: err}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "pinned %d image(s) in %s\n", n, file)
+			if airgapOverlay == "" {
+				return nil
+			}
+			f, err := os.Open(file)
+			if err != nil {
+				return err
+			}
+			entries, _ := airgap.Parse(f)
+			f.Close()
+			synced, err := airgap.SyncOverlay(airgapOverlay, entries)
+			if err != nil {
+				return &ExitError{Code: ExitInvalid, Err: err}
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "set %d digest(s) in %s\n", synced, airgapOverlay)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "images.txt", "the image list")
+	cmd.Flags().StringVar(&airgapOverlay, "airgap-overlay", "", "kustomization whose images: digests follow images.txt (e.g. overlays/airgap/kustomization.yaml)")
 	rf.bind(cmd)
 	return cmd
 }
