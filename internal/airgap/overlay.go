@@ -8,23 +8,29 @@ import (
 )
 
 var (
-	imageNameRE = regexp.MustCompile(`^(\s*)-\s*name:\s*(\S+)\s*$`)
-	digestRE    = regexp.MustCompile(`^(\s*)digest:\s*\S+\s*$`)
+	imageNameRE  = regexp.MustCompile(`^(\s*)-\s*name:\s*(\S+)\s*$`)
+	mirrorRepoRE = regexp.MustCompile(`^(\s*)repository:\s*(\S+)\s*$`)
+	digestRE     = regexp.MustCompile(`^(\s*)digest:\s*\S+\s*$`)
 )
 
-// SyncOverlay sets the digest of every entry of a kustomization's `images:` list whose
-// name is an images.txt repository to the digest images.txt pins, so the air-gap overlay
-// always deploys exactly the pinned images. The file is edited line by line: comments
-// and layout stay. It returns how many digests it set, and fails on a listed image that
-// images.txt does not know.
+// SyncOverlay sets the digests in a kustomization to those images.txt pins, so the
+// air-gap overlays deploy exactly the pinned images: in an `images:` list, the entry
+// whose name is an images.txt repository; in a values patch, the `digest:` following a
+// `repository:` on the mirror whose path matches an images.txt repository. The file is
+// edited line by line: comments and layout stay. It returns how many digests it set,
+// and fails on an image images.txt does not know.
 func SyncOverlay(path string, entries []Entry) (int, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return 0, err
 	}
 	digests := map[string]string{}
+	byPath := map[string]string{} // repository path without the registry → digest
 	for _, e := range entries {
 		digests[e.Repository] = e.Digest
+		if i := strings.Index(e.Repository, "/"); i >= 0 {
+			byPath[e.Repository[i+1:]] = e.Digest
+		}
 	}
 	lines := strings.Split(string(data), "\n")
 	current, updated := "", 0
@@ -33,6 +39,19 @@ func SyncOverlay(path string, entries []Entry) (int, error) {
 		if m := imageNameRE.FindStringSubmatch(line); m != nil {
 			current = m[2]
 			if _, ok := digests[current]; !ok {
+				unknown = append(unknown, current)
+			}
+			continue
+		}
+		if m := mirrorRepoRE.FindStringSubmatch(line); m != nil {
+			current = m[2]
+			path := current
+			if j := strings.Index(path, "/"); j >= 0 {
+				path = path[j+1:]
+			}
+			if d, ok := byPath[path]; ok {
+				digests[current] = d
+			} else {
 				unknown = append(unknown, current)
 			}
 			continue

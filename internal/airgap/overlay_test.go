@@ -2,8 +2,17 @@ package airgap
 
 import (
 	"path/filepath"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"strings"
 	"testing"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/tenant"
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -47,6 +56,32 @@ func TestOverlaysBuild(t *testing.T) {
 		out := buildOverlay(t, env)
 		if !strings.Contains(out, "--env="+env) || !strings.Contains(out, "kind: CustomResourceDefinition") {
 			t.Errorf("overlays/%s: environment or CRD missing", env)
+		}
+	}
+}
+
+// TestAirgapTenantBundlesUseTheMirror renders a tenant for the air-gap environment: its
+// module releases take their images from the mirror by digest.
+func TestAirgapTenantBundlesUseTheMirror(t *testing.T) {
+	env, err := overlay.Load(filepath.Join("..", "..", "overlays"), "airgap")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &render.Renderer{Catalog: tenant.DefaultCatalog(), Env: env}
+	tn := &evav1.EvaTenant{
+		TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: "airgap"},
+		Spec:       evav1.EvaTenantSpec{CapsuleCode: "AIRGAP", Tier: evav1.TierEnterprise},
+	}
+	b, err := r.Bundle(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
+		img, _ := rel.Values["image"].(map[string]any)
+		repo, _ := img["repository"].(string)
+		if !strings.HasPrefix(repo, "registry.eva.internal/aidonow/eva-"+rel.Module) || img["digest"] == nil {
+			t.Errorf("release %s: image %v is not the mirror by digest", rel.Module, img)
 		}
 	}
 }

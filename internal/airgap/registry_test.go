@@ -152,3 +152,16 @@ func TestSyncOverlay(t *testing.T) {
 		t.Fatalf("unknown image: %v", err)
 	}
 }
+
+func TestSyncTenantOverlay(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kustomization.yaml")
+	text := "patches:\n  - patch: |-\n      - op: add\n        value:\n          repository: registry.eva.internal/aidonow/eva-crm\n          digest: sha256:PLACEHOLDER\n"
+	_ = os.WriteFile(file, []byte(text), 0o644)
+	d := "sha256:" + strings.Repeat("ef", 32)
+	if n, err := SyncOverlay(file, []Entry{{Repository: "ghcr.io/aidonow/eva-crm", Tag: "1.4.0", Digest: d}}); err != nil || n != 1 {
+		t.Fatalf("sync: %d %v", n, err)
+	}
+	if data, _ := os.ReadFile(file); !strings.Contains(string(data), "          digest: "+d+"\n") {
+		t.Fatalf("synced:\n%s", data)
+	}
+}
