@@ -11,6 +11,8 @@ var (
 	imageNameRE  = regexp.MustCompile(`^(\s*)-\s*name:\s*(\S+)\s*$`)
 	mirrorRepoRE = regexp.MustCompile(`^(\s*)repository:\s*(\S+)\s*$`)
 	digestRE     = regexp.MustCompile(`^(\s*)digest:\s*\S+\s*$`)
+	// seedImageRE is the seeder image of an environment.yaml, pinned by digest.
+	seedImageRE = regexp.MustCompile(`^(\s*seedImage:\s*)([^@\s]+)@sha256:\S+\s*$`)
 )
 
 // SyncOverlay sets the digests in a kustomization to those images.txt pins, so the
@@ -40,6 +42,23 @@ func SyncOverlay(path string, entries []Entry) (int, error) {
 			current = m[2]
 			if _, ok := digests[current]; !ok {
 				unknown = append(unknown, current)
+			}
+			continue
+		}
+		if m := seedImageRE.FindStringSubmatch(line); m != nil {
+			repo := m[2]
+			if j := strings.LastIndex(repo, ":"); j > strings.LastIndex(repo, "/") {
+				repo = repo[:j]
+			}
+			path := repo
+			if j := strings.Index(path, "/"); j >= 0 {
+				path = path[j+1:]
+			}
+			if d, ok := byPath[path]; ok {
+				lines[i] = m[1] + m[2] + "@" + d
+				updated++
+			} else {
+				unknown = append(unknown, repo)
 			}
 			continue
 		}

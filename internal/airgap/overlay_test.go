@@ -71,11 +71,17 @@ func TestAirgapTenantBundlesUseTheMirror(t *testing.T) {
 	tn := &evav1.EvaTenant{
 		TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: "airgap"},
-		Spec:       evav1.EvaTenantSpec{CapsuleCode: "AIRGAP", Tier: evav1.TierEnterprise},
+		Spec:       evav1.EvaTenantSpec{CapsuleCode: "AIRGAP", Tier: evav1.TierEnterprise, SeedsVersion: "seeds-1"},
 	}
 	b, err := r.Bundle(tn)
 	if err != nil {
 		t.Fatal(err)
+	}
+	manifest, _ := b.Manifest()
+	for _, img := range ImagesInManifests(manifest) {
+		if !strings.HasPrefix(img, "registry.eva.internal/") || !strings.Contains(img, "@sha256:") {
+			t.Errorf("bundle image %q is not the mirror by digest", img)
+		}
 	}
 	for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
 		img, _ := rel.Values["image"].(map[string]any)

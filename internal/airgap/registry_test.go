@@ -165,3 +165,15 @@ func TestSyncTenantOverlay(t *testing.T) {
 		t.Fatalf("synced:\n%s", data)
 	}
 }
+
+func TestSyncSeedImage(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "environment.yaml")
+	_ = os.WriteFile(file, []byte("domain: eva.internal\nseedImage: registry.eva.internal/aidonow/eva-seeder:0.1.0@sha256:PLACEHOLDER\n"), 0o644)
+	d := "sha256:" + strings.Repeat("12", 32)
+	if n, err := SyncOverlay(file, []Entry{{Repository: "ghcr.io/aidonow/eva-seeder", Tag: "0.1.0", Digest: d}}); err != nil || n != 1 {
+		t.Fatalf("sync: %d %v", n, err)
+	}
+	if data, _ := os.ReadFile(file); !strings.Contains(string(data), "seedImage: registry.eva.internal/aidonow/eva-seeder:0.1.0@"+d+"\n") {
+		t.Fatalf("synced:\n%s", data)
+	}
+}

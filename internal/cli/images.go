@@ -40,7 +40,8 @@ func (r *registryFlags) registry() airgap.Registry {
 }
 
 func newImagesPinCommand() *cobra.Command {
-	var file, airgapOverlay string
+	var file string
+	var airgapOverlays []string
 	var rf registryFlags
 	cmd := &cobra.Command{
 		Use:   "pin",
@@ -51,7 +52,7 @@ func newImagesPinCommand() *cobra.Command {
 				return &ExitError{Code: ExitInvalid, Err: err}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "pinned %d image(s) in %s\n", n, file)
-			if airgapOverlay == "" {
+			if len(airgapOverlays) == 0 {
 				return nil
 			}
 			f, err := os.Open(file)
@@ -60,16 +61,19 @@ func newImagesPinCommand() *cobra.Command {
 			}
 			entries, _ := airgap.Parse(f)
 			f.Close()
-			synced, err := airgap.SyncOverlay(airgapOverlay, entries)
-			if err != nil {
-				return &ExitError{Code: ExitInvalid, Err: err}
+			for _, path := range airgapOverlays {
+				synced, err := airgap.SyncOverlay(path, entries)
+				if err != nil {
+					return &ExitError{Code: ExitInvalid, Err: err}
+				}
+				fmt.Fprintf(cmd.ErrOrStderr(), "set %d digest(s) in %s\n", synced, path)
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "set %d digest(s) in %s\n", synced, airgapOverlay)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&file, "file", "images.txt", "the image list")
-	cmd.Flags().StringVar(&airgapOverlay, "airgap-overlay", "", "kustomization whose images: digests follow images.txt (e.g. overlays/airgap/kustomization.yaml)")
+	cmd.Flags().StringSliceVar(&airgapOverlays, "airgap-overlay", nil,
+		"file whose image digests follow images.txt (repeatable): overlays/airgap/kustomization.yaml, overlays/airgap/tenant/kustomization.yaml, overlays/airgap/tenant/environment.yaml")
 	rf.bind(cmd)
 	return cmd
 }
