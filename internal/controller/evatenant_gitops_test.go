@@ -198,9 +198,10 @@ func TestGitOpsModeWaitsForFlux(t *testing.T) {
 		if exec.Command("git", "-C", bare, "cat-file", "-e", "refs/heads/main:tenants/gitops/manifests.yaml").Run() == nil {
 			return errNot("removed from the tree")
 		}
-		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: tn.Name}, &evav1.EvaTenant{})
+		var cur evav1.EvaTenant
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: tn.Name}, &cur)
 		if !apierrors.IsNotFound(err) {
-			return errNot("tenant deleted: " + condition(getTenant(t, tn), evav1.ConditionReady).Message)
+			return errNot("tenant deleted: " + condition(&cur, evav1.ConditionReady).Message)
 		}
 		return nil
 	})
