@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -307,18 +308,11 @@ func (r *EvaTenantReconciler) observeConditionTimes(s *scope, before map[string]
 	}
 }
 
+// setCondition sets one condition; the transition time moves only when the status does.
 func setCondition(t *evav1.EvaTenant, ct string, st metav1.ConditionStatus, reason, msg string, now metav1.Time) {
-	c := metav1.Condition{Type: ct, Status: st, Reason: reason, Message: msg, ObservedGeneration: t.Generation, LastTransitionTime: now}
-	for i := range t.Status.Conditions {
-		if t.Status.Conditions[i].Type == ct {
-			if t.Status.Conditions[i].Status == st {
-				c.LastTransitionTime = t.Status.Conditions[i].LastTransitionTime
-			}
-			t.Status.Conditions[i] = c
-			return
-		}
-	}
-	t.Status.Conditions = append(t.Status.Conditions, c)
+	apimeta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
+		Type: ct, Status: st, Reason: reason, Message: msg, ObservedGeneration: t.Generation, LastTransitionTime: now,
+	})
 }
 
 func (r *EvaTenantReconciler) requeueAfter(t *evav1.EvaTenant) time.Duration {
@@ -362,13 +356,10 @@ func emitTransitions(s *scope, ts []status.Transition, phaseBefore evav1.Phase) 
 	}
 }
 
+// findCondition returns a condition, or an empty one when it is not set.
 func findCondition(t *evav1.EvaTenant, ct string) *metav1.Condition {
-	for i := range t.Status.Conditions {
-		if t.Status.Conditions[i].Type == ct {
-			return &t.Status.Conditions[i]
-		}
+	if c := apimeta.FindStatusCondition(t.Status.Conditions, ct); c != nil {
+		return c
 	}
 	return &metav1.Condition{}
 }
-
-// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
@@ -77,7 +78,7 @@ func TestProvisionToActive(t *testing.T) {
 						}
 					}
 					if n != 1 {
-						return errNot(want + " exactly once: " + joinReasons(reasons))
+						return errNot(want + " exactly once: " + strings.Join(reasons, " "))
 					}
 				}
 				return nil
@@ -105,11 +106,3 @@ func kstatusOf(t testing.TB, tn *evav1.EvaTenant) status.Status {
 type errNot string
 
 func (e errNot) Error() string { return "not yet: " + string(e) }
-
-func joinReasons(rs []string) string {
-	out := ""
-	for _, r := range rs {
-		out += r + " "
-	}
-	return out
-}

@@ -78,7 +78,7 @@ func PushUpdate(ctx context.Context, s storer.EncodedObjectStorer, url string, a
 	if err == nil {
 		return nil
 	}
-	msg := serverMessage(&progress)
+	msg := ServerMessage(&progress)
 	if isStaleRefError(err.Error()) && !strings.Contains(msg, "hook") {
 		return fmt.Errorf("%w: %v", ErrStale, err)
 	}
@@ -101,8 +101,8 @@ func isStaleRefError(s string) bool {
 	return false
 }
 
-// serverMessage turns what the server printed on the progress channel into one line.
-func serverMessage(progress *bytes.Buffer) string {
+// ServerMessage turns what a server printed on the progress channel into one line.
+func ServerMessage(progress *bytes.Buffer) string {
 	var lines []string
 	for _, l := range strings.Split(progress.String(), "\n") {
 		l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "remote:"))

@@ -242,17 +242,10 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 
 // withServerMessage adds what the server printed (a hook's message) to an error.
 func withServerMessage(err error, progress *bytes.Buffer) error {
-	msg := strings.TrimSpace(progress.String())
-	if msg == "" {
-		return err
+	if msg := gitrepo.ServerMessage(progress); msg != "" {
+		return fmt.Errorf("%w (server said: %s)", err, msg)
 	}
-	var lines []string
-	for _, l := range strings.Split(msg, "\n") {
-		if l = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(l), "remote:")); l != "" {
-			lines = append(lines, l)
-		}
-	}
-	return fmt.Errorf("%w (server said: %s)", err, strings.Join(lines, "; "))
+	return err
 }
 
 // Contains reports whether the branch's history at commit applied includes commit

@@ -44,10 +44,10 @@ func (p *published) tenantFiles(dir string) (gitrepo.Files, error) {
 	}
 	out := gitrepo.Files{}
 	for full, e := range files {
-		out[strings.TrimPrefix(full, p.prefix+"/")] = e
-	}
-	if p.prefix == "" {
-		out = files
+		if p.prefix != "" {
+			full = strings.TrimPrefix(full, p.prefix+"/")
+		}
+		out[full] = e
 	}
 	flux := path.Join(render.FluxDir, dir+".yaml")
 	if e, ok, err := p.view.Lookup(p.full(flux)); err != nil {

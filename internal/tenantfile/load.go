@@ -6,9 +6,11 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -156,14 +158,6 @@ func crossFileProblems(tenants []*Tenant) []Problem {
 	return problems
 }
 
-func capsuleCodeValid(code string) bool {
-	if len(code) != 6 {
-		return false
-	}
-	for _, r := range code {
-		if r < 'A' || r > 'Z' {
-			return false
-		}
-	}
-	return true
-}
+var capsuleCodeRE = regexp.MustCompile(evav1.CapsuleCodePattern)
+
+func capsuleCodeValid(code string) bool { return capsuleCodeRE.MatchString(code) }
