@@ -363,3 +363,5 @@ func findCondition(t *evav1.EvaTenant, ct string) *metav1.Condition {
 	}
 	return &metav1.Condition{}
 }
+
+// +kubebuilder:rbac:groups=kustomize.toolkit.fluxcd.io,resources=kustomizations,verbs=get;list;watch
