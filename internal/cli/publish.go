@@ -116,11 +116,15 @@ func (g *gitTarget) remote(author publish.Author, subject string) (*publish.GitR
 	if g.repo == "" {
 		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--repo is required")}
 	}
+	path, err := publish.RepoPath(g.path)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--path: %w", err)}
+	}
 	auth, err := g.auth()
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
-	return &publish.GitRemote{URL: g.repo, Branch: g.branch, Path: strings.Trim(g.path, "/"), Auth: auth,
+	return &publish.GitRemote{URL: g.repo, Branch: g.branch, Path: path, Auth: auth,
 		Author: author, CacheDir: g.cacheDir, Subject: subject}, nil
 }
 

@@ -69,6 +69,9 @@ func existingTenants(dir string) ([]string, error) {
 // Put writes one file unless it already holds the same bytes. It is safe for
 // concurrent use.
 func (d *Dir) Put(f render.File) error {
+	if err := checkFilePath(f.Path); err != nil {
+		return err
+	}
 	full := filepath.Join(d.dir, filepath.FromSlash(f.Path))
 	d.mu.Lock()
 	d.written[f.Path] = true

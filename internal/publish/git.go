@@ -50,6 +50,9 @@ const remoteName = "origin"
 
 // Publish implements Sink.
 func (g *GitRemote) Publish(ctx context.Context, u Update, s Safety) (*Result, error) {
+	if _, err := RepoPath(g.Path); err != nil {
+		return nil, err
+	}
 	repo, err := g.open()
 	if err != nil {
 		return nil, err
@@ -160,7 +163,11 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 		}
 		baseTree = c.TreeHash
 	}
-	pub := &published{view: gitrepo.NewView(repo.Storer, baseTree), prefix: g.Path}
+	prefix, err := RepoPath(g.Path)
+	if err != nil {
+		return nil, err
+	}
+	pub := &published{view: gitrepo.NewView(repo.Storer, baseTree), prefix: prefix}
 	plan, err := pub.planUpdate(u)
 	if err != nil {
 		return nil, err

@@ -83,6 +83,9 @@ func OpenLocal(dir string) (*LocalRepo, error) {
 
 // Put records one rendered file and stores its blob. It is safe for concurrent use.
 func (l *LocalRepo) Put(f render.File) error {
+	if err := checkFilePath(f.Path); err != nil {
+		return err
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	h, err := gitrepo.StoreBlob(l.repo.Storer, f.Data)

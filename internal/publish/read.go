@@ -12,6 +12,10 @@ import (
 
 // Read returns the published tree of the branch (under Path) and its commit.
 func (g *GitRemote) Read(ctx context.Context) (map[string][]byte, string, error) {
+	prefix, err := RepoPath(g.Path)
+	if err != nil {
+		return nil, "", err
+	}
 	repo, err := g.open()
 	if err != nil {
 		return nil, "", err
@@ -26,9 +30,9 @@ func (g *GitRemote) Read(ctx context.Context) (map[string][]byte, string, error)
 	}
 	tree := map[string][]byte{}
 	for p, e := range full {
-		rel, ok := p, g.Path == ""
+		rel, ok := p, prefix == ""
 		if !ok {
-			rel, ok = strings.CutPrefix(p, g.Path+"/")
+			rel, ok = strings.CutPrefix(p, prefix+"/")
 		}
 		if !ok {
 			continue
