@@ -5,11 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/aidonow/eva/internal/safetext"
 )
 
 // position is a place in a file.
@@ -102,6 +105,9 @@ func (d *decoder) decode(n *yaml.Node, t reflect.Type, p *field.Path) (any, bool
 		return nil, false
 	}
 	d.record(n, p)
+	if !d.knownTag(n, p) {
+		return nil, false
+	}
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
@@ -117,7 +123,11 @@ func (d *decoder) decode(n *yaml.Node, t reflect.Type, p *field.Path) (any, bool
 			d.fail(n, p, "expected a single value, got %s", describe(n))
 			return nil, false
 		}
-		return scalarValue(n)
+		v, ok := scalarValue(n)
+		if !ok {
+			d.fail(n, p, "%s", unreadable(n))
+		}
+		return v, ok
 	}
 	switch t.Kind() {
 	case reflect.Struct:
@@ -154,7 +164,7 @@ func (d *decoder) decode(n *yaml.Node, t reflect.Type, p *field.Path) (any, bool
 		if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 			hint := ""
 			if n.Kind == yaml.ScalarNode {
-				hint = fmt.Sprintf(": quote it (\"%s\")", n.Value)
+				hint = fmt.Sprintf(": quote it (%s)", safetext.Value(n.Value))
 			}
 			d.fail(n, p, "expected a string, got %s%s", describe(n), hint)
 			return nil, false
@@ -174,7 +184,7 @@ func (d *decoder) decode(n *yaml.Node, t reflect.Type, p *field.Path) (any, bool
 		}
 		var v int64
 		if err := n.Decode(&v); err != nil || reflect.New(t).Elem().OverflowInt(v) && t.Kind() <= reflect.Int64 {
-			d.fail(n, p, "integer %s is out of range", n.Value)
+			d.fail(n, p, "integer %s is out of range", safetext.Limit(n.Value, safetext.MaxValue))
 			return nil, false
 		}
 		return v, true
@@ -279,6 +289,9 @@ func (d *decoder) decodeAny(n *yaml.Node, p *field.Path, depth int) (any, bool) 
 		return nil, false
 	}
 	d.record(n, p)
+	if !d.knownTag(n, p) {
+		return nil, false
+	}
 	if depth > maxAnyDepth {
 		d.fail(n, p, "values nested deeper than %d levels", maxAnyDepth)
 		return nil, false
@@ -305,7 +318,7 @@ func (d *decoder) decodeAny(n *yaml.Node, p *field.Path, depth int) (any, bool) 
 	case yaml.ScalarNode:
 		v, ok := scalarValue(n)
 		if !ok {
-			d.fail(n, p, "cannot read value %q", n.Value)
+			d.fail(n, p, "%s", unreadable(n))
 		}
 		return v, ok
 	}
@@ -325,13 +338,14 @@ func scalarValue(n *yaml.Node) (any, bool) {
 		var b bool
 		return b, n.Decode(&b) == nil
 	case "!!int":
+		// An integer beyond 64 bits would become an imprecise float in JSON and fail
+		// later (in render, in the chart, in the API server) far from the file.
 		var i int64
-		if n.Decode(&i) == nil {
-			return i, true
-		}
-		var f float64
-		return f, n.Decode(&f) == nil
+		return i, n.Decode(&i) == nil
 	case "!!float":
+		if intLiteralRE.MatchString(n.Value) {
+			return nil, false // an integer too big for 64 bits, which YAML resolves as a float
+		}
 		var f float64
 		if err := n.Decode(&f); err != nil || f != f || f > 1e308 || f < -1e308 {
 			return nil, false // NaN and infinities have no JSON form
@@ -357,19 +371,58 @@ func describe(n *yaml.Node) string {
 	case yaml.SequenceNode:
 		return "a list"
 	case yaml.ScalarNode:
+		v := safetext.Limit(n.Value, safetext.MaxValue)
 		switch n.Tag {
 		case "!!str":
-			return fmt.Sprintf("the string %q", n.Value)
+			return "the string " + safetext.Value(n.Value)
 		case "!!int", "!!float":
-			return "the number " + n.Value
+			return "the number " + v
 		case "!!bool":
-			return "the boolean " + n.Value
+			return "the boolean " + v
 		case "!!null":
 			return "null"
 		case "!!timestamp":
-			return "the date " + n.Value
+			return "the date " + v
 		}
-		return fmt.Sprintf("%q", n.Value)
+		return safetext.Value(n.Value)
 	}
 	return "an unexpected YAML node"
+}
+
+// standardTags are the YAML tags with a JSON meaning (plus timestamps, which stay
+// strings as in Kubernetes). Anything else (!vault, !!set, !!binary, !!python/...) is
+// an instruction for some other tool that Kubernetes would silently drop or mangle, so
+// it is refused where it stands rather than rendered as a plain string.
+// intLiteralRE matches integer literals (decimal, with YAML 1.1 underscores, hex,
+// octal and binary forms).
+var intLiteralRE = regexp.MustCompile(`^[-+]?([0-9_]+|0x[0-9a-fA-F_]+|0o[0-7_]+|0b[01_]+)$`)
+
+var standardTags = map[string]bool{
+	"!!str": true, "!!int": true, "!!float": true, "!!bool": true, "!!null": true,
+	"!!timestamp": true, "!!map": true, "!!seq": true,
+}
+
+// knownTag reports whether n carries a standard tag, reporting it otherwise.
+func (d *decoder) knownTag(n *yaml.Node, p *field.Path) bool {
+	if standardTags[n.Tag] {
+		return true
+	}
+	d.fail(n, p, "YAML tag %s is not supported in tenant files: write a plain value (a secret belongs in a Secret referenced by spec.valuesFrom)",
+		safetext.Limit(n.Tag, safetext.MaxValue))
+	return false
+}
+
+// unreadable explains why a scalar has no JSON value.
+func unreadable(n *yaml.Node) string {
+	v := safetext.Limit(n.Value, safetext.MaxValue)
+	switch n.Tag {
+	case "!!int":
+		return fmt.Sprintf("integer %s does not fit in 64 bits: quote it if it is text", v)
+	case "!!float":
+		if intLiteralRE.MatchString(n.Value) {
+			return fmt.Sprintf("integer %s does not fit in 64 bits: quote it if it is text", v)
+		}
+		return fmt.Sprintf("number %s has no JSON form (NaN, infinity or out of range): quote it if it is text", v)
+	}
+	return "cannot read value " + safetext.Value(n.Value)
 }

@@ -45,32 +45,39 @@ func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
 		return nil, err
 	}
 	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			res.Problems = append(res.Problems, Problem{File: f, Line: 1, Column: 1, Message: "cannot read: " + err.Error()})
+		data, refusal := readTenantFile(f.path, f.folder)
+		if refusal != "" {
+			res.Problems = append(res.Problems, Problem{File: f.path, Line: 1, Column: 1, Message: refusal}.clean())
 			continue
 		}
-		t, problems := Parse(f, data, catalog)
+		t, problems := Parse(f.path, data, catalog)
 		res.Files++
 		res.Problems = append(res.Problems, problems...)
 		if t != nil {
 			res.Tenants = append(res.Tenants, t)
 		}
 	}
-	res.Problems = append(res.Problems, crossFileProblems(res.Tenants)...)
+	for _, p := range crossFileProblems(res.Tenants) {
+		res.Problems = append(res.Problems, p.clean())
+	}
 	SortProblems(res.Problems)
 	return res, nil
 }
 
+// tenantPath is a tenant file to read and the folder it must stay in: the folder
+// searched, or the parent of a file named directly.
+type tenantPath struct{ path, folder string }
+
 // collect expands paths into a sorted, de-duplicated list of tenant files.
-func collect(paths []string) ([]string, *Result, error) {
+func collect(paths []string) ([]tenantPath, *Result, error) {
 	res := &Result{}
 	seen := map[string]bool{}
-	var files []string
+	var files []tenantPath
+	var folder string
 	add := func(f string) {
 		if clean := filepath.Clean(f); !seen[clean] {
 			seen[clean] = true
-			files = append(files, f)
+			files = append(files, tenantPath{path: f, folder: folder})
 		}
 	}
 	for _, p := range paths {
@@ -79,9 +86,11 @@ func collect(paths []string) ([]string, *Result, error) {
 			return nil, nil, &UsageError{Err: fmt.Errorf("%s: %w", p, errors.Unwrap(err))}
 		}
 		if !info.IsDir() {
+			folder = filepath.Dir(p)
 			add(p)
 			continue
 		}
+		folder = p
 		before := len(files)
 		err = filepath.WalkDir(p, func(path string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -106,7 +115,7 @@ func collect(paths []string) ([]string, *Result, error) {
 				Message: "no tenant files (*.yaml) found in this folder"})
 		}
 	}
-	sort.Strings(files)
+	sort.Slice(files, func(i, j int) bool { return files[i].path < files[j].path })
 	return files, res, nil
 }
 

@@ -15,11 +15,14 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// MaxFileBytes bounds the size of one tenant file.
-const MaxFileBytes = 1 << 20
+// MaxFileBytes bounds the size of one tenant file: a tenant's values are capped far
+// lower (tenant.MaxTotalValuesBytes), so anything bigger is a mistake or an attack, and
+// is refused before it is parsed.
+const MaxFileBytes = 256 << 10
 
 // Tenant is one decoded tenant file.
 type Tenant struct {
@@ -61,21 +64,24 @@ func parentPath(p string) string {
 	return ""
 }
 
-// readOnlyMeta are metadata fields the API server sets; a tenant file copied from
-// `kubectl get -o yaml` carries them and must not.
-var readOnlyMeta = []string{"uid", "resourceVersion", "generation", "creationTimestamp",
-	"deletionTimestamp", "deletionGracePeriodSeconds", "managedFields", "selfLink"}
-
 var yamlLineRE = regexp.MustCompile(`line (\d+)`)
 
 // Parse decodes one tenant file strictly and validates it against the catalog. It
 // returns the tenant (nil when nothing could be decoded) and every problem found.
 func Parse(file string, data []byte, catalog *tenant.Catalog) (*Tenant, []Problem) {
+	t, problems := parse(file, data, catalog)
+	for i := range problems {
+		problems[i] = problems[i].clean()
+	}
+	return t, problems
+}
+
+func parse(file string, data []byte, catalog *tenant.Catalog) (*Tenant, []Problem) {
 	at := func(line, col int, fieldPath, format string, args ...any) Problem {
 		return Problem{File: file, Line: max(line, 1), Column: max(col, 1), Field: fieldPath, Message: fmt.Sprintf(format, args...)}
 	}
 	if len(data) > MaxFileBytes {
-		return nil, []Problem{at(1, 1, "", "file is %d bytes; a tenant file may be at most %d", len(data), MaxFileBytes)}
+		return nil, []Problem{at(1, 1, "", "%s", tooBig(int64(len(data))))}
 	}
 	docs, err := documents(data)
 	if err != nil {
@@ -123,30 +129,6 @@ func Parse(file string, data []byte, catalog *tenant.Catalog) (*Tenant, []Proble
 	return t, problems
 }
 
-// checkFileOnlyRules reports what a tenant file must not carry even though the API
-// type has a field for it: status, and metadata the API server sets.
-func (t *Tenant) checkFileOnlyRules(root *yaml.Node) {
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		k, v := root.Content[i], root.Content[i+1]
-		switch k.Value {
-		case "status":
-			t.dec.fail(k, field.NewPath("status"), "status is written by the operator; remove it from the tenant file")
-		case "metadata":
-			if v.Kind != yaml.MappingNode {
-				continue
-			}
-			for j := 0; j+1 < len(v.Content); j += 2 {
-				mk := v.Content[j]
-				for _, ro := range readOnlyMeta {
-					if mk.Value == ro {
-						t.dec.fail(mk, field.NewPath("metadata", ro), "set by the API server; remove it from the tenant file")
-					}
-				}
-			}
-		}
-	}
-}
-
 func (t *Tenant) structural() []Problem {
 	out := make([]Problem, 0, len(t.dec.problems))
 	for _, p := range t.dec.problems {
@@ -186,17 +168,19 @@ func errorDetail(e *field.Error) string {
 	return fmt.Sprintf("%s: %s", valueText(e.BadValue), e.Detail)
 }
 
+// valueText shows a rejected value in a message: quoted, escaped and shortened, since
+// it comes from the file and may be hostile.
 func valueText(v any) string {
 	switch x := v.(type) {
 	case string:
-		return strconv.Quote(x)
+		return safetext.Value(x)
 	case fmt.Stringer:
-		return strconv.Quote(x.String())
+		return safetext.Value(x.String())
 	}
 	if reflect.ValueOf(v).Kind() == reflect.String {
-		return strconv.Quote(fmt.Sprint(v))
+		return safetext.Value(fmt.Sprint(v))
 	}
-	return fmt.Sprint(v)
+	return safetext.Limit(fmt.Sprint(v), safetext.MaxValue)
 }
 
 // syntaxErrorLine finds the line of a YAML syntax error. The parser's own line number

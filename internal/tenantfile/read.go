@@ -1,0 +1,95 @@
+package tenantfile
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/aidonow/eva/internal/safetext"
+)
+
+// readTenantFile reads one tenant file, or says why it refuses to. Only regular files
+// are read: a symbolic link is refused without reading what it points at, so a link
+// such as ABCDEF.yaml -> /etc/passwd (or to a CI runner's credentials) never has its
+// content parsed, echoed in a message or rendered. Links that stay inside the tenant
+// folder are refused as well: what a pull request shows of a link is its target's
+// name, not the tenant it publishes, and two names for one file would publish a
+// tenant twice. Devices, sockets and FIFOs are refused (reading them can block or
+// never end), and a file over MaxFileBytes is refused before it is read.
+func readTenantFile(path, folder string) ([]byte, string) {
+	info, err := os.Lstat(path)
+	if err != nil {
+		return nil, "cannot read: " + readError(err)
+	}
+	switch mode := info.Mode(); {
+	case mode&os.ModeSymlink != 0:
+		return nil, symlinkRefusal(path, folder)
+	case !mode.IsRegular():
+		return nil, fmt.Sprintf("not a regular file (%s): tenant files must be plain files", kind(mode))
+	case info.Size() > MaxFileBytes:
+		return nil, tooBig(info.Size())
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "cannot read: " + readError(err)
+	}
+	defer f.Close()
+	// The path may have been swapped for a link or a device since Lstat: read only the
+	// very file that was checked.
+	if opened, err := f.Stat(); err != nil || !os.SameFile(info, opened) {
+		return nil, "the file changed while it was being read; refused"
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, "cannot read: " + readError(err)
+	}
+	if len(data) > MaxFileBytes {
+		return nil, tooBig(int64(len(data)))
+	}
+	return data, ""
+}
+
+// symlinkRefusal explains why a link is refused. The target is resolved (which reads
+// link names, never file content) only to tell the two cases apart; an outside target
+// is not named, since its path may itself be sensitive.
+func symlinkRefusal(path, folder string) string {
+	target, err := filepath.EvalSymlinks(path)
+	root, rerr := filepath.EvalSymlinks(folder)
+	if err != nil || rerr != nil || !within(root, target) {
+		return "symbolic link to a file outside the tenant folder: refused without reading it"
+	}
+	rel, _ := filepath.Rel(root, target)
+	return fmt.Sprintf("symbolic link to %s: tenant files must be regular files (a pull request shows a link's target name, not its content); replace the link by the file",
+		safetext.Value(filepath.ToSlash(rel)))
+}
+
+// within reports whether path lies inside (or is) dir; both are resolved and absolute
+// or both relative to the same working directory.
+func within(dir, path string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
+}
+
+func kind(mode os.FileMode) string {
+	switch {
+	case mode.IsDir():
+		return "a folder"
+	case mode&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case mode&os.ModeSocket != 0:
+		return "a socket"
+	case mode&os.ModeDevice != 0:
+		return "a device"
+	}
+	return mode.Type().String()
+}
+
+// readError drops the path from an I/O error: the problem already names the file.
+func readError(err error) string {
+	if pe, ok := err.(*os.PathError); ok {
+		return pe.Err.Error()
+	}
+	return err.Error()
+}
