@@ -6,9 +6,11 @@ import (
 )
 
 // SemverPattern is the regular expression a semantic version must match (an optional
-// leading "v" is accepted). It is written with character classes instead of escapes so
-// the same text is valid in Go, OpenAPI and CEL.
-const SemverPattern = `^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-[0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
+// leading "v" is accepted). Numeric pre-release identifiers have no leading zero, as
+// semver 2.0.0 requires (1.0.0-01 is refused; 1.0.0-0a and build metadata +001 are
+// not numeric identifiers and pass). It is written with character classes instead of
+// escapes so the same text is valid in Go, OpenAPI and CEL.
+const SemverPattern = `^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)([.](0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
 
 // CapsuleCodePattern is the regular expression a capsule code must match.
 const CapsuleCodePattern = `^[A-Z]{6}$`
@@ -40,7 +42,7 @@ const (
 
 // ModuleVersion is an exact semantic version of a module's chart.
 // +kubebuilder:validation:MaxLength=64
-// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-[0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
+// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)([.](0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
 type ModuleVersion string
 
 // ValuesKind is the kind of object a values reference points at.
@@ -117,7 +119,7 @@ type EvaTenantSpec struct {
 	// (blue/green upgrades); empty lets any operator claim it.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
-	// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-[0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
+	// +kubebuilder:validation:Pattern=`^v?(0|[1-9][0-9]*)[.](0|[1-9][0-9]*)[.](0|[1-9][0-9]*)(-(0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*)([.](0|[1-9][0-9]*|[0-9]*[A-Za-z-][0-9A-Za-z-]*))*)?([+][0-9A-Za-z-]+([.][0-9A-Za-z-]+)*)?$`
 	OperatorVersion string `json:"operatorVersion,omitempty"`
 
 	// seedsVersion is the git tag of the seed data set loaded into the tenant.

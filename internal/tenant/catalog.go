@@ -30,6 +30,9 @@ type Catalog struct {
 	Tiers map[evav1.Tier]TierSpec `json:"tiers"`
 	// LimitRange holds the container defaults every tenant namespace gets.
 	LimitRange LimitRangeDefaults `json:"limitRange"`
+	// PlatformOwned lists dotted values paths no tenant may set in any module
+	// (securityContext, serviceAccount, ...), on top of the built-in capsule and image.
+	PlatformOwned []string `json:"platformOwned,omitempty"`
 }
 
 // Module is one deployable module: a Helm chart and its default version.
@@ -39,6 +42,9 @@ type Module struct {
 	Description string `json:"description,omitempty"`
 	// Values are the module's platform-wide Helm values, the base of every release.
 	Values map[string]any `json:"values,omitempty"`
+	// PlatformOwned lists dotted values paths of this module's chart no tenant may set,
+	// on top of the catalog-wide list.
+	PlatformOwned []string `json:"platformOwned,omitempty"`
 }
 
 // TierSpec is what a tier grants a tenant.
@@ -51,6 +57,9 @@ type TierSpec struct {
 	Streams StreamLimits `json:"streams"`
 	// Values are per-module Helm values for the tier, merged over the module's own.
 	Values map[string]map[string]any `json:"values,omitempty"`
+	// ValueLimits bound the replica counts and container resources a tenant's values may
+	// ask for; required for every tier.
+	ValueLimits ValueLimits `json:"valueLimits"`
 }
 
 // Quota is a tier's ResourceQuota.
@@ -133,7 +142,9 @@ func (c *Catalog) check() error {
 		if !semverRE.MatchString(m.Version) {
 			problems = append(problems, fmt.Sprintf("modules.%s.version: %q is not a semantic version", name, m.Version))
 		}
+		problems = append(problems, checkOwnedList(fmt.Sprintf("modules.%s.platformOwned", name), m.PlatformOwned)...)
 	}
+	problems = append(problems, checkOwnedList("platformOwned", c.PlatformOwned)...)
 	if len(c.Tiers) == 0 {
 		problems = append(problems, "tiers: at least one tier is required")
 	}
@@ -163,6 +174,13 @@ func (c *Catalog) check() error {
 		if q := spec.Quota; q != nil && (q.CPU.Sign() <= 0 || q.Memory.Sign() <= 0 || q.Pods <= 0) {
 			problems = append(problems, fmt.Sprintf("tiers.%s.quota: cpu, memory and pods must be positive", tier))
 		}
+		// A limit the quota cannot honour would let validation pass tenants whose pods the
+		// API server then refuses, one by one, after publishing.
+		if q := spec.Quota; q != nil && int64(len(spec.Modules))*spec.ValueLimits.MaxReplicas > q.Pods {
+			problems = append(problems, fmt.Sprintf("tiers.%s.valueLimits: %d modules at maxReplicas %d exceed the quota of %d pods",
+				tier, len(spec.Modules), spec.ValueLimits.MaxReplicas, q.Pods))
+		}
+		problems = append(problems, checkValueLimits(fmt.Sprintf("tiers.%s.valueLimits", tier), spec.ValueLimits)...)
 		s := spec.Streams
 		if s.MaxMsgs <= 0 || s.MaxBytes <= 0 || s.MaxAge.Duration <= 0 || s.Replicas < 1 || s.Replicas > 5 {
 			problems = append(problems, fmt.Sprintf("tiers.%s.streams: maxMsgs, maxBytes and maxAge must be positive and replicas 1..5", tier))

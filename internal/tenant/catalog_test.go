@@ -66,6 +66,11 @@ func TestParseCatalogRejectsBadCatalogs(t *testing.T) {
 		"empty":                   {"", "at least one module"},
 		"module name upper case":  {strings.Replace(base, "  crm:\n    chart", "  CRM:\n    chart", 1), "modules.CRM"},
 		"quantity not a quantity": {strings.Replace(base, "memory: 4Gi", "memory: lots", 1), "decoding"},
+		"tier without limits":     {strings.Replace(base, `    valueLimits: {maxReplicas: 10, maxCPU: "4", maxMemory: 16Gi}`+"\n", "", 1), "tiers.Enterprise.valueLimits"},
+		"limits above quota":      {strings.Replace(base, "maxReplicas: 5,", "maxReplicas: 11,", 1), "exceed the quota of 40 pods"},
+		"zero replica limit":      {strings.Replace(base, "maxReplicas: 20", "maxReplicas: 0", 1), "tiers.Platform.valueLimits"},
+		"owned path not a path":   {strings.Replace(base, "  - nats\n", "  - nats..url\n", 1), "platformOwned"},
+		"module owned not a path": {strings.Replace(base, "    description: Speech transcription\n", "    description: Speech transcription\n    platformOwned: [\"a b\"]\n", 1), "modules.whisper.platformOwned"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -91,6 +96,52 @@ func TestNaming(t *testing.T) {
 	for name, c := range cases {
 		if c[0] != c[1] {
 			t.Errorf("%s = %q, want %q", name, c[0], c[1])
+		}
+	}
+}
+
+func TestEveryTierHasValueLimits(t *testing.T) {
+	c := DefaultCatalog()
+	for _, tier := range evav1.Tiers {
+		l := c.Tiers[tier].ValueLimits
+		if l.MaxReplicas < 1 || l.MaxCPU.Sign() <= 0 || l.MaxMemory.Sign() <= 0 {
+			t.Errorf("%s has no value limits: %+v", tier, l)
+		}
+	}
+}
+
+// TestModulePlatformOwned: a module's own platformOwned list binds that module only.
+func TestModulePlatformOwned(t *testing.T) {
+	data := strings.Replace(string(defaultCatalogYAML), "    description: Customer relationship management\n",
+		"    description: Customer relationship management\n    platformOwned: [features.billing, \"**.adminUsers\"]\n", 1)
+	c, err := ParseCatalog([]byte(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := "features: {billing: true}\nteam: {adminUsers: [me]}\n"
+	errs := c.Validate(hostileTenant(t, withValues("crm", values), withValues("itsm", values)))
+	if len(errs) != 2 || errs[0].Field != "spec.helmValues[crm].features.billing" ||
+		errs[1].Field != "spec.helmValues[crm].team.adminUsers" {
+		t.Fatalf("got %v, want features.billing and team.adminUsers of crm refused, itsm accepted", errs)
+	}
+	// A scalar where the platform owns keys below replaces them.
+	errs = c.Validate(hostileTenant(t, withValues("crm", "features: null\n")))
+	if len(errs) != 1 || !strings.Contains(errs[0].Error(), "replaces features.billing") {
+		t.Fatalf("got %v, want features: null refused", errs)
+	}
+}
+
+func TestStrictSemver(t *testing.T) {
+	valid := []string{"1.0.0", "v1.4.0", "0.0.0", "1.0.0-0", "1.0.0-rc.1", "1.0.0-0a", "1.0.0-alpha-1", "1.0.0+001", "v2.1.0-rc.1+b5", "10.20.30"}
+	invalid := []string{"1.0.0-01", "1.0.0-rc.01", "01.0.0", "1.0", "1.0.0-", "1.0.0-rc..1", "latest", "V1.0.0", "1.0.0+", "vv1.0.0"}
+	for _, v := range valid {
+		if !semverRE.MatchString(v) {
+			t.Errorf("%q refused, want accepted", v)
+		}
+	}
+	for _, v := range invalid {
+		if semverRE.MatchString(v) {
+			t.Errorf("%q accepted, want refused", v)
 		}
 	}
 }

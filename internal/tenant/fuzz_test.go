@@ -2,6 +2,7 @@ package tenant
 
 import (
 	"encoding/json"
+	"strings"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -38,6 +39,49 @@ func FuzzValidateTenant(f *testing.F) {
 		var v map[string]any
 		if json.Unmarshal([]byte(values), &v) != nil {
 			t.Fatalf("accepted helmValues that are not an object: %q", values)
+		}
+		// What validate accepts, evactl diff prints unredacted: the two must agree.
+		if r := SecretReason("values", v); r != "" {
+			t.Fatalf("accepted values SecretReason refuses (%s): %q", r, values)
+		}
+		for k := range v {
+			if f := FoldKey(k); f == "image" || f == ReservedValuesKey {
+				t.Fatalf("accepted platform-owned key %q", k)
+			}
+		}
+	})
+}
+
+// FuzzSecretReason checks invariants of the secret detector: a reason never holds the
+// value, a secret stays a secret when nested in a map or list, and numbers and booleans
+// under keys that are not secret-like are never refused.
+func FuzzSecretReason(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"password", "hunter2"}, {"url", "postgres://admin:hunter2@db:5432/x"}, {"tag", "1.4.0"},
+		{"pаssword", "x"}, {"data", "c2VjcmV0LWRhdGEtdGhhdC1zaG91bGQtbm90LWJlLWhlcmUtMTIzNDU2Nzg5MA=="},
+		{"keyFile", "/etc/tls/key.pem"}, {"existingSecret", "crm-db"}, {"auth", jwt}, {"key", pem},
+	} {
+		f.Add(seed[0], seed[1])
+	}
+	f.Fuzz(func(t *testing.T, key, value string) {
+		r := SecretReason(key, value)
+		if len(value) >= 6 && strings.Contains(r, value) {
+			t.Fatalf("reason %q holds the value", r)
+		}
+		inMap := SecretReason("x", map[string]any{key: value})
+		inList := SecretReason(key, []any{value})
+		if (r == "") != (inMap == "") || (r == "") != (inList == "") {
+			t.Fatalf("nesting changes the verdict: %q alone, %q in a map, %q in a list", r, inMap, inList)
+		}
+		if !LooksLikeSecret(key) {
+			for _, v := range []any{3.0, 84736251.0, true, nil} {
+				if classifyKey(key).kind == keyPlain && SecretReason(key, v) != "" {
+					t.Fatalf("%v refused under a plain key", v)
+				}
+			}
+		}
+		if FoldKey(FoldKey(key)) != FoldKey(key) {
+			t.Fatalf("FoldKey is not idempotent on %q", key)
 		}
 	})
 }

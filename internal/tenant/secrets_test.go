@@ -2,7 +2,9 @@ package tenant
 
 import (
 	"encoding/json"
+	"fmt"
 	"strings"
+	"sync"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -15,10 +17,14 @@ func TestLooksLikeSecret(t *testing.T) {
 	secret := []string{"password", "Password", "dbPassword", "db_password", "DB-PASSWORD", "passwd",
 		"adminPassphrase", "secret", "clientSecret", "client_secret", "token", "authToken", "GITHUB_TOKEN",
 		"apiKey", "api_key", "APIKey", "X-API-KEY", "privateKey", "private-key", "credentials",
-		"awsAccessKey", "secretKey", "connectionString", "dsn", "signingKey", "encryptionKey"}
+		"awsAccessKey", "secretKey", "connectionString", "dsn", "signingKey", "encryptionKey",
+		// Spellings found by a hostile review: split, abbreviated, digit and Unicode look-alikes.
+		"dbPass", "pass_word", "passWd", "PASS-WORD", "p4ssw0rd", "pаssword" /* Cyrillic а */, "ｐａｓｓｗｏｒｄ",
+		"pass\u200bword", "pàssword", "tοken" /* Greek ο */, "authtoken", "githubtoken", "awsaccesskey", "bearer"}
 	notSecret := []string{"replicaCount", "image", "logLevel", "existingSecret", "secretName",
 		"tokenSecretRef", "passwordFile", "keyPath", "maxTokens", "publicKey", "key", "tokenizer",
-		"secretary", "monkey", "apiVersion", "credentialsSecretName", ""}
+		"secretary", "monkey", "apiVersion", "credentialsSecretName", "",
+		"bypass", "compass", "passThrough", "tokenizer", "keyboard", "turkey", "passwordFile", "tokenPath"}
 	for _, k := range secret {
 		if !LooksLikeSecret(k) {
 			t.Errorf("LooksLikeSecret(%q) = false, want true", k)
@@ -85,4 +91,24 @@ func TestValidateUpdate(t *testing.T) {
 	if errs := ValidateUpdate(old, old.DeepCopy()); len(errs) != 0 {
 		t.Fatalf("unchanged tenant refused: %v", errs)
 	}
+}
+
+// TestSecretReasonConcurrent: the operator validates tenants in parallel reconciles,
+// all sharing one gitleaks detector; run with -race.
+func TestSecretReasonConcurrent(t *testing.T) {
+	var wg sync.WaitGroup
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				if SecretReason("notify", "https://hooks.slack.com/services/T00000000/B00000000/XXXXXXXXXXXXXXXXXXXXXXXX") == "" ||
+					SecretReason("url", fmt.Sprintf("https://crm.example.com/app/%d", i)) != "" {
+					t.Error("verdict changed under concurrency")
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

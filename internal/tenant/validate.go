@@ -91,7 +91,7 @@ func (c *Catalog) Validate(t *evav1.EvaTenant) field.ErrorList {
 		}
 	}
 	errs = append(errs, c.validateHelmValues(t, spec.Child("helmValues"), moduleOf)...)
-	errs = append(errs, validateValuesFrom(t.Spec.ValuesFrom, spec.Child("valuesFrom"), moduleOf)...)
+	errs = append(errs, c.validateValuesFrom(t.Spec.ValuesFrom, spec.Child("valuesFrom"), moduleOf)...)
 	return errs
 }
 
@@ -150,6 +150,7 @@ func validateCode(code string, p *field.Path) field.ErrorList {
 func (c *Catalog) validateHelmValues(t *evav1.EvaTenant, p *field.Path, moduleOf func(*field.Path, string) field.ErrorList) field.ErrorList {
 	var errs field.ErrorList
 	total := 0
+	limits, limited := c.Tiers[t.Spec.Tier]
 	for _, module := range sortedKeys(t.Spec.HelmValues) {
 		mp := p.Key(module)
 		errs = append(errs, moduleOf(mp, module)...)
@@ -169,11 +170,8 @@ func (c *Catalog) validateHelmValues(t *evav1.EvaTenant, p *field.Path, moduleOf
 			errs = append(errs, field.Invalid(mp, "", "must be an object of Helm values"))
 			continue
 		}
-		if _, ok := obj[ReservedValuesKey]; ok {
-			errs = append(errs, field.Forbidden(mp.Child(ReservedValuesKey),
-				"reserved: Eva sets the capsule identity (code and queue names) itself"))
-		}
-		errs = append(errs, scanValues(obj, mp, 1)...)
+		scan := valuesScan{owned: c.ownedPaths(module), tier: string(t.Spec.Tier), limits: limits.ValueLimits, limited: limited}
+		errs = append(errs, scan.scan(obj, mp, nil, 1)...)
 	}
 	if total > MaxTotalValuesBytes {
 		errs = append(errs, field.TooLong(p, "", MaxTotalValuesBytes))
@@ -181,61 +179,7 @@ func (c *Catalog) validateHelmValues(t *evav1.EvaTenant, p *field.Path, moduleOf
 	return errs
 }
 
-// scanValues walks a values tree looking for keys that look like secrets and for
-// excessive nesting.
-func scanValues(v any, p *field.Path, depth int) field.ErrorList {
-	if depth > MaxValuesDepth {
-		return field.ErrorList{field.Invalid(p, "", fmt.Sprintf("values nested deeper than %d levels", MaxValuesDepth))}
-	}
-	var errs field.ErrorList
-	switch x := v.(type) {
-	case map[string]any:
-		keys := make([]string, 0, len(x))
-		for k := range x {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			kp := p.Child(k)
-			if LooksLikeSecret(k) && holdsText(x[k]) {
-				errs = append(errs, field.Forbidden(kp,
-					"looks like a secret: secrets must not be written in helmValues; put them in a Secret and reference it with spec.valuesFrom"))
-				continue
-			}
-			errs = append(errs, scanValues(x[k], kp, depth+1)...)
-		}
-	case []any:
-		for i, item := range x {
-			errs = append(errs, scanValues(item, p.Index(i), depth+1)...)
-		}
-	}
-	return errs
-}
-
-// holdsText reports whether a value is, or contains, a non-empty string. Secret-looking
-// keys holding only numbers or booleans (password.minLength: 8, token.enabled: true)
-// carry no secret.
-func holdsText(v any) bool {
-	switch x := v.(type) {
-	case string:
-		return x != ""
-	case map[string]any:
-		for _, item := range x {
-			if holdsText(item) {
-				return true
-			}
-		}
-	case []any:
-		for _, item := range x {
-			if holdsText(item) {
-				return true
-			}
-		}
-	}
-	return false
-}
-
-func validateValuesFrom(refs []evav1.ValuesReference, p *field.Path, moduleOf func(*field.Path, string) field.ErrorList) field.ErrorList {
+func (c *Catalog) validateValuesFrom(refs []evav1.ValuesReference, p *field.Path, moduleOf func(*field.Path, string) field.ErrorList) field.ErrorList {
 	var errs field.ErrorList
 	seen := map[evav1.ValuesReference]int{}
 	for i, ref := range refs {
@@ -265,6 +209,8 @@ func validateValuesFrom(refs []evav1.ValuesReference, p *field.Path, moduleOf fu
 		}
 		if ref.TargetPath != "" && (len(ref.TargetPath) > 250 || !targetPathRE.MatchString(ref.TargetPath)) {
 			errs = append(errs, field.Invalid(ip.Child("targetPath"), ref.TargetPath, "must be a dotted values path such as db.password"))
+		} else if ref.TargetPath != "" {
+			errs = append(errs, c.validateTargetPath(ref, ip.Child("targetPath"))...)
 		}
 		if j, dup := seen[ref]; dup {
 			errs = append(errs, field.Duplicate(ip, fmt.Sprintf("same reference as spec.valuesFrom[%d]", j)))
@@ -273,4 +219,24 @@ func validateValuesFrom(refs []evav1.ValuesReference, p *field.Path, moduleOf fu
 		}
 	}
 	return errs
+}
+
+// validateTargetPath refuses a valuesFrom target the tenant could not set in helmValues
+// either: a Secret or ConfigMap must not become a way around platform-owned keys or the
+// tier's limits. Flux writes a targetPath value as a string, so it replaces whatever map
+// the platform has at that path.
+func (c *Catalog) validateTargetPath(ref evav1.ValuesReference, p *field.Path) field.ErrorList {
+	keys := targetPathKeys(ref.TargetPath)
+	if len(keys) == 0 {
+		return field.ErrorList{field.Invalid(p, ref.TargetPath, "must name a values key")}
+	}
+	if msg := ownedVerdict(c.ownedPaths(ref.Module), keys, false); msg != "" {
+		return field.ErrorList{field.Forbidden(p, msg)}
+	}
+	for _, k := range keys {
+		if isLimitedKey(k) {
+			return field.ErrorList{field.Forbidden(p, "bounded by the tier's limits: set it in spec.helmValues, where it is checked")}
+		}
+	}
+	return nil
 }

@@ -1,0 +1,107 @@
+package tenant
+
+import (
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+)
+
+// builtinOwned are platform-owned in every catalog, so a replacement catalog cannot
+// hand them to tenants by omission: the capsule identity is Eva's, and the image is
+// what images.txt, the air-gap mirror and image verification vouch for.
+var builtinOwned = []string{ReservedValuesKey, "image"}
+
+// ownedPathRE is the syntax of a platform-owned path: dotted values keys, optionally
+// after "**." to own the key at any depth (worker.securityContext as well as
+// securityContext).
+var ownedPathRE = regexp.MustCompile(`^(\*\*\.)?[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$`)
+
+// anyDepth is the prefix of a platform-owned path that matches at any depth.
+const anyDepth = "**."
+
+// ownedPath is one platform-owned path, split into folded keys.
+type ownedPath struct {
+	keys     []string
+	anyDepth bool
+}
+
+// ownedPaths returns the platform-owned values paths of a module: the built-in ones,
+// the catalog-wide list and the module's own list.
+func (c *Catalog) ownedPaths(module string) []ownedPath {
+	var all []string
+	all = append(all, builtinOwned...)
+	all = append(all, c.PlatformOwned...)
+	all = append(all, c.Modules[module].PlatformOwned...)
+	paths := make([]ownedPath, 0, len(all))
+	for _, p := range all {
+		rest, deep := strings.CutPrefix(p, anyDepth)
+		paths = append(paths, ownedPath{keys: strings.Split(FoldKey(rest), "."), anyDepth: deep})
+	}
+	return paths
+}
+
+// ownedVerdict says whether a tenant may set the value at path (folded keys from the
+// module's values root): "" when it may, otherwise why not. isMap tells whether the
+// value set at path is a map, which Helm merges key by key into the platform's values
+// instead of replacing them.
+func ownedVerdict(owned []ownedPath, path []string, isMap bool) string {
+	for _, op := range owned {
+		o := op.keys
+		if op.anyDepth {
+			// Only the key itself (under any parent) is checked: the platform's values
+			// hold no such keys deep down for a scalar to replace.
+			for i := range path {
+				if hasPrefix(path[i:], o) {
+					return ownedMessage(o)
+				}
+			}
+			continue
+		}
+		switch {
+		case hasPrefix(path, o):
+			return ownedMessage(o)
+		case !isMap && hasPrefix(o, path):
+			// A scalar, list or null here replaces (or, with null, deletes) the owned
+			// values below it.
+			return fmt.Sprintf("platform-owned: setting this replaces %s, which the platform sets", strings.Join(o, "."))
+		}
+	}
+	return ""
+}
+
+func ownedMessage(o []string) string {
+	if len(o) > 0 && o[0] == ReservedValuesKey {
+		return "platform-owned: reserved, Eva sets the capsule identity (code and queue names) itself"
+	}
+	return fmt.Sprintf("platform-owned: the platform sets %s; tenants cannot override it", strings.Join(o, "."))
+}
+
+func hasPrefix(path, prefix []string) bool {
+	return len(path) >= len(prefix) && slices.Equal(path[:len(prefix)], prefix)
+}
+
+// targetPathKeys splits a valuesFrom targetPath (a.b[0].c) into folded keys, dropping
+// list indices: an index cannot lead out of the key it indexes.
+func targetPathKeys(tp string) []string {
+	var keys []string
+	for _, part := range strings.Split(tp, ".") {
+		if i := strings.IndexByte(part, '['); i >= 0 {
+			part = part[:i]
+		}
+		if part != "" {
+			keys = append(keys, FoldKey(part))
+		}
+	}
+	return keys
+}
+
+func checkOwnedList(prefix string, paths []string) []string {
+	var problems []string
+	for _, p := range paths {
+		if !ownedPathRE.MatchString(p) {
+			problems = append(problems, fmt.Sprintf("%s: %q must be a dotted values path such as image.tag", prefix, p))
+		}
+	}
+	return problems
+}
