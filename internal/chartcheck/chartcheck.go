@@ -73,13 +73,19 @@ type Release struct {
 // error is returned naming the tenant, the module and the value path at fault. Values
 // from valuesFrom references are not known at render time and are not checked.
 func (c *Checker) Check(r Release) error {
+	return wrap(r, c.check(r))
+}
+
+// check renders a release's chart once per distinct chart and values, and returns the
+// unwrapped failure (a *schemaError or *templateError when the values are at fault).
+func (c *Checker) check(r Release) error {
 	ch, ok := c.charts[r.Chart]
 	if !ok {
-		return fmt.Errorf("tenant %s, module %s: chart %s not found among the local charts", r.Tenant, r.Module, r.Chart)
+		return fmt.Errorf("chart %s not found among the local charts", r.Chart)
 	}
 	raw, err := json.Marshal(r.Values)
 	if err != nil {
-		return fmt.Errorf("tenant %s, module %s: values: %w", r.Tenant, r.Module, err)
+		return fmt.Errorf("values: %w", err)
 	}
 	sum := sha256.Sum256(raw)
 	key := r.Chart + "@" + string(sum[:])
@@ -88,14 +94,14 @@ func (c *Checker) Check(r Release) error {
 	prev, seen := c.verified[key]
 	c.mu.Unlock()
 	if seen {
-		return wrap(r, prev)
+		return prev
 	}
 	err = render(ch, r)
 	c.mu.Lock()
 	c.verified[key] = err
 	c.Renders++
 	c.mu.Unlock()
-	return wrap(r, err)
+	return err
 }
 
 func wrap(r Release, err error) error {
@@ -129,11 +135,11 @@ func renderChart(ch *chart.Chart, r Release) (map[string]string, error) {
 	opts := chartutil.ReleaseOptions{Name: r.Module, Namespace: r.Namespace, Revision: 1, IsInstall: true}
 	rv, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
 	if err != nil {
-		return nil, fmt.Errorf("values do not satisfy values.schema.json:%s", indentErr(err))
+		return nil, &schemaError{fmt.Errorf("values do not satisfy values.schema.json:%s", indentErr(err))}
 	}
 	out, err := engine.Render(ch, rv)
 	if err != nil {
-		return nil, fmt.Errorf("template error: %w", err)
+		return nil, &templateError{fmt.Errorf("template error: %w", err)}
 	}
 	names := make([]string, 0, len(out))
 	for name := range out {
@@ -147,7 +153,7 @@ func renderChart(ch *chart.Chart, r Release) (map[string]string, error) {
 		for _, doc := range strings.Split(out[name], "\n---") {
 			var obj map[string]any
 			if err := sigsyaml.Unmarshal([]byte(doc), &obj); err != nil {
-				return nil, fmt.Errorf("%s renders invalid YAML: %w", name, err)
+				return nil, &templateError{fmt.Errorf("%s renders invalid YAML: %w", name, err)}
 			}
 		}
 	}

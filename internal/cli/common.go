@@ -80,21 +80,28 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 		}
 		return nil, err
 	}
+	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}}
+	if ri.verifyCharts {
+		if j.checker, err = chartcheck.Load(ri.charts); err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
+		}
+		if res.Valid() {
+			// What the charts would refuse is found before anything is opened or
+			// written, with the file and line that set the value.
+			res.Problems = append(res.Problems, chartProblems(res, j.r, j.checker)...)
+		}
+	}
 	if !res.Valid() {
 		for _, p := range res.Problems {
 			fmt.Fprintln(stderr, p.String())
 		}
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
 	}
-	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}}
 	for _, t := range res.Tenants {
 		j.tenants = append(j.tenants, t.Object)
 		j.codes = append(j.codes, t.Object.Spec.CapsuleCode)
 	}
-	if ri.verifyCharts {
-		if j.checker, err = chartcheck.Load(ri.charts); err != nil {
-			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
-		}
+	if j.checker != nil {
 		j.r.Check = func(b *render.Bundle) error {
 			for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
 				if err := j.checker.Check(rel); err != nil {

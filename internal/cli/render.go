@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -61,18 +64,39 @@ folder is made a git repository if it is not one, and the render is committed
 // sink receives rendered files.
 type sink interface{ Put(render.File) error }
 
-func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) error {
+func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error) {
 	start := time.Now()
 	stderr := cmd.ErrOrStderr()
 	job, err := prepare(cmd, opts, &ro.inputs)
 	if err != nil {
 		return err
 	}
+	// A refused render leaves nothing behind: a folder this run creates (with its
+	// .git) is removed again on failure, so a retry does not meet an empty repository.
+	created, err := missingRoot(ro.out)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--out: %w", err)}
+	}
+	if created == "" && ro.git {
+		// An existing folder that is not yet a repository keeps no .git from a failure.
+		if _, serr := os.Lstat(filepath.Join(ro.out, ".git")); errors.Is(serr, os.ErrNotExist) {
+			created = filepath.Join(ro.out, ".git")
+		}
+	}
+	if created != "" {
+		defer func() {
+			if err != nil {
+				_ = os.RemoveAll(created)
+			}
+		}()
+	}
 	safety := publish.Safety{AllowMassDelete: ro.allowMassDelete}
 	var out sink
 	var local *publish.LocalRepo
 	var dir *publish.Dir
 	if ro.git {
+		// Put only stores blobs; the worktree, index and branch of an existing
+		// repository change in Commit, after every check has passed.
 		if local, err = publish.OpenLocal(ro.out); err != nil {
 			return err
 		}
@@ -88,10 +112,28 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) error {
 	// A render is a short batch job that allocates a lot and keeps little: trading
 	// memory for fewer garbage collections makes a large fleet render much faster.
 	defer debug.SetGCPercent(debug.SetGCPercent(RenderGCPercent))
-	stats, err := job.r.Tree(job.tenants, out.Put, bar.update)
+	emit := out.Put
+	var staged []render.File
+	if dir != nil && created == "" {
+		// A plain folder is written file by file; into an existing one, the render is
+		// held in memory until it has fully succeeded, so a failure leaves it as it was.
+		var mu sync.Mutex
+		emit = func(f render.File) error {
+			mu.Lock()
+			staged = append(staged, f)
+			mu.Unlock()
+			return nil
+		}
+	}
+	stats, err := job.r.Tree(job.tenants, emit, bar.update)
 	bar.done()
 	if err != nil {
 		return &ExitError{Code: ExitInvalid, Err: err}
+	}
+	for _, f := range staged {
+		if err := out.Put(f); err != nil {
+			return err
+		}
 	}
 	summary := job.summary(stats, start)
 	switch {
@@ -168,5 +210,28 @@ func (p *progress) update(done int) {
 func (p *progress) done() {
 	if p.on {
 		fmt.Fprint(p.w, "\r\033[K")
+	}
+}
+
+// missingRoot returns the outermost folder of path that does not exist yet ("" when
+// path exists), which is what a run creates and must remove if it fails.
+func missingRoot(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	root := ""
+	for p := abs; ; p = filepath.Dir(p) {
+		_, err := os.Lstat(p)
+		if err == nil {
+			return root, nil
+		}
+		if !errors.Is(err, os.ErrNotExist) {
+			return "", err
+		}
+		root = p
+		if filepath.Dir(p) == p {
+			return root, nil
+		}
 	}
 }

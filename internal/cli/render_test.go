@@ -195,8 +195,13 @@ func TestRenderFailsOnChartSchemaViolation(t *testing.T) {
 	tenants := copyTenants(t)
 	data, _ := os.ReadFile(filepath.Join(tenants, "DEVUSR.yaml"))
 	_ = os.WriteFile(filepath.Join(tenants, "DEVUSR.yaml"), bytes.Replace(data, []byte("logLevel: debug"), []byte("logLevel: chatty"), 1), 0o644)
-	code, msg := runEvactl(t, renderArgs(tenants, filepath.Join(t.TempDir(), "tree"), "--git=false")...)
-	if code != ExitInvalid || !strings.Contains(msg, "tenant DEVUSR, module crm") || !strings.Contains(msg, "/logLevel") {
+	out := filepath.Join(t.TempDir(), "tree")
+	code, msg := runEvactl(t, renderArgs(tenants, out)...)
+	// Found before rendering, at the line that set the value.
+	if code != ExitInvalid || !strings.Contains(msg, "DEVUSR.yaml:18:17: spec.helmValues[crm].logLevel: refused by chart eva-crm") {
 		t.Fatalf("exit %d\n%s", code, msg)
+	}
+	if _, err := os.Stat(out); !os.IsNotExist(err) {
+		t.Errorf("a refused render left %s behind", out)
 	}
 }

@@ -17,12 +17,24 @@ const DefaultTenantsDir = "tenants"
 
 func newValidateCommand(opts *options) *cobra.Command {
 	var output string
+	var charts chartFlags
 	cmd := &cobra.Command{
 		Use:   "validate [PATH...]",
 		Short: "Check tenant files against the API and the catalog",
 		Long: `Check tenant files (or folders of them; default tenants/) strictly: unknown fields,
 wrong types, capsule codes, tiers, module pins, secret-looking values, and across files
 duplicate codes and names. Every problem is reported, each as file:line:col: field: message.
+
+Each tenant's module values are then merged as render merges them (catalog, tier,
+capsule identity, helmValues, the --env overlay's patches) and checked against the
+module charts (values.schema.json and templates, with the Helm SDK), each failure
+pointed at the line that set the value: what validate accepts, render accepts. The
+chart check is skipped, with a note, when the default charts/ folder is absent.
+
+Tenant files must be regular files of at most 256 KiB: symbolic links (inside or
+outside the folder) are refused without being read, as are custom YAML tags, server-set
+metadata and eva.aidonow.com/ labels and annotations. Values echoed in messages are
+shortened and escaped in every output format.
 
 Exit status: 0 valid, 1 invalid, 2 usage error.`,
 		Example: `  evactl validate
@@ -46,6 +58,9 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 				}
 				return err
 			}
+			if err := charts.check(cmd, catalog, res); err != nil {
+				return err
+			}
 			if err := writeProblems(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, res); err != nil {
 				return err
 			}
@@ -56,6 +71,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or github (GitHub Actions annotations)")
+	charts.bind(cmd.Flags())
 	return cmd
 }
 

@@ -230,3 +230,11 @@ func documents(data []byte) ([]*yaml.Node, error) {
 		docs = append(docs, n)
 	}
 }
+
+// ProblemAt builds a problem about a field of the tenant (for checks made outside this
+// package, such as the chart schemas), positioned at the field or the nearest
+// enclosing one the file sets, and made safe to print like every other problem.
+func (t *Tenant) ProblemAt(fieldPath, message string) Problem {
+	line, col := t.Position(fieldPath)
+	return Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: fieldPath, Message: message}.clean()
+}

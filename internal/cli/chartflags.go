@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+
+	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/tenantfile"
+)
+
+// chartFlags are validate's flags for checking values against the module charts.
+type chartFlags struct {
+	charts, env, overlays string
+	verify                bool
+}
+
+func (c *chartFlags) bind(f *pflag.FlagSet) {
+	f.StringVar(&c.charts, "charts", "charts", "folder of module charts whose values.schema.json and templates the values must satisfy")
+	f.StringVar(&c.env, "env", "dev", "environment whose overlay patches are applied before the chart check")
+	f.StringVar(&c.overlays, "overlays", "overlays", "folder of environment overlays")
+	f.BoolVar(&c.verify, "verify-charts", true, "check every tenant's module values against its chart with the Helm SDK")
+}
+
+// validateEnvironment stands in for an environment when validate runs without the
+// overlays folder: values depend on the environment only through the tenant's host.
+const validateEnvironment = `domain: validate.invalid
+chartSource: {name: charts}
+gitopsSource: {name: gitops}
+seedImage: validate.invalid/seeder:0
+`
+
+// check adds to res the problems the module charts find. Defaults that do not exist
+// (validate run outside a checkout of the platform repository) skip the check with a
+// note; folders named explicitly must exist.
+func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *tenantfile.Result) error {
+	if !c.verify || !res.Valid() {
+		return nil
+	}
+	flags := cmd.Flags()
+	if _, err := os.Stat(c.charts); errors.Is(err, os.ErrNotExist) && !flags.Changed("charts") {
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: module values not checked against the charts: no %s folder (pass --charts)\n", c.charts)
+		return nil
+	}
+	checker, err := chartcheck.Load(c.charts)
+	if err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
+	}
+	env, err := overlay.Load(c.overlays, c.env)
+	if err != nil {
+		if flags.Changed("overlays") || flags.Changed("env") {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		settings, serr := overlay.ParseSettings([]byte(validateEnvironment))
+		if serr != nil {
+			return serr
+		}
+		env = &overlay.Environment{Name: "validate", Settings: *settings}
+	}
+	r := &render.Renderer{Catalog: catalog, Env: env}
+	res.Problems = append(res.Problems, chartProblems(res, r, checker)...)
+	tenantfile.SortProblems(res.Problems)
+	return nil
+}

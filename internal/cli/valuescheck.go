@@ -1,0 +1,146 @@
+package cli
+
+import (
+	"encoding/json"
+	"fmt"
+	"runtime"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/safetext"
+	"github.com/aidonow/eva/internal/tenantfile"
+)
+
+// chartProblems finds, for every tenant whose file is otherwise valid, what the chart
+// check of a render would refuse: each release is rendered in memory exactly as
+// render does (catalog ⊕ tier ⊕ capsule identity ⊕ helmValues, environment patches
+// applied) and checked against its chart's values.schema.json and templates with the
+// Helm SDK. Each failure is mapped back to the line of the tenant file that set the
+// value, so validate reports it as file:line:col instead of render failing later with
+// no position. Tenants are checked on every core; the checker caches per chart and
+// values, so the render that follows checks nothing twice.
+func chartProblems(res *tenantfile.Result, r *render.Renderer, checker *chartcheck.Checker) []tenantfile.Problem {
+	bad := map[string]bool{}
+	for _, p := range res.Problems {
+		bad[p.File] = true
+	}
+	var todo []*tenantfile.Tenant
+	for _, t := range res.Tenants {
+		if !bad[safetext.Escape(t.File)] && t.Object != nil {
+			todo = append(todo, t)
+		}
+	}
+	plain := *r
+	plain.Check = nil // the bundle is checked here, release by release
+	var mu sync.Mutex
+	var out []tenantfile.Problem
+	work := make(chan *tenantfile.Tenant)
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(len(todo), 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for t := range work {
+				ps := tenantChartProblems(t, &plain, checker)
+				mu.Lock()
+				out = append(out, ps...)
+				mu.Unlock()
+			}
+		}()
+	}
+	for _, t := range todo {
+		work <- t
+	}
+	close(work)
+	wg.Wait()
+	tenantfile.SortProblems(out)
+	return out
+}
+
+func tenantChartProblems(t *tenantfile.Tenant, r *render.Renderer, checker *chartcheck.Checker) []tenantfile.Problem {
+	b, err := r.Bundle(t.Object)
+	if err != nil {
+		return []tenantfile.Problem{t.ProblemAt("spec", "cannot be rendered: "+err.Error())}
+	}
+	var out []tenantfile.Problem
+	for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
+		violations, err := checker.Violations(rel)
+		if err != nil {
+			out = append(out, t.ProblemAt(modulePath(rel.Module).String(), fmt.Sprintf("module %s: %v", rel.Module, err)))
+			continue
+		}
+		chart := rel.Chart + " " + rel.Version
+		for _, v := range violations {
+			p, own := valuesPath(rel.Module, v.Path, rel.Values, tenantValues(t, rel.Module))
+			var msg string
+			switch {
+			case v.Template:
+				msg = fmt.Sprintf("chart %s cannot render these values: %s", chart, v.Message)
+			case own:
+				msg = fmt.Sprintf("refused by chart %s (values.schema.json): %s", chart, v.Message)
+			default:
+				msg = fmt.Sprintf("refused by chart %s (values.schema.json) after merging the catalog, tier and environment values: %s", chart, v.Message)
+			}
+			out = append(out, t.ProblemAt(p.String(), msg))
+		}
+	}
+	return out
+}
+
+// modulePath is where a module's overrides live in a tenant file.
+func modulePath(module string) *field.Path {
+	return field.NewPath("spec", "helmValues").Key(module)
+}
+
+// tenantValues returns the tenant's own overrides of a module (nil when it has none).
+func tenantValues(t *tenantfile.Tenant, module string) any {
+	raw, ok := t.Object.Spec.HelmValues[module]
+	if !ok {
+		return nil
+	}
+	var v any
+	if err := json.Unmarshal(raw.Raw, &v); err != nil {
+		return nil
+	}
+	return v
+}
+
+// valuesPath turns a JSON pointer into the merged values of a module into the field
+// path of the tenant file (spec.helmValues[crm].image.repository, lists by index), and
+// reports whether the tenant's own overrides hold that place.
+func valuesPath(module string, tokens []string, merged, own any) (*field.Path, bool) {
+	p := modulePath(module)
+	cur, mine := merged, own
+	for _, tok := range tokens {
+		if list, ok := cur.([]any); ok {
+			i, err := strconv.Atoi(tok)
+			if err != nil || i < 0 || i >= len(list) {
+				return p.Child(tok), false
+			}
+			p = p.Index(i)
+			cur = list[i]
+			if ml, ok := mine.([]any); ok && i < len(ml) {
+				mine = ml[i]
+			} else {
+				mine = nil
+			}
+			continue
+		}
+		p = p.Child(tok)
+		if m, ok := cur.(map[string]any); ok {
+			cur = m[tok]
+		} else {
+			cur = nil
+		}
+		if mm, ok := mine.(map[string]any); ok {
+			mine = mm[tok]
+		} else {
+			mine = nil
+		}
+	}
+	return p, own != nil && mine != nil
+}
