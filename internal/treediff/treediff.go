@@ -3,10 +3,13 @@
 package treediff
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 
 	"github.com/pmezard/go-difflib/difflib"
+
+	"github.com/aidonow/eva/internal/safetext"
 )
 
 // FileDiff is one file that differs.
@@ -28,8 +31,11 @@ type Report struct {
 func (r *Report) Empty() bool { return len(r.Files) == 0 }
 
 // Compare diffs the published tree (old) against the render (new). tenantOf maps a path
-// to its tenant ("" for shared files such as the root kustomization).
-func Compare(old, new map[string][]byte, tenantOf func(string) string) *Report {
+// to its tenant ("" for shared files such as the root kustomization). Whether a file
+// changed is decided on its bytes; what the diff shows of both sides goes through
+// Redact first (redact may be nil: nothing is redacted, lines are still escaped), so a
+// change of a secret shows as a change without showing the secret.
+func Compare(old, new map[string][]byte, tenantOf func(string) string, redact Redactor) *Report {
 	r := &Report{Added: []string{}, Changed: []string{}, Removed: []string{}, Files: []FileDiff{}}
 	paths := map[string]bool{}
 	for p := range old {
@@ -59,19 +65,25 @@ func Compare(old, new map[string][]byte, tenantOf func(string) string) *Report {
 		default:
 			continue
 		}
-		r.Files = append(r.Files, FileDiff{Path: p, Status: status, Diff: unified(p, a, b, inOld, inNew)})
+		shown := safetext.Escape(p)
+		diff := unified(shown, Redact(a, redact), Redact(b, redact), inOld, inNew)
+		if diff == "" {
+			diff = fmt.Sprintf("--- a/%s\n+++ b/%s\n(only redacted values differ)\n", shown, shown)
+		}
+		r.Files = append(r.Files, FileDiff{Path: shown, Status: status, Diff: diff})
 		if d := tenantOf(p); d != "" {
 			touched[d] = true
 		}
 	}
 	for d := range touched {
+		name := safetext.Escape(strings.ToUpper(d))
 		switch {
 		case !oldTenants[d]:
-			r.Added = append(r.Added, strings.ToUpper(d))
+			r.Added = append(r.Added, name)
 		case !newTenants[d]:
-			r.Removed = append(r.Removed, strings.ToUpper(d))
+			r.Removed = append(r.Removed, name)
 		default:
-			r.Changed = append(r.Changed, strings.ToUpper(d))
+			r.Changed = append(r.Changed, name)
 		}
 	}
 	slices.Sort(r.Added)
