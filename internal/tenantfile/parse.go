@@ -162,7 +162,7 @@ func errorDetail(e *field.Error) string {
 	case field.ErrorTypeForbidden:
 		return e.Detail
 	}
-	if e.BadValue == "" || e.BadValue == nil {
+	if _, omitted := e.BadValue.(field.OmitValueType); omitted || e.BadValue == "" || e.BadValue == nil {
 		return e.Detail
 	}
 	return fmt.Sprintf("%s: %s", valueText(e.BadValue), e.Detail)
