@@ -181,6 +181,10 @@ const (
 	ConditionModulesDeployed = "ModulesDeployed"
 	ConditionIngressReady    = "IngressReady"
 	ConditionReady           = "Ready"
+	// ConditionStalled is True when the tenant cannot progress without a change to it
+	// (an invalid spec, a capsule code owned by another tenant); kstatus reads it as
+	// Failed.
+	ConditionStalled = "Stalled"
 )
 
 // ModuleStatus is the observed state of one module's Helm release.

@@ -13,8 +13,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/controller"
 	"github.com/aidonow/eva/internal/publish"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
@@ -27,9 +29,16 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
+// defaultNamespace is the operator's namespace when POD_NAMESPACE is not set.
+const defaultNamespace = "eva-system"
+
 // config is everything the operator reads at start-up, once.
 type config struct {
 	metricsAddr     string
+	metricsSecure   bool
+	metricsCertDir  string
+	tenantNS        string
+	claimsNS        string
 	probeAddr       string
 	leaderElect     bool
 	catalogPath     string
@@ -55,6 +64,10 @@ type config struct {
 func main() {
 	var cfg config
 	flag.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":8080", "address the /metrics endpoint binds to")
+	flag.BoolVar(&cfg.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS, only to callers the API server authenticates and authorizes (get on the /metrics non-resource URL)")
+	flag.StringVar(&cfg.metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for /metrics; empty uses an in-memory self-signed certificate")
+	flag.StringVar(&cfg.tenantNS, "tenant-namespaces", "", "comma-separated namespaces EvaTenants are accepted from (default: the operator's own namespace, POD_NAMESPACE); tenants elsewhere are ignored with an event")
+	flag.StringVar(&cfg.claimsNS, "claims-namespace", "", "namespace holding the capsule-code claims, shared by every operator version (default: the operator's own namespace, POD_NAMESPACE)")
 	flag.StringVar(&cfg.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
 	flag.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	flag.StringVar(&cfg.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
@@ -82,6 +95,16 @@ func main() {
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
 	cfg.operatorVersion = os.Getenv("OPERATOR_VERSION")
+	ownNamespace := os.Getenv("POD_NAMESPACE")
+	if ownNamespace == "" {
+		ownNamespace = defaultNamespace
+	}
+	if cfg.tenantNS == "" {
+		cfg.tenantNS = ownNamespace
+	}
+	if cfg.claimsNS == "" {
+		cfg.claimsNS = ownNamespace
+	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
 	if err := run(cfg); err != nil {
@@ -113,11 +136,11 @@ func run(cfg config) error {
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                 scheme,
-		Metrics:                metricsserver.Options{BindAddress: cfg.metricsAddr},
+		Metrics:                metricsOptions(cfg),
 		HealthProbeBindAddress: cfg.probeAddr,
 		LeaderElection:         cfg.leaderElect,
 		LeaderElectionID:       "eva-operator.eva.aidonow.com",
-		Cache:                  controller.CacheOptions(),
+		Cache:                  controller.CacheOptions(cfg.claimsNS),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -152,11 +175,14 @@ func run(cfg config) error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	r := &controller.EvaTenantReconciler{
-		Metrics:         m,
-		Client:          mgr.GetClient(),
-		Recorder:        mgr.GetEventRecorder("eva-operator"),
-		Renderer:        &render.Renderer{Catalog: catalog, Env: env},
-		OperatorVersion: cfg.operatorVersion,
+		Metrics:          m,
+		Client:           mgr.GetClient(),
+		Recorder:         mgr.GetEventRecorder("eva-operator"),
+		Renderer:         &render.Renderer{Catalog: catalog, Env: env},
+		OperatorVersion:  cfg.operatorVersion,
+		APIReader:        mgr.GetAPIReader(),
+		Claims:           &claim.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.claimsNS},
+		TenantNamespaces: splitList(cfg.tenantNS),
 	}
 	if cfg.messagingMode == "direct" {
 		r.Streams = streams
@@ -169,8 +195,33 @@ func run(cfg config) error {
 	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err
 	}
-	log.Info("starting manager", "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name)
+	log.Info("Starting manager", "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name,
+		"tenantNamespaces", r.TenantNamespaces, "claimsNamespace", cfg.claimsNS)
 	return mgr.Start(ctx)
+}
+
+// metricsOptions serves /metrics over HTTPS behind the API server's authentication and
+// authorization (a TokenReview and a SubjectAccessReview per scrape), unless
+// --metrics-secure=false.
+func metricsOptions(cfg config) metricsserver.Options {
+	o := metricsserver.Options{BindAddress: cfg.metricsAddr}
+	if cfg.metricsSecure {
+		o.SecureServing = true
+		o.FilterProvider = filters.WithAuthenticationAndAuthorization
+		o.CertDir = cfg.metricsCertDir
+	}
+	return o
+}
+
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(v string) []string {
+	var out []string
+	for _, item := range strings.Split(v, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // gitOpsFrom builds GitOps mode from the flags (nil in pure-cluster mode).

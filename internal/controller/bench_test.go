@@ -22,6 +22,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/claim"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 )
 
@@ -80,7 +81,7 @@ func (p *fluxPlayer) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 func startFluxPlayer(b testing.TB, ctx context.Context) {
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: CacheOptions(), Controller: controllerConfig(),
+		Cache: CacheOptions(claimsNamespace), Controller: controllerConfig(),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -149,13 +150,15 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		var writes atomic.Int64
 		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 			Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			Cache: CacheOptions(), Controller: controllerConfig(),
+			Cache: CacheOptions(claimsNamespace), Controller: controllerConfig(),
 		})
 		if err != nil {
 			b.Fatal(err)
 		}
-		r := &EvaTenantReconciler{Client: countingClient{mgr.GetClient(), &writes}, Recorder: mgr.GetEventRecorder("eva-bench"),
-			Renderer: testRenderer(b)}
+		counting := countingClient{mgr.GetClient(), &writes}
+		r := &EvaTenantReconciler{Client: counting, Recorder: mgr.GetEventRecorder("eva-bench"),
+			Renderer: testRenderer(b), APIReader: mgr.GetAPIReader(),
+			Claims: &claim.Store{Client: counting, Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
 		if err := r.SetupWithManager(ctx, mgr, 8); err != nil {
 			b.Fatal(err)
 		}

@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -51,6 +52,9 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 		return nil
 	}
 	changed := t.Status.AppliedDigest != s.digest
+	if err := r.checkNamespaceOwner(ctx, t); err != nil {
+		return err
+	}
 	var failed []string
 	var errs []error
 	for _, u := range objects {
@@ -62,6 +66,9 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 				continue
 			}
 		}
+		stampOwner(u, t)
+		// Forced: drift (a kubectl edit) is corrected. Safe only because the code's claim
+		// and the namespace check above make this tenant the one owner of these objects.
 		err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
 		if err != nil {
 			failed = append(failed, refString(refOf(u)))
@@ -78,7 +85,7 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 		t.Status.Inventory = union(t.Status.Inventory, inventory)
 		return errors.Join(errs...)
 	}
-	if err := r.prune(ctx, t.Status.Inventory, inventory); err != nil {
+	if err := r.prune(ctx, t, t.Status.Inventory, inventory); err != nil {
 		s.observed.Applied.Error = "could not prune objects no longer rendered: see operator logs"
 		t.Status.Inventory = union(t.Status.Inventory, inventory)
 		return err
@@ -121,7 +128,7 @@ func union(old, current []evav1.ObjectRef) []evav1.ObjectRef {
 
 // prune deletes what the old inventory lists and the new one does not (a module dropped
 // by a tier change, a seed Job of an older version).
-func (r *EvaTenantReconciler) prune(ctx context.Context, old, current []evav1.ObjectRef) error {
+func (r *EvaTenantReconciler) prune(ctx context.Context, t *evav1.EvaTenant, old, current []evav1.ObjectRef) error {
 	keep := map[string]bool{}
 	for _, ref := range current {
 		keep[identity(ref)] = true
@@ -131,22 +138,28 @@ func (r *EvaTenantReconciler) prune(ctx context.Context, old, current []evav1.Ob
 		if keep[identity(ref)] {
 			continue
 		}
-		if err := r.deleteRef(ctx, ref); err != nil {
+		if err := r.deleteRef(ctx, t, ref); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (r *EvaTenantReconciler) deleteRef(ctx context.Context, ref evav1.ObjectRef) error {
+// deleteRef deletes one object of the tenant, if it exists and carries the tenant's
+// identity (see deleteOwned). The read goes to the API server: most of these kinds are
+// not cached, and a delete decision is not made on a stale copy.
+func (r *EvaTenantReconciler) deleteRef(ctx context.Context, t *evav1.EvaTenant, ref evav1.ObjectRef) error {
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(ref.APIVersion)
 	u.SetKind(ref.Kind)
-	u.SetNamespace(ref.Namespace)
-	u.SetName(ref.Name)
+	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
+			return nil
+		}
+		return fmt.Errorf("reading %s: %w", refString(ref), err)
+	}
 	// Background propagation: a Job's pods, a release's objects go with it.
-	err := r.Delete(ctx, u, client.PropagationPolicy("Background"))
-	if err != nil && !apierrors.IsNotFound(err) {
+	if _, err := r.deleteOwned(ctx, t, u, client.PropagationPolicy("Background")); err != nil {
 		return fmt.Errorf("deleting %s: %w", refString(ref), err)
 	}
 	return nil

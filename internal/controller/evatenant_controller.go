@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -26,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/render"
@@ -63,6 +65,14 @@ type EvaTenantReconciler struct {
 	Streams StreamManager
 	// GitOps, when set, is GitOps mode: tenants are published for Flux instead of applied.
 	GitOps *GitOps
+	// APIReader reads from the API server, bypassing the cache: for decisions that must
+	// not rest on a stale or label-filtered copy (whose namespace, whose object to delete).
+	APIReader client.Reader
+	// Claims records which tenant owns each capsule code (required).
+	Claims *claim.Store
+	// TenantNamespaces are the namespaces EvaTenants are accepted from; tenants elsewhere
+	// are ignored with an event. Empty accepts every namespace.
+	TenantNamespaces []string
 	// Metrics, when set, receive render timings and condition times.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).
@@ -103,12 +113,15 @@ func (s *scope) event(kind, reason, format string, args ...any) {
 	s.events = append(s.events, pendingEvent{kind, reason, fmt.Sprintf(format, args...)})
 }
 
+// Writes below are fenced to eva-tenant-* namespaces by the ValidatingAdmissionPolicy in
+// base/rbac/admission_policy.yaml: RBAC cannot name namespaces by pattern.
 // +kubebuilder:rbac:groups=eva.aidonow.com,resources=evatenants,verbs=get;list;watch;update;patch
 // +kubebuilder:rbac:groups=eva.aidonow.com,resources=evatenants/status,verbs=get;update;patch
 // +kubebuilder:rbac:groups=eva.aidonow.com,resources=evatenants/finalizers,verbs=update
 // +kubebuilder:rbac:groups="",resources=namespaces;serviceaccounts;resourcequotas;limitranges,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=rolebindings,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=admin
+// The tenant's deployer account is bound to one ClusterRole made for it, never to admin.
+// +kubebuilder:rbac:groups=rbac.authorization.k8s.io,resources=clusterroles,verbs=bind,resourceNames=eva-tenant-deployer
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
@@ -125,6 +138,21 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !r.owns(t) {
 		log.V(1).Info("tenant belongs to another operator version", "annotation", t.Annotations[tenant.AnnotationOperatorVersion])
 		return ctrl.Result{}, nil
+	}
+	if !r.namespaceAllowed(t.Namespace) {
+		log.V(1).Info("Ignoring a tenant outside the accepted namespaces", "accepted", r.TenantNamespaces)
+		r.event(t, corev1.EventTypeWarning, ReasonNamespaceNotAllowed,
+			"EvaTenants are not accepted in namespace %s; this object is ignored", t.Namespace)
+		return ctrl.Result{}, nil
+	}
+	// One owner per code, before anything else: an object whose code another tenant
+	// holds touches nothing, not even its own finalizer's saga.
+	holder, owned, err := r.Claims.Acquire(ctx, t.Spec.CapsuleCode, ownerOf(t))
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	if !owned {
+		return r.refuseImpostor(ctx, t, holder)
 	}
 	if err := r.ensureMetadata(ctx, t); err != nil {
 		return ctrl.Result{}, err
@@ -179,6 +207,10 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	} else {
 		applyErr = r.applyBundle(ctx, s)
 	}
+	if errors.Is(applyErr, errNamespaceInUse) {
+		r.markStalled(s, ReasonNamespaceInUse, applyErr.Error())
+		return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
+	}
 	if r.Streams != nil {
 		r.ensureStreams(ctx, s)
 	}
@@ -193,6 +225,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	phaseBefore := t.Status.Phase
 	firstBefore := len(t.Status.FirstTrue)
 	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
+	apimeta.RemoveStatusCondition(&t.Status.Conditions, evav1.ConditionStalled)
 	emitTransitions(s, transitions, phaseBefore)
 	if len(t.Status.FirstTrue) != firstBefore {
 		r.observeConditionTimes(s, s.base.Status.FirstTrue)
@@ -260,6 +293,9 @@ func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
 	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
 		setCondition(t, ct, metav1.ConditionFalse, "InvalidSpec", "the tenant spec is invalid: "+msg, now)
 	}
+	// Terminal until the spec changes: Stalled tells kstatus (and kubectl wait) that
+	// waiting will not help.
+	setCondition(t, evav1.ConditionStalled, metav1.ConditionTrue, "InvalidSpec", "the tenant spec is invalid: "+msg, now)
 }
 
 // patchStatus writes the tenant's status if it changed since s.base.

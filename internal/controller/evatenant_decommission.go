@@ -73,11 +73,11 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		record(r.deleteStreams(ctx, code))
 	}
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
-		record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",
+		record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",
 			Namespace: ns, Name: tenant.StreamObjectName(stream)}))
 	}
 	// 2. Alert rules.
-	record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: monitoringv1.GroupVersion.String(), Kind: "PrometheusRule",
+	record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: monitoringv1.GroupVersion.String(), Kind: "PrometheusRule",
 		Namespace: ns, Name: render.AlertRulesName(code)}))
 	// 3. Releases, and only once they are gone, the namespace.
 	var remaining []string
@@ -90,12 +90,13 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 			record(err)
 			continue
 		}
-		if !found {
-			continue
+		if !found || !ownedBy(&hr, t) {
+			continue // not this tenant's: neither deleted nor waited for
 		}
 		remaining = append(remaining, module)
 		if hr.DeletionTimestamp.IsZero() {
-			record(client.IgnoreNotFound(r.Delete(ctx, &hr)))
+			_, err := r.deleteOwned(ctx, t, &hr)
+			record(err)
 		}
 	}
 	if len(remaining) > 0 {
@@ -106,7 +107,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDecommissioning, msg, now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
-	record(r.deleteRef(ctx, evav1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}))
+	record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}))
 	if len(failures) > 0 {
 		if findCondition(t, evav1.ConditionReady).Reason != ReasonStepFailed {
 			s.event(corev1.EventTypeWarning, ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
@@ -117,7 +118,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	// The tenant is decommissioned only once its namespace is gone: a namespace stuck
 	// terminating (a finalizer nobody clears) is reported, not hidden.
 	var namespace corev1.Namespace
-	if found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil || found {
+	if found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil || found && ownedBy(&namespace, t) {
 		msg := fmt.Sprintf("waiting for Namespace %s to finish terminating", ns)
 		if err != nil {
 			msg = "reading the namespace failed: see operator logs"
@@ -184,6 +185,11 @@ func (r *EvaTenantReconciler) releaseFinalizer(ctx context.Context, t *evav1.Eva
 	}
 	// A copy is patched: the patch response would otherwise overwrite the status held
 	// in memory.
+	// The code's claim goes first: were the finalizer removed first, a crash in between
+	// would leave the code claimed by a tenant that no longer exists.
+	if err := r.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t)); err != nil {
+		return err
+	}
 	cp := t.DeepCopy()
 	base := cp.DeepCopy()
 	controllerutil.RemoveFinalizer(cp, tenant.Finalizer)

@@ -7,6 +7,7 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	batchv1 "k8s.io/api/batch/v1"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -32,7 +33,8 @@ const capsuleCodeIndex = "spec.capsuleCode"
 // CacheOptions restricts the cache of the watched kinds to the objects Eva renders
 // (those with the capsule label), so the operator's memory grows with its tenants, not
 // with the cluster.
-func CacheOptions() cache.Options {
+// Capsule-code claims (Leases) are cached from the claims namespace only.
+func CacheOptions(claimsNamespace string) cache.Options {
 	selector := labels.SelectorFromSet(nil)
 	req, _ := labels.NewRequirement(tenant.LabelCapsule, "exists", nil)
 	selector = selector.Add(*req)
@@ -43,6 +45,7 @@ func CacheOptions() cache.Options {
 		&batchv1.Job{}:          byLabel,
 		&networkingv1.Ingress{}: byLabel,
 		&nackv1beta2.Stream{}:   byLabel,
+		&coordinationv1.Lease{}: {Label: selector, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
 	}}
 }
 

@@ -15,6 +15,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
@@ -37,6 +38,10 @@ func TestMain(m *testing.M) {
 	}
 	k8s, err = client.New(env.Config, client.Options{Scheme: NewScheme()})
 	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: claimsNamespace}}); err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
@@ -105,7 +110,7 @@ func startOperatorWith(t testing.TB, version string, configure func(*EvaTenantRe
 		Scheme:                 NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(),
+		Cache:                  CacheOptions(claimsNamespace),
 		Controller:             controllerConfig(),
 	})
 	if err != nil {
@@ -113,7 +118,8 @@ func startOperatorWith(t testing.TB, version string, configure func(*EvaTenantRe
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &EvaTenantReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName(version)),
-		Renderer: testRenderer(t), OperatorVersion: version}
+		Renderer: testRenderer(t), OperatorVersion: version, APIReader: mgr.GetAPIReader(),
+		Claims: &claim.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
 	if configure != nil {
 		configure(r, mgr)
 	}
@@ -137,6 +143,10 @@ func (o *operator) stop() {
 	<-o.done
 	o.cancel = nil
 }
+
+// claimsNamespace holds the capsule-code claims of every test operator, as the
+// operator's own namespace does in a deployment.
+const claimsNamespace = "eva-system"
 
 // operatorConcurrency is how many tenants a test operator reconciles at once.
 var operatorConcurrency = 4

@@ -117,7 +117,7 @@ func (s *Settings) applyDefaults() {
 	def(&s.IngressClassName, "nginx")
 	def(&s.IngressNamespace, "ingress-nginx")
 	def(&s.FluxNamespace, "flux-system")
-	def(&s.DeployerClusterRole, "admin")
+	def(&s.DeployerClusterRole, "eva-tenant-deployer")
 	def(&s.ChartSource.Kind, "HelmRepository")
 	def(&s.ChartSource.Namespace, s.FluxNamespace)
 	def(&s.GitOpsSource.Kind, "GitRepository")

@@ -1,0 +1,168 @@
+package testenv
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/clientcmd"
+)
+
+// OperatorServiceAccount is the identity the deployed operator runs as (base/manager);
+// process tests impersonate it so the operator works with exactly the RBAC and the
+// admission policy a cluster gives it.
+const OperatorServiceAccount = "system:serviceaccount:eva-system:eva-operator"
+
+var (
+	buildOnce   sync.Once
+	operatorBin string
+	buildErr    error
+)
+
+// OperatorBinary builds cmd/eva-operator once per test process, as a user builds it,
+// and returns its path.
+func OperatorBinary(t testing.TB) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "eva-operator-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		operatorBin = filepath.Join(dir, "eva-operator")
+		cmd := exec.Command("go", "build", "-o", operatorBin, "./cmd/eva-operator")
+		cmd.Dir = RepoRoot()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			buildErr = fmt.Errorf("building eva-operator: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return operatorBin
+}
+
+// KubeConfigAs writes a kubeconfig for the API server that impersonates user (with the
+// groups a service account has when user is one) and returns its path.
+func (e *Env) KubeConfigAs(t testing.TB, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.Load(e.KubeConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range cfg.AuthInfos {
+		auth.Impersonate = user
+		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated"}
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// Process is a running eva-operator binary.
+type Process struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+	mu   sync.Mutex
+	log  bytes.Buffer
+}
+
+// StartOperator starts the operator binary with args and extra environment variables
+// (OPERATOR_VERSION, POD_NAMESPACE, ...), in its own process group. It is killed with
+// SIGKILL when the test ends, whatever happened; its output is logged on failure.
+func StartOperator(t testing.TB, kubeconfig string, env []string, args ...string) *Process {
+	t.Helper()
+	cmd := exec.Command(OperatorBinary(t), args...)
+	cmd.Dir = RepoRoot()
+	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &Process{cmd: cmd, done: make(chan struct{})}
+	cmd.Stdout = p.writer()
+	cmd.Stderr = p.writer()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.Kill()
+		if t.Failed() {
+			t.Logf("eva-operator %v output:\n%s", args, p.Output())
+		}
+	})
+	return p
+}
+
+// Kill sends SIGKILL to the operator's process group and waits for it to exit: no
+// graceful shutdown, whatever it was doing is cut short.
+func (p *Process) Kill() {
+	select {
+	case <-p.done:
+		return
+	default:
+	}
+	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
+	<-p.done
+}
+
+// Exited reports whether the process has exited.
+func (p *Process) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Output returns what the process printed so far.
+func (p *Process) Output() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.log.String()
+}
+
+func (p *Process) writer() io.Writer { return lockedWriter{p} }
+
+type lockedWriter struct{ p *Process }
+
+func (w lockedWriter) Write(b []byte) (int, error) {
+	w.p.mu.Lock()
+	defer w.p.mu.Unlock()
+	return w.p.log.Write(b)
+}
+
+// FreePort returns a free TCP port on 127.0.0.1.
+func FreePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// WaitListening waits until addr accepts TCP connections.
+func WaitListening(t testing.TB, addr string, timeout time.Duration) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for time.Now().Before(deadline) {
+		if c, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			c.Close()
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("%s not listening within %s", addr, timeout)
+}
