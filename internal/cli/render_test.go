@@ -205,3 +205,31 @@ func TestRenderFailsOnChartSchemaViolation(t *testing.T) {
 		t.Errorf("a refused render left %s behind", out)
 	}
 }
+
+func TestMissingRootIsWhatARunCreates(t *testing.T) {
+	base := t.TempDir()
+	for in, want := range map[string]string{
+		base:                               "",
+		filepath.Join(base, "a"):           filepath.Join(base, "a"),
+		filepath.Join(base, "a", "b", "c"): filepath.Join(base, "a"),
+	} {
+		got, err := missingRoot(in)
+		if err != nil || got != want {
+			t.Errorf("missingRoot(%s) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+}
+
+func TestRenderIntoExistingFolderKeepsItOnRefusal(t *testing.T) {
+	tenants := copyTenants(t)
+	data, _ := os.ReadFile(filepath.Join(tenants, "DEVUSR.yaml"))
+	_ = os.WriteFile(filepath.Join(tenants, "DEVUSR.yaml"), bytes.Replace(data, []byte("replicaCount: 1"), []byte("replicaCount: !vault secret/x"), 1), 0o644)
+	out := t.TempDir() // exists, empty, not a repository
+	code, msg := runEvactl(t, renderArgs(tenants, out)...)
+	if code != ExitInvalid || !strings.Contains(msg, "DEVUSR.yaml:17:21: spec.helmValues[crm].replicaCount: YAML tag !vault") {
+		t.Fatalf("exit %d\n%s", code, msg)
+	}
+	if entries, _ := os.ReadDir(out); len(entries) != 0 {
+		t.Errorf("a refused render wrote into the existing folder: %v", entries)
+	}
+}
