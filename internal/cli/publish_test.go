@@ -85,3 +85,26 @@ func TestPublishCredentialsNeverFromArguments(t *testing.T) {
 		t.Fatalf("a --password flag exists")
 	}
 }
+
+func TestPathFlagsStayInsideTheRepository(t *testing.T) {
+	tenants := copyTenants(t)
+	bare := filepath.Join(t.TempDir(), "fleet.git")
+	if _, err := git.PlainInit(bare, true); err != nil {
+		t.Fatal(err)
+	}
+	for _, path := range []string{"../escape", "a/../../b", ".git/hooks", "/etc", "a//b", "./a", `a\b`, "a\n::warning::x"} {
+		for _, cmd := range [][]string{{"publish", "git"}, {"diff"}} {
+			args := append(append(append([]string{}, cmd...), common(tenants)...), "--repo", bare, "--path", path, "--cache-dir", filepath.Join(t.TempDir(), "c"))
+			code, out := runEvactl(t, args...)
+			if code != ExitUsage || !strings.Contains(out, "--path: path ") || !strings.Contains(out, "not a folder inside the repository") {
+				t.Errorf("%v --path %q: exit %d\n%s", cmd, path, code, out)
+			}
+			if strings.Contains(out, "\n::warning") {
+				t.Errorf("--path %q echoed unescaped:\n%s", path, out)
+			}
+		}
+	}
+	if refs := gitOut(t, bare, "for-each-ref"); refs != "" {
+		t.Errorf("a refused --path published:\n%s", refs)
+	}
+}

@@ -5,7 +5,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode"
+	"unicode/utf8"
 
+	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -25,6 +28,7 @@ func FuzzValidateFile(f *testing.F) {
 		"", "---\n", "- a\n", "apiVersion: [\n", "a: &x {b: *x}\n", "<<: {a: 1}\n",
 		"spec:\n  capsuleCode: 123\n  wave: 1e9\n  versions: {crm: .inf}\n",
 		"spec: {helmValues: {crm: {password: x, a: [1, {token: y}]}}}\n",
+		"spec:\n  wave: 0\n  helmValues: {crm: {\"k\\n::warning::x\": !vault y, n: 123456789012345678901234567890}}\nmetadata: {finalizers: [a], labels: {eva.aidonow.com/x: y}}\n",
 		"apiVersion: eva.aidonow.com/v1alpha1\nkind: EvaTenant\nmetadata: {name: x}\nspec: {capsuleCode: ABCDEF, tier: Starter}\n---\nx: 1\n",
 	} {
 		f.Add([]byte(s))
@@ -35,6 +39,17 @@ func FuzzValidateFile(f *testing.F) {
 		for _, p := range problems {
 			if p.Line < 1 || p.Column < 1 || p.Message == "" || p.File != "ABCDEF.yaml" {
 				t.Fatalf("problem without a position or message: %+v", p)
+			}
+			// Every problem is safe to print: one printable line, bounded.
+			for _, s := range []string{p.Field, p.Message} {
+				for _, r := range s {
+					if !unicode.IsPrint(r) {
+						t.Fatalf("problem holds %U: %+v", r, p)
+					}
+				}
+			}
+			if utf8.RuneCountInString(p.Message) > safetext.MaxMessage+40 || utf8.RuneCountInString(p.Field) > maxField+40 {
+				t.Fatalf("problem too long: %d/%d", len(p.Field), len(p.Message))
 			}
 		}
 		if len(problems) == 0 {
