@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -106,5 +107,18 @@ func TestPathFlagsStayInsideTheRepository(t *testing.T) {
 	}
 	if refs := gitOut(t, bare, "for-each-ref"); refs != "" {
 		t.Errorf("a refused --path published:\n%s", refs)
+	}
+}
+
+func TestErrorsArePrintedSafely(t *testing.T) {
+	got := printable(errors.New("refused: \x1b[2Jx\n::warning file=evil::pwned\n    - at '/a': b"))
+	want := "refused: \\x1b[2Jx\n  | ::warning file=evil::pwned\n  | - at '/a': b"
+	if got != want {
+		t.Errorf("printable:\n got %q\nwant %q", got, want)
+	}
+	for _, l := range strings.Split(got, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(l), "::") {
+			t.Errorf("line %q starts a workflow command", l)
+		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -79,11 +80,11 @@ func Execute(args []string, stdout, stderr io.Writer) int {
 	var exit *ExitError
 	if errors.As(err, &exit) {
 		if exit.Err != nil {
-			fmt.Fprintln(stderr, "evactl:", exit.Err)
+			fmt.Fprintln(stderr, "evactl:", printable(exit.Err))
 		}
 		return exit.Code
 	}
-	fmt.Fprintln(stderr, "evactl:", err)
+	fmt.Fprintln(stderr, "evactl:", printable(err))
 	if isUsageError(err) {
 		return ExitUsage
 	}
@@ -100,4 +101,20 @@ func isUsageError(err error) bool {
 		}
 	}
 	return false
+}
+
+// printable escapes and bounds each line of an error: errors can carry text from
+// tenant files, charts or servers, and must not drive the terminal or forge lines.
+// Continuation lines are marked with "| ", so none can begin a CI workflow command
+// (GitHub Actions reads "::warning ..." at the start of a line, blanks trimmed).
+func printable(err error) string {
+	lines := strings.Split(strings.TrimRight(err.Error(), "\n"), "\n")
+	for i, l := range lines {
+		l = safetext.Limit(l, safetext.MaxMessage)
+		if i > 0 {
+			l = "  | " + strings.TrimLeft(l, " \t")
+		}
+		lines[i] = l
+	}
+	return strings.Join(lines, "\n")
 }
