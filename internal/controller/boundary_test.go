@@ -7,14 +7,17 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -55,10 +58,34 @@ func applyOperatorBase(t *testing.T) {
 				return
 			}
 		}
+		// The admission policy takes effect a moment after it is created: wait until a
+		// request it alone refuses is refused.
+		err = waitFenceActive()
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// waitFenceActive waits until the API server enforces the operator's admission policy,
+// probing with a server-side dry run that only the policy refuses.
+func waitFenceActive() error {
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: testenv.OperatorServiceAccount}
+	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		return err
+	}
+	probe := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "fence-probe"}}
+	deadline := time.Now().Add(30 * time.Second)
+	for time.Now().Before(deadline) {
+		err := c.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("the admission policy eva-operator-tenant-fence is not enforced after 30s")
 }
 
 // startOperatorProcess runs the eva-operator binary for a version, as its deployed
