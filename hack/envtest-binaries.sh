@@ -6,9 +6,10 @@
 # Usage: hack/envtest-binaries.sh [BIN_DIR]   (prints the asset directory on stdout)
 set -euo pipefail
 
-KUBE_VERSION="${KUBE_VERSION:-1.34.2}"
-ETCD_VERSION="${ETCD_VERSION:-3.5.21}"
 root="$(cd "$(dirname "$0")/.." && pwd)"
+version() { awk -v n="$1" '$1 == n { print $2 }' "$root/hack/versions.txt"; }
+KUBE_VERSION="${KUBE_VERSION:-$(version kubernetes)}"
+ETCD_VERSION="${ETCD_VERSION:-$(version etcd)}"
 bin_dir="${1:-$root/bin}"
 assets="$bin_dir/k8s/$KUBE_VERSION-etcd$ETCD_VERSION"
 

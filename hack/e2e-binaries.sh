@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# Builds the end-to-end cluster's components from the Go module proxy and caches them
+# under bin/e2e/<name>-<version>/: kube-controller-manager and kube-scheduler (the same
+# Kubernetes version as envtest's kube-apiserver), kwok, and Flux's source-, kustomize-
+# and helm-controller. Nothing prebuilt is downloaded. Versions: hack/versions.txt.
+#
+# Each controller is built in a helper module that requires the controller's main
+# module: its go.mod `replace` directives do not apply to a dependent module, so the
+# non-local ones are copied into the helper (go-digest, kustomize); local ones (./api)
+# are dropped, the published api module at the required version is used instead.
+#
+# Usage: hack/e2e-binaries.sh [BIN_DIR]   (prints the folder holding every binary)
+set -euo pipefail
+
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin_dir="${1:-$root/bin}"
+version() { awk -v n="$1" '$1 == n { print $2 }' "$root/hack/versions.txt"; }
+KUBE_VERSION="$(version kubernetes)"
+out="$bin_dir/e2e"
+mkdir -p "$out"
+export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
+# Two modules Flux depends on have no checksum-database entry.
+export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/fluxcd/pkg/http/transport,github.com/google/go-containerregistry/pkg/authn/k8schain"
+
+work="$(mktemp -d "${TMPDIR:-/tmp}/eva-e2e.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+# build NAME MODULE VERSION PACKAGE [COPY_REPLACES]
+build() {
+  local name="$1" module="$2" ver="$3" pkg="$4" copy="${5:-}"
+  local dest="$out/$name-$ver"
+  if [[ -x "$dest" ]]; then return; fi
+  echo "building $name $ver from the module proxy" >&2
+  local dir="$work/$name"
+  mkdir -p "$dir"
+  printf 'module eva.local/e2e-%s\n\ngo 1.25\n' "$name" >"$dir/go.mod"
+  (
+    cd "$dir"
+    if [[ -n "$copy" ]]; then
+      go mod download "$module@$ver" >&2
+      local modfile
+      modfile="$(go env GOMODCACHE)/cache/download/$module/@v/$ver.mod"
+      go mod edit -json "$modfile" | python3 -c '
+import json, sys
+for r in json.load(sys.stdin).get("Replace") or []:
+    new = r["New"]
+    if not new.get("Version"):
+        continue  # a local folder (./api): the published module is used instead
+    old = r["Old"]["Path"] + ("@" + r["Old"]["Version"] if r["Old"].get("Version") else "")
+    print("-replace=%s=%s@%s" % (old, new["Path"], new["Version"]))
+' | xargs -r go mod edit
+    fi
+    go get "$module@$ver" >&2
+    go build -trimpath -o "$dest.tmp" "$pkg" >&2
+  )
+  mv "$dest.tmp" "$dest"
+}
+
+# kube-controller-manager and kube-scheduler: the staging modules of k8s.io/kubernetes
+# replaced by their published v0.x twins, as hack/envtest-binaries.sh does.
+build_kube() {
+  local name="$1"
+  local dest="$out/$name-$KUBE_VERSION"
+  if [[ -x "$dest" ]]; then return; fi
+  echo "building $name v$KUBE_VERSION from source" >&2
+  local dir="$work/$name"
+  mkdir -p "$dir"
+  {
+    echo "module eva.local/e2e-$name"
+    echo
+    echo "go 1.24"
+    echo
+    for m in "${staging[@]}"; do echo "replace k8s.io/$m => k8s.io/$m v0.${KUBE_VERSION#1.}"; done
+  } >"$dir/go.mod"
+  (cd "$dir" &&
+    go get "k8s.io/kubernetes/cmd/$name@v$KUBE_VERSION" >&2 &&
+    go build -trimpath -o "$dest.tmp" "k8s.io/kubernetes/cmd/$name" >&2)
+  mv "$dest.tmp" "$dest"
+}
+staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
+  cloud-provider cluster-bootstrap code-generator component-base component-helpers
+  controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation
+  endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
+  kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
+  sample-apiserver sample-cli-plugin sample-controller)
+
+build_kube kube-controller-manager
+build_kube kube-scheduler
+build kwok sigs.k8s.io/kwok "v$(version kwok)" sigs.k8s.io/kwok/cmd/kwok
+build source-controller github.com/fluxcd/source-controller "v$(version source-controller)" github.com/fluxcd/source-controller copy
+build kustomize-controller github.com/fluxcd/kustomize-controller "v$(version kustomize-controller)" github.com/fluxcd/kustomize-controller copy
+build helm-controller github.com/fluxcd/helm-controller "v$(version helm-controller)" github.com/fluxcd/helm-controller copy
+
+echo "$out"
