@@ -82,12 +82,14 @@ type ValuesReference struct {
 	// +kubebuilder:validation:Pattern=`^[-._a-zA-Z0-9]+$`
 	ValuesKey string `json:"valuesKey,omitempty"`
 
-	// targetPath is the dotted values path the referenced value is written to; empty
-	// merges the whole document at the root.
-	// +optional
+	// targetPath is the dotted values path the referenced value is written to. It is
+	// required: merging a whole values document from a Secret or ConfigMap would let
+	// its content set what helmValues may not (images, platform-owned keys, limits).
+	// +required
+	// +kubebuilder:validation:MinLength=1
 	// +kubebuilder:validation:MaxLength=250
 	// +kubebuilder:validation:Pattern=`^([A-Za-z0-9_./-]|\[[0-9]+\])+$`
-	TargetPath string `json:"targetPath,omitempty"`
+	TargetPath string `json:"targetPath"`
 
 	// optional marks the reference as not required for the release to install.
 	// +optional

@@ -101,7 +101,7 @@ func hostileCases() map[string]hostileCase {
 		"key name injecting a workflow command": {files: acme(withValues("      \"password\\n::warning file=evil::pwned\": Tr0ub4dor3xyz\n")),
 			file: "ACMECO.yaml", line: 15, field: `spec.helmValues[crm].password\n::warning file=evil::pwned`, text: "looks like a secret"},
 		"unknown field named with ANSI escapes": {files: acme(validTenant + "\"\\e[2J\\e[31mowned\": 1\n"),
-			file: "ACMECO.yaml", line: 19, field: `\x1b[2J\x1b[31mowned`, text: "unknown field"},
+			file: "ACMECO.yaml", line: 21, field: `\x1b[2J\x1b[31mowned`, text: "unknown field"},
 		"key name with a carriage return": {files: acme(replaced("  wave: 2\n", "  wave: 2\n  \"wav\\re\": 1\n")),
 			file: "ACMECO.yaml", line: 9, field: `spec.wav\re`, text: "unknown field"},
 		"bidi override in a capsule code": {files: acme(replaced("capsuleCode: ACMECO", "capsuleCode: \"ACM\\u202eECO\"")),
@@ -117,7 +117,7 @@ func hostileCases() map[string]hostileCase {
 		"200 KB version pin": {files: acme(replaced("crm: 1.4.0", "crm: \"1.4.0 "+huge+"\"")),
 			file: "ACMECO.yaml", line: 11, field: "spec.versions[crm]", text: "(200006 bytes)"},
 		"200 KB key name": {files: acme(validTenant + "  ? " + huge + "\n  : 1\n"),
-			file: "ACMECO.yaml", line: 19, text: "unknown field", field: "spec." + strings.Repeat("A", 251) + "… (200005 bytes)"},
+			file: "ACMECO.yaml", line: 21, text: "unknown field", field: "spec." + strings.Repeat("A", 251) + "… (200005 bytes)"},
 
 		// YAML tags and numbers that only failed in render.
 		"custom tag on a value": {files: acme(replaced("replicaCount: 2", "replicaCount: !vault secret/x")),
@@ -152,7 +152,7 @@ func hostileCases() map[string]hostileCase {
 		"deletionTimestamp": metaCase("  deletionTimestamp: \"2026-01-01T00:00:00Z\"\n", "metadata.deletionTimestamp", "set by the API server"),
 		"selfLink":          metaCase("  selfLink: /apis/x\n", "metadata.selfLink", "set by the API server"),
 		"status": {files: acme(validTenant + "status:\n  phase: Active\n"),
-			file: "ACMECO.yaml", line: 19, field: "status", text: "written by the operator"},
+			file: "ACMECO.yaml", line: 21, field: "status", text: "written by the operator"},
 		"operator-version annotation": metaCase6("  annotations:\n    eva.aidonow.com/operator-version: \"9.9.9\"\n",
 			"metadata.annotations[eva.aidonow.com/operator-version]", "reserved: only the platform sets"),
 		"seed-loaded annotation": metaCase6("  annotations:\n    eva.aidonow.com/seed-loaded: seeds-1.0.0\n",
@@ -163,8 +163,10 @@ func hostileCases() map[string]hostileCase {
 			"metadata.labels[wave.eva.aidonow.com/x]", "reserved"),
 
 		// Values references and pins.
-		"targetPath into capsule identity": {files: acme(validTenant + "      targetPath: capsule.code\n"),
-			file: "ACMECO.yaml", line: 19, field: "spec.valuesFrom[0].targetPath", text: "platform-owned"},
+		"targetPath into capsule identity": {files: acme(replaced("      targetPath: database.password\n", "      targetPath: capsule.code\n")),
+			file: "ACMECO.yaml", line: 20, field: "spec.valuesFrom[0].targetPath", text: "platform-owned"},
+		"valuesFrom merging a whole document": {files: acme(replaced("      targetPath: database.password\n", "")),
+			file: "ACMECO.yaml", line: 16, field: "spec.valuesFrom[0].targetPath", text: "could set what helmValues may not"},
 		"pin 1.0.0-01": {files: acme(replaced("crm: 1.4.0", "crm: 1.0.0-01")),
 			file: "ACMECO.yaml", line: 11, field: "spec.versions[crm]", text: "semantic version"},
 

@@ -29,6 +29,8 @@ spec:
     - module: crm
       kind: Secret
       name: acmeco-db
+      valuesKey: password
+      targetPath: database.password
 `
 
 // tenantWith returns a valid tenant whose spec ends with extra lines (indented by two).
@@ -98,7 +100,7 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 		},
 		"multi-document with two tenants": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "---\n" + tenantWith("GLOBEX", "Enterprise", "")},
-			want:  []want{{"ACMECO.yaml", 20, "", "exactly one EvaTenant"}},
+			want:  []want{{"ACMECO.yaml", 22, "", "exactly one EvaTenant"}},
 		},
 		"wrong apiVersion": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "eva.aidonow.com/v1alpha1", "eva.aidonow.com/v1", 1)},
@@ -118,7 +120,7 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 		},
 		"unknown top-level field": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "extra: 1\n"},
-			want:  []want{{"ACMECO.yaml", 19, "extra", "unknown field"}},
+			want:  []want{{"ACMECO.yaml", 21, "extra", "unknown field"}},
 		},
 		"snake case field suggests camel case": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "capsuleCode:", "capsule_code:", 1)},
@@ -130,7 +132,7 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 		},
 		"unknown field in valuesFrom": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "      key: x\n"},
-			want:  []want{{"ACMECO.yaml", 19, "spec.valuesFrom[0].key", "unknown field"}},
+			want:  []want{{"ACMECO.yaml", 21, "spec.valuesFrom[0].key", "unknown field"}},
 		},
 		"duplicate key": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "  wave: 2\n", "  wave: 2\n  wave: 3\n", 1)},
@@ -170,7 +172,7 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 		},
 		"bad lifecycle": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "  lifecycle: Paused\n"},
-			want:  []want{{"ACMECO.yaml", 19, "spec.lifecycle", `unsupported value "Paused"`}},
+			want:  []want{{"ACMECO.yaml", 21, "spec.lifecycle", `unsupported value "Paused"`}},
 		},
 		"wave as string": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "wave: 2", `wave: "2"`, 1)},
@@ -190,11 +192,11 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 		},
 		"deletionProtection as yes": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "  deletionProtection: yes\n"},
-			want:  []want{{"ACMECO.yaml", 19, "spec.deletionProtection", "expected true or false"}},
+			want:  []want{{"ACMECO.yaml", 21, "spec.deletionProtection", "expected true or false"}},
 		},
 		"bad operator version": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "  operatorVersion: latest\n"},
-			want:  []want{{"ACMECO.yaml", 19, "spec.operatorVersion", "semantic version"}},
+			want:  []want{{"ACMECO.yaml", 21, "spec.operatorVersion", "semantic version"}},
 		},
 		"bad seeds version": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "seedsVersion: seeds-1.0.0", "seedsVersion: 'seeds 1'", 1)},
@@ -277,12 +279,12 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 			want:  []want{{"ACMECO.yaml", 16, "spec.valuesFrom[0].name", "required"}},
 		},
 		"valuesFrom duplicate reference": {
-			files: map[string]string{"ACMECO.yaml": validTenant + "    - module: crm\n      kind: Secret\n      name: acmeco-db\n"},
-			want:  []want{{"ACMECO.yaml", 19, "spec.valuesFrom[1]", "duplicate"}},
+			files: map[string]string{"ACMECO.yaml": validTenant + "    - module: crm\n      kind: Secret\n      name: acmeco-db\n      valuesKey: password\n      targetPath: database.password\n"},
+			want:  []want{{"ACMECO.yaml", 21, "spec.valuesFrom[1]", "duplicate"}},
 		},
 		"status in file": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "status:\n  phase: Active\n"},
-			want:  []want{{"ACMECO.yaml", 19, "status", "written by the operator"}},
+			want:  []want{{"ACMECO.yaml", 21, "status", "written by the operator"}},
 		},
 		"server-set metadata in file": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "  name: acmeco\n", "  name: acmeco\n  resourceVersion: \"42\"\n", 1)},

@@ -207,7 +207,11 @@ func (c *Catalog) validateValuesFrom(refs []evav1.ValuesReference, p *field.Path
 		if ref.ValuesKey != "" && (len(ref.ValuesKey) > 253 || !valuesKeyRE.MatchString(ref.ValuesKey)) {
 			errs = append(errs, field.Invalid(ip.Child("valuesKey"), ref.ValuesKey, "must be a data key: letters, digits, '-', '_' and '.'"))
 		}
-		if ref.TargetPath != "" && (len(ref.TargetPath) > 250 || !targetPathRE.MatchString(ref.TargetPath)) {
+		if ref.TargetPath == "" {
+			errs = append(errs, field.Required(ip.Child("targetPath"),
+				"the values path the referenced value is written to, such as database.password: a whole values document from a "+
+					string(ref.Kind)+" could set what helmValues may not"))
+		} else if len(ref.TargetPath) > 250 || !targetPathRE.MatchString(ref.TargetPath) {
 			errs = append(errs, field.Invalid(ip.Child("targetPath"), ref.TargetPath, "must be a dotted values path such as db.password"))
 		} else if ref.TargetPath != "" {
 			errs = append(errs, c.validateTargetPath(ref, ip.Child("targetPath"))...)
