@@ -123,8 +123,8 @@ func TestCompareNeverShowsRedactedValues(t *testing.T) {
 		return ""
 	}
 	old := map[string][]byte{
-		"tenants/acmeco/manifests.yaml": []byte("spec:\n  values:\n    password: 84736251\n    replicaCount: 1\n"),
-		"tenants/globex/manifests.yaml": []byte("spec:\n  values:\n    password: 11112222\n"),
+		"tenants/acmeco/manifests.yaml":   []byte("spec:\n  values:\n    password: 84736251\n    replicaCount: 1\n"),
+		"tenants/globex/manifests.yaml":   []byte("spec:\n  values:\n    password: 11112222\n"),
 		"tenants/x\x1b[2J/manifests.yaml": []byte("a: 1\n"),
 	}
 	new := map[string][]byte{
