@@ -1,15 +1,12 @@
 package testenv
 
 import (
-	"bytes"
 	"fmt"
-	"io"
 	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -69,31 +66,15 @@ func (e *Env) KubeConfigAs(t testing.TB, user string) string {
 	return path
 }
 
-// Process is a running eva-operator binary.
-type Process struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	mu   sync.Mutex
-	log  bytes.Buffer
-}
-
 // StartOperator starts the operator binary with args and extra environment variables
-// (OPERATOR_VERSION, POD_NAMESPACE, ...), in its own process group. It is killed with
-// SIGKILL when the test ends, whatever happened; its output is logged on failure.
+// (OPERATOR_VERSION, POD_NAMESPACE, ...). It is killed with SIGKILL when the test ends,
+// whatever happened; its output is logged on failure.
 func StartOperator(t testing.TB, kubeconfig string, env []string, args ...string) *Process {
 	t.Helper()
-	cmd := exec.Command(OperatorBinary(t), args...)
-	cmd.Dir = RepoRoot()
-	cmd.Env = append(os.Environ(), "KUBECONFIG="+kubeconfig)
-	cmd.Env = append(cmd.Env, env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := &Process{cmd: cmd, done: make(chan struct{})}
-	cmd.Stdout = p.writer()
-	cmd.Stderr = p.writer()
-	if err := cmd.Start(); err != nil {
+	p, err := StartProcess("eva-operator", OperatorBinary(t), RepoRoot(), append([]string{"KUBECONFIG=" + kubeconfig}, env...), args...)
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		p.Kill()
 		if t.Failed() {
@@ -101,45 +82,6 @@ func StartOperator(t testing.TB, kubeconfig string, env []string, args ...string
 		}
 	})
 	return p
-}
-
-// Kill sends SIGKILL to the operator's process group and waits for it to exit: no
-// graceful shutdown, whatever it was doing is cut short.
-func (p *Process) Kill() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL)
-	<-p.done
-}
-
-// Exited reports whether the process has exited.
-func (p *Process) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-// Output returns what the process printed so far.
-func (p *Process) Output() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.log.String()
-}
-
-func (p *Process) writer() io.Writer { return lockedWriter{p} }
-
-type lockedWriter struct{ p *Process }
-
-func (w lockedWriter) Write(b []byte) (int, error) {
-	w.p.mu.Lock()
-	defer w.p.mu.Unlock()
-	return w.p.log.Write(b)
 }
 
 // FreePort returns a free TCP port on 127.0.0.1.
