@@ -17,7 +17,9 @@ bin_dir="${1:-$root/bin}"
 version() { awk -v n="$1" '$1 == n { print $2 }' "$root/hack/versions.txt"; }
 KUBE_VERSION="$(version kubernetes)"
 out="$bin_dir/e2e"
-mkdir -p "$out"
+mkdir -p "$out/crds"
+# controller-gen generates the Flux controllers' CRDs (the Makefile installs it).
+CONTROLLER_GEN="${CONTROLLER_GEN:?set CONTROLLER_GEN to the controller-gen binary (make e2e-binaries does)}"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 # Two modules Flux depends on have no checksum-database entry.
 export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/fluxcd/pkg/http/transport,github.com/google/go-containerregistry/pkg/authn/k8schain"
@@ -29,7 +31,7 @@ trap 'rm -rf "$work"' EXIT
 build() {
   local name="$1" module="$2" ver="$3" pkg="$4" copy="${5:-}"
   local dest="$out/$name-$ver"
-  if [[ -x "$dest" ]]; then return; fi
+  if [[ -x "$dest" && ( -z "$copy" || -d "$out/crds/$name-$ver" ) ]]; then return; fi
   echo "building $name $ver from the module proxy" >&2
   local dir="$work/$name"
   mkdir -p "$dir"
@@ -52,6 +54,12 @@ for r in json.load(sys.stdin).get("Replace") or []:
     fi
     go get "$module@$ver" >&2
     go build -trimpath -o "$dest.tmp" "$pkg" >&2
+    if [[ -n "$copy" ]]; then
+      # The controller's CRDs, generated from the API module version it was built
+      # against (not the newer one Eva's go.mod uses), exactly as upstream generates them.
+      "$CONTROLLER_GEN" crd paths="$module/api/..." output:crd:dir="$out/crds/$name-$ver.tmp" >&2
+      rm -rf "$out/crds/$name-$ver" && mv "$out/crds/$name-$ver.tmp" "$out/crds/$name-$ver"
+    fi
   )
   mv "$dest.tmp" "$dest"
 }
