@@ -192,6 +192,9 @@ func run(cfg config) error {
 		return err
 	}
 	r.GitOps = gitops
+	if cfg.publishMode == "git" {
+		r.Renderer.TreePath = cfg.gitPath // Flux resolves Kustomization paths from the repository root
+	}
 	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err
 	}

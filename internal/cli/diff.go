@@ -43,6 +43,13 @@ exits 1 when something differs (for CI).`,
 			if err != nil {
 				return err
 			}
+			var g *publish.GitRemote
+			if gitT.repo != "" {
+				if g, err = gitT.remote(publish.DefaultAuthor, ""); err != nil {
+					return err
+				}
+				j.r.TreePath = g.Path // rendered as publish git renders it
+			}
 			files, _, err := j.renderAll()
 			if err != nil {
 				return err
@@ -55,11 +62,8 @@ exits 1 when something differs (for CI).`,
 			switch {
 			case dir != "":
 				published, err = publish.ReadDir(dir)
-			case gitT.repo != "":
-				var g *publish.GitRemote
-				if g, err = gitT.remote(publish.DefaultAuthor, ""); err == nil {
-					published, _, err = g.Read(cmd.Context())
-				}
+			case g != nil:
+				published, _, err = g.Read(cmd.Context())
 			default:
 				var o *publish.OCI
 				if o, err = ociT.sink(); err == nil {

@@ -220,7 +220,7 @@ Credentials come from environment variables or files, never from the command lin
 			if err != nil {
 				return err
 			}
-			return runPublish(cmd, opts, &pf, g, func(env string) { g.Subject = "eva: publish tenants for " + env })
+			return runPublish(cmd, opts, &pf, g, g.Path, func(env string) { g.Subject = "eva: publish tenants for " + env })
 		},
 	}
 	pf.bind(cmd.Flags())
@@ -242,7 +242,7 @@ func newPublishOCICommand(opts *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runPublish(cmd, opts, &pf, o, nil)
+			return runPublish(cmd, opts, &pf, o, "", nil)
 		},
 	}
 	pf.bind(cmd.Flags())
@@ -250,12 +250,15 @@ func newPublishOCICommand(opts *options) *cobra.Command {
 	return cmd
 }
 
-func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publish.Sink, onEnv func(string)) error {
+// runPublish renders and publishes; treePath is the folder of the repository the tree
+// goes under, which the tenants' Flux Kustomizations must name.
+func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publish.Sink, treePath string, onEnv func(string)) error {
 	start := time.Now()
 	j, err := prepare(cmd, opts, &pf.inputs)
 	if err != nil {
 		return err
 	}
+	j.r.TreePath = treePath
 	if onEnv != nil {
 		onEnv(j.r.Env.Name)
 	}

@@ -36,6 +36,10 @@ func TestPublishGitAndDiff(t *testing.T) {
 	if files := gitOut(t, bare, "ls-tree", "-r", "--name-only", "main"); !strings.Contains(files, "clusters/dev/tenants/devusr/manifests.yaml") {
 		t.Fatalf("published tree:\n%s", files)
 	}
+	// Flux resolves a Kustomization's path from the repository root, not from --path.
+	if ks := gitOut(t, bare, "show", "main:clusters/dev/flux/devusr.yaml"); !strings.Contains(ks, `path: "./clusters/dev/tenants/devusr"`) {
+		t.Fatalf("the tenant Kustomization does not point below --path:\n%s", ks)
+	}
 
 	diffArgs := append(append([]string{"diff", "--exit-code"}, common(tenants)...), target...)
 	if code, out := runEvactl(t, diffArgs...); code != ExitOK || !strings.Contains(out, "no changes") {

@@ -87,7 +87,7 @@ func (r *Renderer) FluxKustomization(t *evav1.EvaTenant) (map[string]any, error)
 		},
 		Spec: kustomizev1.KustomizationSpec{
 			Interval:           env.KustomizationInterval,
-			Path:               "./" + path.Join(TenantsDir, DirName(code)),
+			Path:               "./" + path.Join(r.TreePath, TenantsDir, DirName(code)),
 			Prune:              true,
 			Wait:               true,
 			Timeout:            &env.KustomizationTimeout,

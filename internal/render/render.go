@@ -42,6 +42,10 @@ const (
 type Renderer struct {
 	Catalog *tenant.Catalog
 	Env     *overlay.Environment
+	// TreePath is the folder of the repository the GitOps tree is published under
+	// (publish git --path); the tenants' Flux Kustomizations point below it, because Flux
+	// resolves their paths from the repository's root.
+	TreePath string
 	// Check, when set, is called with every rendered bundle; an error fails the render
 	// of that tenant (evactl uses it to verify releases against their charts).
 	Check func(*Bundle) error
