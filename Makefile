@@ -83,6 +83,14 @@ release-check: ## Fail while images.txt or the rendered overlays hold PLACEHOLDE
 envtest: ## Build kube-apiserver and etcd for envtest into bin/k8s (once per machine).
 	@hack/envtest-binaries.sh $(BIN) >/dev/null
 
+.PHONY: e2e-binaries
+e2e-binaries: $(CONTROLLER_GEN) ## Build kube-controller-manager, kube-scheduler, kwok and the Flux controllers into bin/e2e (once per machine).
+	@CONTROLLER_GEN=$(CONTROLLER_GEN) hack/e2e-binaries.sh $(BIN) >/dev/null
+
+.PHONY: e2e
+e2e: envtest e2e-binaries ## Run the end-to-end suite: real control plane, kwok nodes and real Flux controllers.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test $(GO_TEST_FLAGS) -tags e2e ./internal/testcluster/... ./internal/e2e/...
+
 .PHONY: test
 test: envtest vet verify ## Run every test against a real API server (envtest).
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test $(GO_TEST_FLAGS) ./...

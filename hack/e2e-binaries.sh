@@ -64,33 +64,21 @@ for r in json.load(sys.stdin).get("Replace") or []:
   mv "$dest.tmp" "$dest"
 }
 
-# kube-controller-manager and kube-scheduler: the staging modules of k8s.io/kubernetes
-# replaced by their published v0.x twins, as hack/envtest-binaries.sh does.
+# kube-controller-manager and kube-scheduler, built like envtest's kube-apiserver.
 build_kube() {
   local name="$1"
   local dest="$out/$name-$KUBE_VERSION"
   if [[ -x "$dest" ]]; then return; fi
   echo "building $name v$KUBE_VERSION from source" >&2
   local dir="$work/$name"
-  mkdir -p "$dir"
-  {
-    echo "module eva.local/e2e-$name"
-    echo
-    echo "go 1.24"
-    echo
-    for m in "${staging[@]}"; do echo "replace k8s.io/$m => k8s.io/$m v0.${KUBE_VERSION#1.}"; done
-  } >"$dir/go.mod"
+  kube_helper_module "$dir" "e2e-$name" "$KUBE_VERSION"
   (cd "$dir" &&
     go get "k8s.io/kubernetes/cmd/$name@v$KUBE_VERSION" >&2 &&
     go build -trimpath -o "$dest.tmp" "k8s.io/kubernetes/cmd/$name" >&2)
   mv "$dest.tmp" "$dest"
 }
-staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
-  cloud-provider cluster-bootstrap code-generator component-base component-helpers
-  controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation
-  endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
-  kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
-  sample-apiserver sample-cli-plugin sample-controller)
+# shellcheck source=hack/kube-staging.sh
+source "$root/hack/kube-staging.sh"
 
 build_kube kube-controller-manager
 build_kube kube-scheduler

@@ -20,30 +20,15 @@ fi
 mkdir -p "$assets"
 export GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 
-# The staging modules of k8s.io/kubernetes; its go.mod points them at ./staging, which a
-# dependent module cannot see, so each is replaced by its published v0.x twin.
-staging=(api apiextensions-apiserver apimachinery apiserver cli-runtime client-go
-  cloud-provider cluster-bootstrap code-generator component-base component-helpers
-  controller-manager cri-api cri-client csi-translation-lib dynamic-resource-allocation
-  endpointslice externaljwt kms kube-aggregator kube-controller-manager kube-proxy
-  kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
-  sample-apiserver sample-cli-plugin sample-controller)
+# shellcheck source=hack/kube-staging.sh
+source "$root/hack/kube-staging.sh"
 
 work="$(mktemp -d "${TMPDIR:-/tmp}/eva-envtest.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
 if [[ ! -x "$assets/kube-apiserver" ]]; then
   echo "building kube-apiserver v$KUBE_VERSION from source (about 4 minutes, once per machine)" >&2
-  mkdir -p "$work/apiserver"
-  {
-    echo "module eva.local/envtest-apiserver"
-    echo
-    echo "go 1.24"
-    echo
-    for m in "${staging[@]}"; do
-      echo "replace k8s.io/$m => k8s.io/$m v0.${KUBE_VERSION#1.}"
-    done
-  } >"$work/apiserver/go.mod"
+  kube_helper_module "$work/apiserver" envtest-apiserver "$KUBE_VERSION"
   (cd "$work/apiserver" &&
     go get "k8s.io/kubernetes/cmd/kube-apiserver@v$KUBE_VERSION" >&2 &&
     go build -trimpath -o "$assets/kube-apiserver.tmp" k8s.io/kubernetes/cmd/kube-apiserver >&2)

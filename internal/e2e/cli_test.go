@@ -1,0 +1,158 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidonow/eva/internal/testcluster"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+// poll waits until cond returns nil; on timeout it fails with the last error and what
+// the cluster's components said last.
+func poll(t *testing.T, what string, timeout time.Duration, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(time.Second)
+	}
+	t.Fatalf("%s: not within %s: %v\ncomponents: %v\nkustomize-controller: %s\nhelm-controller: %s\nsource-controller: %s",
+		what, timeout, err, cluster.Check(), cluster.Logs("kustomize-controller", 3000),
+		cluster.Logs("helm-controller", 3000), cluster.Logs("source-controller", 2000))
+}
+
+var (
+	kustomizationGVK = schema.GroupVersionKind{Group: "kustomize.toolkit.fluxcd.io", Version: "v1", Kind: "Kustomization"}
+	helmReleaseGVK   = schema.GroupVersionKind{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"}
+)
+
+// readyOf returns the Ready condition of a Flux object.
+func readyOf(u *unstructured.Unstructured) (metav1.Condition, bool) {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, item := range raw {
+		m, _ := item.(map[string]any)
+		if m["type"] == "Ready" {
+			return metav1.Condition{Type: "Ready", Status: metav1.ConditionStatus(fmt.Sprint(m["status"])),
+				Reason: fmt.Sprint(m["reason"]), Message: fmt.Sprint(m["message"])}, true
+		}
+	}
+	return metav1.Condition{}, false
+}
+
+// allReady checks every object of a kind (with the capsule label when label is set) is
+// Ready, and that there are want of them.
+func allReady(ctx context.Context, gvk schema.GroupVersionKind, want int, opts ...client.ListOption) error {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+	if err := cluster.Client.List(ctx, list, opts...); err != nil {
+		return err
+	}
+	if len(list.Items) != want {
+		return fmt.Errorf("%d %ss, want %d", len(list.Items), gvk.Kind, want)
+	}
+	var notReady []string
+	for i := range list.Items {
+		u := &list.Items[i]
+		if c, ok := readyOf(u); !ok || c.Status != metav1.ConditionTrue {
+			notReady = append(notReady, fmt.Sprintf("%s/%s (%s: %s)", u.GetNamespace(), u.GetName(), c.Reason, c.Message))
+		}
+	}
+	if len(notReady) > 0 {
+		return fmt.Errorf("not Ready: %s", strings.Join(notReady, "; "))
+	}
+	return nil
+}
+
+// TestCLIPublishGitReachesRealFlux is the pull-request path: `evactl publish git` of the
+// example tenants, then the real source-controller fetches the branch, the real
+// kustomize-controller applies each tenant's Kustomization, the real helm-controller
+// installs every module chart from the chart repository, and the module Deployments
+// become Available on kwok's nodes.
+func TestCLIPublishGitReachesRealFlux(t *testing.T) {
+	ctx := context.Background()
+	repo := gitSrv.URL + "/fleet.git"
+	publish := exec.Command(evactl, "publish", "git", "--repo", repo, "--branch", "main", "--env", "dev",
+		"--cache-dir", t.TempDir())
+	publish.Dir = testenv.RepoRoot()
+	if out, err := publish.CombinedOutput(); err != nil {
+		t.Fatalf("evactl publish git: %v\n%s", err, out)
+	}
+
+	// The platform's side, as its Flux installation would hold it: the chart source the
+	// environment names, the GitOps source, and one Kustomization for the tree's root.
+	if err := applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata:
+  name: eva-charts
+  namespace: %[1]s
+spec:
+  url: %[2]s
+  interval: 1m
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: eva-tenants
+  namespace: %[1]s
+spec:
+  url: %[3]s
+  ref:
+    branch: main
+  interval: 30s
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: eva-tenants
+  namespace: %[1]s
+spec:
+  interval: 1m
+  path: ./
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: eva-tenants
+`, testcluster.FluxNamespace, charts.URL, repo)); err != nil {
+		t.Fatal(err)
+	}
+
+	// The example tenants: ACMECO (Customer, 4 modules), DEVUSR (Starter, 2), GLOBEX
+	// (Enterprise, 6): 12 releases, 3 tenant Kustomizations plus the root.
+	poll(t, "every tenant Kustomization Ready", 6*time.Minute, func() error {
+		return allReady(ctx, kustomizationGVK, 4, client.InNamespace(testcluster.FluxNamespace))
+	})
+	poll(t, "every HelmRelease Ready", 2*time.Minute, func() error {
+		return allReady(ctx, helmReleaseGVK, 12)
+	})
+	var deployments appsv1.DeploymentList
+	if err := cluster.Client.List(ctx, &deployments); err != nil {
+		t.Fatal(err)
+	}
+	available := 0
+	for _, d := range deployments.Items {
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentAvailable && c.Status == "True" {
+				available++
+			}
+		}
+	}
+	if available < 12 {
+		t.Errorf("%d of %d module Deployments Available, want at least 12", available, len(deployments.Items))
+	}
+}

@@ -1,0 +1,7 @@
+// Package e2e runs Eva's loop against a real cluster in one process tree
+// (internal/testcluster): real kube-apiserver, kube-controller-manager, kube-scheduler,
+// kwok nodes, and the real Flux source-, kustomize- and helm-controller, fed by a git
+// server and a Helm chart repository on loopback. Nothing of Flux is played here.
+//
+// The tests carry the e2e build tag: `make e2e` builds the components and runs them.
+package e2e
