@@ -89,10 +89,10 @@ e2e-binaries: $(CONTROLLER_GEN) ## Build kube-controller-manager, kube-scheduler
 
 .PHONY: e2e
 e2e: envtest e2e-binaries ## Run the end-to-end suite: real control plane, kwok nodes and real Flux controllers.
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test $(GO_TEST_FLAGS) -tags e2e ./internal/testcluster/... ./internal/e2e/...
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test $(GO_TEST_FLAGS) ./internal/testcluster/... ./internal/e2e/...
 
 .PHONY: test
-test: envtest vet verify ## Run every test against a real API server (envtest).
+test: envtest e2e-binaries vet verify ## Run every test: envtest, and the end-to-end suite with real Flux.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test $(GO_TEST_FLAGS) ./...
 
 .PHONY: fuzz

@@ -1,5 +1,3 @@
-//go:build e2e
-
 package e2e
 
 import (
@@ -11,6 +9,7 @@ import (
 	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -132,6 +131,14 @@ spec:
 		t.Fatal(err)
 	}
 
+	// What the example tenants' valuesFrom reference, created by their owners in their
+	// namespaces once Flux made them (secret values never pass through Eva or git).
+	provideValues(t, map[string]map[string]string{
+		"eva-tenant-acmeco/Secret/acmeco-crm-database":    {"password": "e2e-password"},
+		"eva-tenant-globex/Secret/globex-gateway-tls":     {"tls.crt": "e2e-certificate"},
+		"eva-tenant-globex/ConfigMap/globex-crm-branding": {"theme": "dark"},
+	})
+
 	// The example tenants: ACMECO (Customer, 4 modules), DEVUSR (Starter, 2), GLOBEX
 	// (Enterprise, 6): 12 releases, 3 tenant Kustomizations plus the root.
 	poll(t, "every tenant Kustomization Ready", 6*time.Minute, func() error {
@@ -154,5 +161,26 @@ spec:
 	}
 	if available < 12 {
 		t.Errorf("%d of %d module Deployments Available, want at least 12", available, len(deployments.Items))
+	}
+}
+
+// provideValues creates each "namespace/Kind/name" Secret or ConfigMap with its data as
+// soon as the namespace exists.
+func provideValues(t *testing.T, objects map[string]map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	for ref, data := range objects {
+		parts := strings.SplitN(ref, "/", 3)
+		poll(t, "namespace "+parts[0], 2*time.Minute, func() error {
+			return cluster.Client.Get(ctx, client.ObjectKey{Name: parts[0]}, &corev1.Namespace{})
+		})
+		meta := metav1.ObjectMeta{Namespace: parts[0], Name: parts[2]}
+		var obj client.Object = &corev1.ConfigMap{ObjectMeta: meta, Data: data}
+		if parts[1] == "Secret" {
+			obj = &corev1.Secret{ObjectMeta: meta, StringData: data}
+		}
+		if err := cluster.Client.Create(ctx, obj); err != nil {
+			t.Fatalf("creating %s: %v", ref, err)
+		}
 	}
 }

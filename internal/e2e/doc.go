@@ -3,5 +3,6 @@
 // kwok nodes, and the real Flux source-, kustomize- and helm-controller, fed by a git
 // server and a Helm chart repository on loopback. Nothing of Flux is played here.
 //
-// The tests carry the e2e build tag: `make e2e` builds the components and runs them.
+// `make e2e` builds the components (hack/e2e-binaries.sh) and runs only these tests;
+// `make test` runs them with the rest.
 package e2e

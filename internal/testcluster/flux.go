@@ -53,7 +53,7 @@ func (c *Cluster) StartFlux(ctx context.Context) error {
 	}
 	common := func() []string {
 		return []string{
-			"--kubeconfig=" + c.KubeConfig, "--watch-all-namespaces=true", "--enable-leader-election=false",
+			"--watch-all-namespaces=true", "--enable-leader-election=false",
 			fmt.Sprintf("--metrics-addr=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-addr=127.0.0.1:%d", freePort()),
 			"--log-level=info", "--requeue-dependency=5s",
 		}
