@@ -93,24 +93,15 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 		t.Fatalf("evactl publish git: %v\n%s", err, out)
 	}
 
-	// The platform's side, as its Flux installation would hold it: the chart source the
-	// environment names, the GitOps source, and one Kustomization for the tree's root.
+	// The platform's side, as its Flux installation would hold it (the chart source is
+	// the suite's): the GitOps source, and one Kustomization for the tree's root.
 	if err := applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: HelmRepository
-metadata:
-  name: eva-charts
-  namespace: %[1]s
-spec:
-  url: %[2]s
-  interval: 1m
----
-apiVersion: source.toolkit.fluxcd.io/v1
 kind: GitRepository
 metadata:
   name: eva-tenants
   namespace: %[1]s
 spec:
-  url: %[3]s
+  url: %[2]s
   ref:
     branch: main
   interval: 30s
@@ -127,7 +118,7 @@ spec:
   sourceRef:
     kind: GitRepository
     name: eva-tenants
-`, testcluster.FluxNamespace, charts.URL, repo)); err != nil {
+`, testcluster.FluxNamespace, repo)); err != nil {
 		t.Fatal(err)
 	}
 

@@ -11,10 +11,14 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	natsserver "github.com/nats-io/nats-server/v2/server"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -29,6 +33,8 @@ var (
 	charts  *testcluster.Server
 	gitRoot string
 	evactl  string
+	// jetstream reaches the embedded JetStream server the NACK stand-in creates streams in.
+	jetstream *messaging.Client
 )
 
 func TestMain(m *testing.M) {
@@ -71,6 +77,44 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer charts.Close()
+	if err := applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: HelmRepository
+metadata:
+  name: eva-charts
+  namespace: %s
+spec:
+  url: %s
+  interval: 1m
+`, testcluster.FluxNamespace, charts.URL)); err != nil {
+		return 0, err
+	}
+	if err := installOperatorBase(ctx, root); err != nil {
+		return 0, err
+	}
+	// JetStream, real and embedded, and the two stand-ins the cluster cannot do without.
+	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
+		StoreDir: filepath.Join(cluster.Dir, "jetstream"), NoLog: true, NoSigs: true})
+	if err != nil {
+		return 0, err
+	}
+	go ns.Start()
+	defer ns.Shutdown()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		return 0, fmt.Errorf("NATS did not start")
+	}
+	if jetstream, err = messaging.Connect(messaging.Config{URL: ns.ClientURL()}); err != nil {
+		return 0, err
+	}
+	defer jetstream.Close()
+	standIns, err := client.New(cluster.Config, client.Options{Scheme: testcluster.StandInScheme()})
+	if err != nil {
+		return 0, err
+	}
+	stop, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go testcluster.RunNACKStandIn(stop, standIns, jetstream)
+	go testcluster.RunIngressStandIn(stop, standIns)
+
 	evactl = filepath.Join(cluster.Dir, "evactl")
 	build := exec.Command("go", "build", "-o", evactl, "./cmd/evactl")
 	build.Dir = root
@@ -78,6 +122,31 @@ func run(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("building evactl: %v\n%s", err, out)
 	}
 	return m.Run(), nil
+}
+
+// installOperatorBase installs the operator's base (kustomize build of base/: namespace,
+// CRD, RBAC, admission policy, network policy) as a user does, but its Deployment: the
+// operator runs here as a process (its image is not built on this machine).
+func installOperatorBase(ctx context.Context, root string) error {
+	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
+	resources, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(root, "base"))
+	if err != nil {
+		return err
+	}
+	for _, res := range resources.Resources() {
+		if res.GetKind() == "Deployment" {
+			continue
+		}
+		m, err := res.Map()
+		if err != nil {
+			return err
+		}
+		u := &unstructured.Unstructured{Object: m}
+		if err := cluster.Client.Patch(ctx, u, client.Apply, client.FieldOwner("eva-e2e"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	return nil
 }
 
 // applyFile creates every object of a YAML file (documents separated by ---).
