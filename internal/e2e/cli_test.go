@@ -12,9 +12,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -85,7 +88,7 @@ func allReady(ctx context.Context, gvk schema.GroupVersionKind, want int, opts .
 // become Available on kwok's nodes.
 func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	ctx := context.Background()
-	repo := gitSrv.URL + "/fleet.git"
+	repo := gitSrv.URL + "/" + fleetRepo
 	publish := exec.Command(evactl, "publish", "git", "--repo", repo, "--branch", "main", "--env", "dev",
 		"--cache-dir", t.TempDir())
 	publish.Dir = testenv.RepoRoot()
@@ -93,34 +96,9 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 		t.Fatalf("evactl publish git: %v\n%s", err, out)
 	}
 
-	// The platform's side, as its Flux installation would hold it (the chart source is
-	// the suite's): the GitOps source, and one Kustomization for the tree's root.
-	if err := applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: eva-tenants
-  namespace: %[1]s
-spec:
-  url: %[2]s
-  ref:
-    branch: main
-  interval: 30s
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata:
-  name: eva-tenants
-  namespace: %[1]s
-spec:
-  interval: 1m
-  path: ./
-  prune: true
-  sourceRef:
-    kind: GitRepository
-    name: eva-tenants
-`, testcluster.FluxNamespace, repo)); err != nil {
-		t.Fatal(err)
-	}
+	// The platform's Flux objects (chart source, GitOps source, root Kustomization) are
+	// the suite's; ask Flux to fetch the new commit now rather than at its next interval.
+	requestReconcile(t, "GitRepository", "eva-tenants")
 
 	// What the example tenants' valuesFrom reference, created by their owners in their
 	// namespaces once Flux made them (secret values never pass through Eva or git).
@@ -131,12 +109,19 @@ spec:
 	})
 
 	// The example tenants: ACMECO (Customer, 4 modules), DEVUSR (Starter, 2), GLOBEX
-	// (Enterprise, 6): 12 releases, 3 tenant Kustomizations plus the root.
+	// (Enterprise, 6): 12 releases, 3 tenant Kustomizations.
+	examples, err := labels.Parse(tenant.LabelCapsule + " in (ACMECO,DEVUSR,GLOBEX)")
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "the tree's root Kustomization Ready", 2*time.Minute, func() error {
+		return allReady(ctx, kustomizationGVK, 1, client.InNamespace(testcluster.FluxNamespace), client.MatchingFields{"metadata.name": "eva-tenants"})
+	})
 	poll(t, "every tenant Kustomization Ready", 6*time.Minute, func() error {
-		return allReady(ctx, kustomizationGVK, 4, client.InNamespace(testcluster.FluxNamespace))
+		return allReady(ctx, kustomizationGVK, 3, client.InNamespace(testcluster.FluxNamespace), client.MatchingLabelsSelector{Selector: examples})
 	})
 	poll(t, "every HelmRelease Ready", 2*time.Minute, func() error {
-		return allReady(ctx, helmReleaseGVK, 12)
+		return allReady(ctx, helmReleaseGVK, 12, client.MatchingLabelsSelector{Selector: examples})
 	})
 	var deployments appsv1.DeploymentList
 	if err := cluster.Client.List(ctx, &deployments); err != nil {
@@ -173,5 +158,24 @@ func provideValues(t *testing.T, objects map[string]map[string]string) {
 		if err := cluster.Client.Create(ctx, obj); err != nil {
 			t.Fatalf("creating %s: %v", ref, err)
 		}
+	}
+}
+
+// requestReconcile asks a Flux object in flux-system to reconcile now, as
+// `flux reconcile` does (the reconcile.fluxcd.io/requestedAt annotation).
+func requestReconcile(t *testing.T, kind, name string) {
+	t.Helper()
+	u := &unstructured.Unstructured{}
+	gv := "source.toolkit.fluxcd.io/v1"
+	if kind == "Kustomization" {
+		gv = "kustomize.toolkit.fluxcd.io/v1"
+	}
+	u.SetAPIVersion(gv)
+	u.SetKind(kind)
+	u.SetNamespace(testcluster.FluxNamespace)
+	u.SetName(name)
+	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, time.Now().Format(time.RFC3339Nano)))
+	if err := cluster.Client.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+		t.Fatal(err)
 	}
 }

@@ -23,6 +23,11 @@ import (
 	"github.com/aidonow/eva/internal/testenv"
 )
 
+// fleetRepo is the GitOps repository on the git server: what evactl and the operator
+// publish to, and what the platform's GitRepository eva-tenants (the dev environment's
+// gitopsSource) fetches.
+const fleetRepo = "fleet.git"
+
 // podStartDelay is kwok's stand-in for image pulls and container start: a pod becomes
 // Ready this long after it is scheduled (a Job's pod Succeeds as long after that).
 const podStartDelay = 2 * time.Second
@@ -66,7 +71,7 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	gitRoot = filepath.Join(cluster.Dir, "git")
-	if _, err := git.PlainInit(filepath.Join(gitRoot, "fleet.git"), true); err != nil {
+	if _, err := git.PlainInit(filepath.Join(gitRoot, fleetRepo), true); err != nil {
 		return 0, err
 	}
 	if gitSrv, err = testcluster.GitServer(gitRoot); err != nil {
@@ -81,11 +86,35 @@ func run(m *testing.M) (int, error) {
 kind: HelmRepository
 metadata:
   name: eva-charts
-  namespace: %s
+  namespace: %[1]s
 spec:
-  url: %s
+  url: %[2]s
   interval: 1m
-`, testcluster.FluxNamespace, charts.URL)); err != nil {
+---
+apiVersion: source.toolkit.fluxcd.io/v1
+kind: GitRepository
+metadata:
+  name: eva-tenants
+  namespace: %[1]s
+spec:
+  url: %[3]s/%[4]s
+  ref:
+    branch: main
+  interval: 10s
+---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: eva-tenants
+  namespace: %[1]s
+spec:
+  interval: 30s
+  path: ./
+  prune: true
+  sourceRef:
+    kind: GitRepository
+    name: eva-tenants
+`, testcluster.FluxNamespace, charts.URL, gitSrv.URL, fleetRepo)); err != nil {
 		return 0, err
 	}
 	if err := installOperatorBase(ctx, root); err != nil {
