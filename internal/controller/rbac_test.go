@@ -70,9 +70,6 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 	if err := k8s.Create(ctx, restrictedNamespace(tenantNS)); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	unboundRelease := &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "crm"},
-		Spec: helmv2.HelmReleaseSpec{Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "eva-crm",
-			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "HelmRepository", Name: "eva-charts", Namespace: "flux-system"}}}}}
 	privilegedNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "eva-tenant-privil",
 		Labels: map[string]string{"pod-security.kubernetes.io/enforce": "privileged"}}}
 	jobAsDeployer := seedJob(tenantNS)
@@ -92,7 +89,7 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 		"bind ClusterRole admin in a tenant namespace":     func() error { return op.Create(ctx, deployerBinding(tenantNS, "admin")) },
 		"bind cluster-admin in a tenant namespace":         func() error { return op.Create(ctx, deployerBinding(tenantNS, "cluster-admin")) },
 		"create a tenant namespace without restricted PSA": func() error { return op.Create(ctx, privilegedNS) },
-		"create a HelmRelease running as helm-controller":  func() error { return op.Create(ctx, unboundRelease) },
+		"create a HelmRelease running as helm-controller":  func() error { return op.Create(ctx, unboundRelease(tenantNS)) },
 		"create a Job running as the deployer account":     func() error { return op.Create(ctx, jobAsDeployer) },
 		"create a ClusterRoleBinding": func() error {
 			return op.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "grab"},
@@ -208,4 +205,61 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 			})
 		})
 	}
+}
+
+// TestTenantApplierIsFenced makes requests as a tenant's GitOps identity (the account
+// its Flux Kustomization impersonates, base/rbac/tenant_applier.yaml): it writes its own
+// namespace's objects, and the API server refuses it another tenant's namespace, any
+// other namespace, and the escalations the operator is refused too.
+func TestTenantApplierIsFenced(t *testing.T) {
+	applyOperatorBase(t)
+	ctx := context.Background()
+	cfg := rest.CopyConfig(env.Config)
+	// What kustomize-controller sends for serviceAccountName eva-tenant-applya; the API
+	// server adds the service-account groups.
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:flux-system:eva-tenant-applya"}
+	applier, err := client.New(cfg, client.Options{Scheme: NewScheme()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := "eva-tenant-applyb"
+	if err := k8s.Create(ctx, restrictedNamespace(other)); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := applier.Create(ctx, restrictedNamespace("eva-tenant-applya")); err != nil {
+		t.Fatalf("a tenant's applier cannot create its own namespace: %v", err)
+	}
+	sa := func(ns string) *corev1.ServiceAccount {
+		return &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-deployer"}}
+	}
+	if err := applier.Create(ctx, sa("eva-tenant-applya")); err != nil {
+		t.Fatalf("a tenant's applier cannot write in its own namespace: %v", err)
+	}
+	if err := applier.Create(ctx, deployerBinding("eva-tenant-applya", "eva-tenant-deployer")); err != nil {
+		t.Fatalf("a tenant's applier cannot bind its deployer: %v", err)
+	}
+	denied := map[string]func() error{
+		"write in another tenant's namespace":     func() error { return applier.Create(ctx, sa(other)) },
+		"create another tenant's namespace":       func() error { return applier.Create(ctx, restrictedNamespace("eva-tenant-applyc")) },
+		"delete another tenant's namespace":       func() error { return applier.Delete(ctx, restrictedNamespace(other)) },
+		"write in kube-system":                    func() error { return applier.Create(ctx, seedJob("kube-system")) },
+		"bind admin in its own namespace":         func() error { return applier.Create(ctx, deployerBinding("eva-tenant-applya", "admin")) },
+		"create a HelmRelease as helm-controller": func() error { return applier.Create(ctx, unboundRelease("eva-tenant-applya")) },
+		"read a Secret": func() error {
+			return applier.Get(ctx, client.ObjectKey{Namespace: "eva-tenant-applya", Name: "x"}, &corev1.Secret{})
+		},
+	}
+	for what, do := range denied {
+		t.Run("denied: "+what, func(t *testing.T) {
+			if err := do(); !apierrors.IsForbidden(err) {
+				t.Fatalf("want the API server to refuse, got %v", err)
+			}
+		})
+	}
+}
+
+func unboundRelease(ns string) *helmv2.HelmRelease {
+	return &helmv2.HelmRelease{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"},
+		Spec: helmv2.HelmReleaseSpec{Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{Chart: "eva-crm",
+			SourceRef: helmv2.CrossNamespaceObjectReference{Kind: "HelmRepository", Name: "eva-charts", Namespace: "flux-system"}}}}}
 }

@@ -46,9 +46,6 @@ type Settings struct {
 	GitOpsSource SourceRef `json:"gitopsSource"`
 	// FluxNamespace is where the tenant Kustomizations live.
 	FluxNamespace string `json:"fluxNamespace,omitempty"`
-	// FluxServiceAccount is the account each tenant Kustomization impersonates; empty
-	// uses the kustomize-controller's own.
-	FluxServiceAccount string `json:"fluxServiceAccount,omitempty"`
 	// DeployerClusterRole is bound in each tenant namespace to the account Flux
 	// impersonates for the tenant's Helm releases.
 	DeployerClusterRole string `json:"deployerClusterRole,omitempty"`

@@ -142,8 +142,8 @@ func TestTreeBuildsWithKustomize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kustomize build of the root: %v", err)
 	}
-	if n := len(root.Resources()); n != len(tenants) {
-		t.Errorf("root builds %d objects, want %d Flux Kustomizations", n, len(tenants))
+	if n := len(root.Resources()); n != 2*len(tenants) {
+		t.Errorf("root builds %d objects, want %d Flux Kustomizations and their applier accounts", n, len(tenants))
 	}
 	for _, tn := range tenants {
 		b, err := r.Bundle(tn)

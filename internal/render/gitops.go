@@ -19,7 +19,7 @@ import (
 // Paths of the GitOps tree, relative to its root:
 //
 //	kustomization.yaml               root: lists every tenant's Flux Kustomization
-//	flux/<code>.yaml                 the tenant's Flux Kustomization
+//	flux/<code>.yaml                 the tenant's applier account and Flux Kustomization
 //	tenants/<code>/kustomization.yaml
 //	tenants/<code>/manifests.yaml    the tenant bundle
 const (
@@ -67,6 +67,10 @@ func (r *Renderer) TenantFiles(t *evav1.EvaTenant) ([]File, error) {
 		return nil, err
 	}
 	var ksBuf bytes.Buffer
+	if err := manifest.Encode(&ksBuf, r.applierAccount(t)); err != nil {
+		return nil, fmt.Errorf("encoding the applier account of %s: %w", b.Code, err)
+	}
+	ksBuf.WriteString("---\n")
 	if err := manifest.Encode(&ksBuf, ks); err != nil {
 		return nil, fmt.Errorf("encoding Flux Kustomization of %s: %w", b.Code, err)
 	}
@@ -91,7 +95,10 @@ func (r *Renderer) FluxKustomization(t *evav1.EvaTenant) (map[string]any, error)
 			Prune:              true,
 			Wait:               true,
 			Timeout:            &env.KustomizationTimeout,
-			ServiceAccountName: env.FluxServiceAccount,
+			// Each tenant applies as its own identity, never as kustomize-controller:
+			// base/rbac/tenant_applier.yaml grants it what a bundle needs and confines it
+			// to the namespace of the same name.
+			ServiceAccountName: ApplierName(code),
 			SourceRef: kustomizev1.CrossNamespaceSourceReference{
 				Kind: env.GitOpsSource.Kind, Name: env.GitOpsSource.Name, Namespace: env.GitOpsSource.Namespace,
 			},
@@ -99,6 +106,36 @@ func (r *Renderer) FluxKustomization(t *evav1.EvaTenant) (map[string]any, error)
 	}
 	return manifest.ToMap(ks)
 }
+
+// applierAccount is the service account the tenant's Kustomization impersonates. It is
+// never pruned: kustomize-controller skips the garbage collection of a deleted
+// Kustomization whose account is gone, and the root prunes the account and the
+// Kustomization together, so a pruned account would leave the tenant's namespace behind.
+// It holds no rights of its own (base/rbac/tenant_applier.yaml grants them to the
+// group of every account in the Flux namespace, fenced to the namespace of its name).
+func (r *Renderer) applierAccount(t *evav1.EvaTenant) map[string]any {
+	code := t.Spec.CapsuleCode
+	s := &scope{r: r, t: t, code: code, ns: tenant.Namespace(code)}
+	return map[string]any{
+		"apiVersion": "v1", "kind": "ServiceAccount",
+		"metadata": map[string]any{
+			"name": ApplierName(code), "namespace": r.Env.Settings.FluxNamespace, "labels": toAnyMap(s.labels()),
+			"annotations": map[string]any{"kustomize.toolkit.fluxcd.io/prune": "disabled"},
+		},
+	}
+}
+
+func toAnyMap(m map[string]string) map[string]any {
+	out := make(map[string]any, len(m))
+	for k, v := range m {
+		out[k] = v
+	}
+	return out
+}
+
+// ApplierName is the service account (in the Flux namespace) a tenant's Kustomization
+// impersonates: eva-tenant-<code>, the name of the one namespace it may write to.
+func ApplierName(code string) string { return tenant.Namespace(code) }
 
 // RootKustomizationFile lists every tenant's Flux Kustomization, sorted, so the tree's
 // root can be handed to one Flux Kustomization.
