@@ -90,11 +90,11 @@ func (r *Renderer) FluxKustomization(t *evav1.EvaTenant) (map[string]any, error)
 			Name: tenant.Namespace(code), Namespace: env.FluxNamespace, Labels: s.labels(),
 		},
 		Spec: kustomizev1.KustomizationSpec{
-			Interval:           env.KustomizationInterval,
-			Path:               "./" + path.Join(r.TreePath, TenantsDir, DirName(code)),
-			Prune:              true,
-			Wait:               true,
-			Timeout:            &env.KustomizationTimeout,
+			Interval: env.KustomizationInterval,
+			Path:     "./" + path.Join(r.TreePath, TenantsDir, DirName(code)),
+			Prune:    true,
+			Wait:     true,
+			Timeout:  &env.KustomizationTimeout,
 			// Each tenant applies as its own identity, never as kustomize-controller:
 			// base/rbac/tenant_applier.yaml grants it what a bundle needs and confines it
 			// to the namespace of the same name.
