@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/tenant"
-	"github.com/aidonow/eva/internal/testenv"
 )
 
 // TestOperatorGitOpsModeThroughRealFlux runs the operator binary in GitOps mode: it
@@ -25,14 +24,7 @@ import (
 // namespace before the finalizer goes.
 func TestOperatorGitOpsModeThroughRealFlux(t *testing.T) {
 	ctx := context.Background()
-	kubeconfig, err := cluster.KubeConfigAs(testenv.OperatorServiceAccount,
-		"system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated")
-	if err != nil {
-		t.Fatal(err)
-	}
-	testenv.StartOperator(t, kubeconfig, []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace},
-		"--overlays=overlays", "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--publish=git", "--git-url="+gitSrv.URL+"/"+fleetRepo, "--git-branch=main", "--git-cache="+t.TempDir())
+	startOperator(t, "--publish=git", "--git-url="+gitSrv.URL+"/"+fleetRepo, "--git-branch=main", "--git-cache="+t.TempDir())
 
 	tn := evaTenant("GITOPS", "Customer")
 	if err := cluster.Client.Create(ctx, tn); err != nil {

@@ -20,17 +20,18 @@ import (
 // operatorNamespace is where the operator runs and accepts EvaTenants (base/manager).
 const operatorNamespace = "eva-system"
 
-// startOperator runs the eva-operator binary in pure-cluster mode as its deployed
-// service account, so it works with exactly the RBAC and admission policy of base/.
-func startOperator(t *testing.T) *testenv.Process {
+// startOperator runs the eva-operator binary (pure-cluster mode unless extraArgs say
+// otherwise) as its deployed service account, so it works with exactly the RBAC and
+// admission policy of base/.
+func startOperator(t *testing.T, extraArgs ...string) *testenv.Process {
 	t.Helper()
 	kubeconfig, err := cluster.KubeConfigAs(testenv.OperatorServiceAccount,
 		"system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated")
 	if err != nil {
 		t.Fatal(err)
 	}
-	return testenv.StartOperator(t, kubeconfig, []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace},
-		"--overlays=overlays", "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0")
+	args := append([]string{"--overlays=overlays", "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0"}, extraArgs...)
+	return testenv.StartOperator(t, kubeconfig, []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace}, args...)
 }
 
 func evaTenant(code, tier string) *unstructured.Unstructured {
