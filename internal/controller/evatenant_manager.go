@@ -68,6 +68,9 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		}
 		out := make([]reconcile.Request, 0, len(list.Items))
 		for _, t := range list.Items {
+			if !r.namespaceAllowed(t.Namespace) {
+				continue // ignored tenants are not woken by the objects of the code's owner
+			}
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
 		}
 		return out
