@@ -179,7 +179,7 @@ func (c *Cluster) waitNodesReady(ctx context.Context, n int) error {
 				return nil
 			}
 		}
-		if err := c.exited(); err != nil {
+		if err := c.Check(); err != nil {
 			return err
 		}
 		time.Sleep(200 * time.Millisecond)
@@ -201,8 +201,8 @@ func (c *Cluster) start(name, bin string, args ...string) error {
 	return nil
 }
 
-// exited reports a component that has died.
-func (c *Cluster) exited() error {
+// Check returns an error naming every component that is no longer running.
+func (c *Cluster) Check() error {
 	var errs []error
 	for _, p := range c.procs {
 		if p.Exited() {
@@ -212,8 +212,6 @@ func (c *Cluster) exited() error {
 	return errors.Join(errs...)
 }
 
-// Check returns an error naming every component that is no longer running.
-func (c *Cluster) Check() error { return c.exited() }
 
 func (c *Cluster) proc(name string) *testenv.Process {
 	for _, p := range c.procs {

@@ -71,5 +71,5 @@ func (c *Cluster) StartFlux(ctx context.Context) error {
 	}
 	// Give the controllers a moment to fail on a bad flag or a missing CRD.
 	time.Sleep(2 * time.Second)
-	return c.exited()
+	return c.Check()
 }
