@@ -212,7 +212,6 @@ func (c *Cluster) Check() error {
 	return errors.Join(errs...)
 }
 
-
 func (c *Cluster) proc(name string) *testenv.Process {
 	for _, p := range c.procs {
 		if p.Name == name {
