@@ -74,6 +74,12 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 			if latest := hr.Status.History.Latest(); latest != nil {
 				rs.HistoryVersion = latest.ChartVersion
 			}
+			// Retries count for the generation helm-controller last attempted; a new
+			// spec resets them.
+			if rem := hr.GetActiveRemediation(); rem != nil && hr.Status.LastAttemptedGeneration == hr.Generation {
+				rs.RetriesExhausted = rem.RetriesExhausted(&hr)
+				rs.LastAction, rs.Failures = string(hr.Status.LastAttemptedReleaseAction), rem.GetFailureCount(&hr)
+			}
 		}
 		o.Releases = append(o.Releases, rs)
 	}

@@ -87,7 +87,7 @@ func allReady(ctx context.Context, gvk schema.GroupVersionKind, want int, opts .
 // installs every module chart from the chart repository, and the module Deployments
 // become Available on kwok's nodes.
 func TestCLIPublishGitReachesRealFlux(t *testing.T) {
-	ctx := context.Background()
+	t.Parallel()
 	repo := gitSrv.URL + "/" + fleetRepo
 	publish := exec.Command(evactl, "publish", "git", "--repo", repo, "--branch", "main", "--env", "dev",
 		"--cache-dir", t.TempDir())
@@ -95,48 +95,79 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	if out, err := publish.CombinedOutput(); err != nil {
 		t.Fatalf("evactl publish git: %v\n%s", err, out)
 	}
-
 	// The platform's Flux objects (chart source, GitOps source, root Kustomization) are
 	// the suite's; ask Flux to fetch the new commit now rather than at its next interval.
 	requestReconcile(t, "GitRepository", "eva-tenants")
+	assertExamplesDeployed(t, "eva-tenants", "ACMECO", "DEVUSR", "GLOBEX")
+}
 
-	// What the example tenants' valuesFrom reference, created by their owners in their
-	// namespaces once Flux made them (secret values never pass through Eva or git).
+// TestCLIPublishOCIReachesRealFlux is the same path through an OCI artifact: `evactl
+// publish oci` pushes the examples (under other codes) to the registry, the platform's
+// OCIRepository pulls the artifact, and Flux applies and installs it.
+func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const source = "eva-tenants-oci"
+	ref := "oci://" + registry.Host() + "/eva/tenants"
+	if err := bootstrapSource(ctx, "OCIRepository", source, ref, "e2e"); err != nil {
+		t.Fatal(err)
+	}
+	tenants := renamedTenants(t, map[string]string{"ACMECO": "OCIACM", "DEVUSR": "OCIDEV", "GLOBEX": "OCIGLO"})
+	publish := exec.Command(evactl, "publish", "oci", "--ref", ref+":e2e", "--insecure", "--env", "dev",
+		"--overlays", environment(t, gitOpsSource("OCIRepository", source)), "--tenants", tenants)
+	publish.Dir = testenv.RepoRoot()
+	if out, err := publish.CombinedOutput(); err != nil {
+		t.Fatalf("evactl publish oci: %v\n%s", err, out)
+	}
+	requestReconcile(t, "OCIRepository", source)
+	assertExamplesDeployed(t, source, "OCIACM", "OCIDEV", "OCIGLO")
+}
+
+// assertExamplesDeployed waits until the root Kustomization and the Kustomization of
+// each of the three example tenants (Customer, Starter and Enterprise, under the given
+// codes) are Ready, their twelve HelmReleases are Ready and their Deployments Available.
+// It first creates what the examples' valuesFrom reference, as their owners do once Flux
+// made the namespaces (secret values never pass through Eva, git or OCI).
+func assertExamplesDeployed(t *testing.T, root, customer, starter, enterprise string) {
+	t.Helper()
+	ctx := context.Background()
+	ns := func(code string) string { return "eva-tenant-" + strings.ToLower(code) }
+	lower := strings.ToLower
 	provideValues(t, map[string]map[string]string{
-		"eva-tenant-acmeco/Secret/acmeco-crm-database":    {"password": "e2e-password"},
-		"eva-tenant-globex/Secret/globex-gateway-tls":     {"tls.crt": "e2e-certificate"},
-		"eva-tenant-globex/ConfigMap/globex-crm-branding": {"theme": "dark"},
+		ns(customer) + "/Secret/" + lower(customer) + "-crm-database":        {"password": "e2e-password"},
+		ns(enterprise) + "/Secret/" + lower(enterprise) + "-gateway-tls":     {"tls.crt": "e2e-certificate"},
+		ns(enterprise) + "/ConfigMap/" + lower(enterprise) + "-crm-branding": {"theme": "dark"},
 	})
-
-	// The example tenants: ACMECO (Customer, 4 modules), DEVUSR (Starter, 2), GLOBEX
-	// (Enterprise, 6): 12 releases, 3 tenant Kustomizations.
-	examples, err := labels.Parse(tenant.LabelCapsule + " in (ACMECO,DEVUSR,GLOBEX)")
+	codes, err := labels.Parse(fmt.Sprintf("%s in (%s,%s,%s)", tenant.LabelCapsule, customer, starter, enterprise))
 	if err != nil {
 		t.Fatal(err)
 	}
 	poll(t, "the tree's root Kustomization Ready", 2*time.Minute, func() error {
-		return allReady(ctx, kustomizationGVK, 1, client.InNamespace(testcluster.FluxNamespace), client.MatchingFields{"metadata.name": "eva-tenants"})
+		return allReady(ctx, kustomizationGVK, 1, client.InNamespace(testcluster.FluxNamespace), client.MatchingFields{"metadata.name": root})
 	})
 	poll(t, "every tenant Kustomization Ready", 6*time.Minute, func() error {
-		return allReady(ctx, kustomizationGVK, 3, client.InNamespace(testcluster.FluxNamespace), client.MatchingLabelsSelector{Selector: examples})
+		return allReady(ctx, kustomizationGVK, 3, client.InNamespace(testcluster.FluxNamespace), client.MatchingLabelsSelector{Selector: codes})
 	})
+	// Customer 4 modules, Starter 2, Enterprise 6.
 	poll(t, "every HelmRelease Ready", 2*time.Minute, func() error {
-		return allReady(ctx, helmReleaseGVK, 12, client.MatchingLabelsSelector{Selector: examples})
+		return allReady(ctx, helmReleaseGVK, 12, client.MatchingLabelsSelector{Selector: codes})
 	})
-	var deployments appsv1.DeploymentList
-	if err := cluster.Client.List(ctx, &deployments); err != nil {
-		t.Fatal(err)
-	}
 	available := 0
-	for _, d := range deployments.Items {
-		for _, c := range d.Status.Conditions {
-			if c.Type == appsv1.DeploymentAvailable && c.Status == "True" {
-				available++
+	for _, code := range []string{customer, starter, enterprise} {
+		var deployments appsv1.DeploymentList
+		if err := cluster.Client.List(ctx, &deployments, client.InNamespace(ns(code))); err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range deployments.Items {
+			for _, c := range d.Status.Conditions {
+				if c.Type == appsv1.DeploymentAvailable && c.Status == "True" {
+					available++
+				}
 			}
 		}
 	}
-	if available < 12 {
-		t.Errorf("%d of %d module Deployments Available, want at least 12", available, len(deployments.Items))
+	if available != 12 {
+		t.Errorf("%d module Deployments Available, want 12", available)
 	}
 }
 

@@ -2,61 +2,50 @@ package e2e
 
 import (
 	"context"
-	"fmt"
-	"os/exec"
-	"strings"
+	"regexp"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"sigs.k8s.io/controller-runtime/pkg/client"
-
-	"github.com/aidonow/eva/internal/tenant"
 )
 
-// TestOperatorGitOpsModeThroughRealFlux runs the operator binary in GitOps mode: it
-// commits the tenant to the fleet repository, the real Flux controllers fetch, apply and
-// install it, and the operator reads Flux's Kustomization back: the tenant reaches
-// Active and `kubectl wait --for=condition=Ready` succeeds. Deleting it publishes the
-// decommissioned bundle, then removes the tenant from the tree, and Flux prunes the
-// namespace before the finalizer goes.
-func TestOperatorGitOpsModeThroughRealFlux(t *testing.T) {
+// commitRE matches a git commit, alone or as Flux writes it (main@sha1:<commit>).
+var commitRE = regexp.MustCompile(`^(main@sha1:)?[0-9a-f]{40}$`)
+
+// TestOperatorGitOpsModeEveryTier runs the operator binary in GitOps mode: it commits
+// one tenant of each tier to its own fleet repository, the real Flux controllers fetch,
+// apply and install them, and the operator reads Flux's Kustomizations back: every
+// tenant reaches Active and `kubectl wait --for=condition=Ready` succeeds. Deleting them
+// publishes the decommissioned bundles, then removes the tenants from the tree, and Flux
+// prunes the namespaces before the finalizers go.
+func TestOperatorGitOpsModeEveryTier(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
-	startOperator(t, "--publish=git", "--git-url="+gitSrv.URL+"/"+fleetRepo, "--git-branch=main", "--git-cache="+t.TempDir())
-
-	tn := evaTenant("GITOPS", "Customer")
-	if err := cluster.Client.Create(ctx, tn); err != nil {
+	const source = "eva-operator"
+	url := newGitRepository(t, "operator.git")
+	if err := bootstrapSource(ctx, "GitRepository", source, url, "main"); err != nil {
 		t.Fatal(err)
 	}
-	got := &unstructured.Unstructured{}
-	got.SetGroupVersionKind(tn.GroupVersionKind())
-	wait := exec.Command("kubectl", "--kubeconfig", cluster.KubeConfig, "wait", "--for=condition=Ready",
-		"evatenant/gitops", "-n", operatorNamespace, "--timeout=5m")
-	out, err := wait.CombinedOutput()
-	_ = cluster.Client.Get(ctx, client.ObjectKeyFromObject(tn), got)
-	if err != nil {
-		t.Fatalf("kubectl wait: %v\n%s\nconditions: %v\nkustomize-controller: %s", err, out, conditionsOf(got),
-			cluster.Logs("kustomize-controller", 3000))
-	}
-	revision, _, _ := unstructured.NestedString(got.Object, "status", "revision")
-	if !strings.HasPrefix(revision, "main@sha1:") && len(revision) < 40 {
-		t.Errorf("status.revision %q is not a published commit", revision)
-	}
+	ns := tenantNamespace(t, "e2e-gitops")
+	startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
+		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
 
-	if err := cluster.Client.Delete(ctx, tn); err != nil {
-		t.Fatal(err)
+	tenants := everyTier(ns, "GIT")
+	for _, tn := range tenants {
+		if err := cluster.Client.Create(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
 	}
-	poll(t, "tenant and namespace gone", 4*time.Minute, func() error {
-		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tn), got)
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("tenant still there (%v): %v", err, conditionsOf(got))
+	kubectlWaitReady(t, 8*time.Minute, tenants...)
+	for _, tn := range tenants {
+		assertActive(t, tn)
+		got, err := current(ctx, tn)
+		if err != nil {
+			t.Fatal(err)
 		}
-		var ns corev1.Namespace
-		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: tenant.Namespace("GITOPS")}, &ns); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace still there: %v (phase %s)", err, ns.Status.Phase)
+		if revision, _, _ := unstructured.NestedString(got.Object, "status", "revision"); !commitRE.MatchString(revision) {
+			t.Errorf("%s: status.revision %q is not a published commit", tn.GetName(), revision)
 		}
-		return nil
-	})
+	}
+	deleteAndWaitGone(t, 5*time.Minute, tenants...)
 }

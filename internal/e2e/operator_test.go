@@ -8,39 +8,52 @@ import (
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
 
-// operatorNamespace is where the operator runs and accepts EvaTenants (base/manager).
+// operatorNamespace is where the operator runs (base/manager) and holds the capsule
+// code claims.
 const operatorNamespace = "eva-system"
 
 // startOperator runs the eva-operator binary (pure-cluster mode unless extraArgs say
 // otherwise) as its deployed service account, so it works with exactly the RBAC and
-// admission policy of base/.
-func startOperator(t *testing.T, extraArgs ...string) *testenv.Process {
+// admission policy of base/, accepting EvaTenants from tenantNS only.
+func startOperator(t *testing.T, tenantNS string, extraArgs ...string) *testenv.Process {
 	t.Helper()
 	kubeconfig, err := cluster.KubeConfigAs(testenv.OperatorServiceAccount,
 		"system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated")
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--overlays=overlays", "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0"}, extraArgs...)
+	args := append([]string{"--overlays=overlays", "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+		"--tenant-namespaces=" + tenantNS}, extraArgs...)
 	return testenv.StartOperator(t, kubeconfig, []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace}, args...)
 }
 
-func evaTenant(code, tier string) *unstructured.Unstructured {
-	u := &unstructured.Unstructured{Object: map[string]any{
+// evaTenant is a tenant as a user writes it: code, tier, seed data.
+func evaTenant(ns, code string, tier evav1.Tier) *unstructured.Unstructured {
+	return &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "eva.aidonow.com/v1alpha1", "kind": "EvaTenant",
-		"metadata": map[string]any{"namespace": operatorNamespace, "name": strings.ToLower(code)},
-		"spec":     map[string]any{"capsuleCode": code, "tier": tier, "seedsVersion": "seeds-1"},
+		"metadata": map[string]any{"namespace": ns, "name": strings.ToLower(code)},
+		"spec":     map[string]any{"capsuleCode": code, "tier": string(tier), "seedsVersion": "seeds-1"},
 	}}
-	return u
+}
+
+// everyTier is one tenant per tier, codes prefix+the tier's first three letters.
+func everyTier(ns, prefix string) []*unstructured.Unstructured {
+	var out []*unstructured.Unstructured
+	for _, tier := range evav1.Tiers {
+		out = append(out, evaTenant(ns, prefix+strings.ToUpper(string(tier)[:3]), tier))
+	}
+	return out
 }
 
 func conditionsOf(u *unstructured.Unstructured) map[string]string {
@@ -53,59 +66,149 @@ func conditionsOf(u *unstructured.Unstructured) map[string]string {
 	return out
 }
 
-// TestOperatorPureClusterToActiveAndDecommission runs the operator binary on the real
-// cluster: a Starter tenant reaches Active with its releases installed by the real
-// helm-controller (impersonating the tenant's deployer account), its seed Job completed
-// on a kwok node and its streams in JetStream; `kubectl wait --for=condition=Ready`
-// succeeds; deleting it runs the saga and kube-controller-manager really deletes the
-// namespace before the finalizer goes.
-func TestOperatorPureClusterToActiveAndDecommission(t *testing.T) {
-	ctx := context.Background()
-	startOperator(t)
-	tn := evaTenant("PURECL", "Starter")
-	if err := cluster.Client.Create(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	wait := exec.Command("kubectl", "--kubeconfig", cluster.KubeConfig, "wait", "--for=condition=Ready",
-		"evatenant/purecl", "-n", operatorNamespace, "--timeout=4m")
-	out, err := wait.CombinedOutput()
+func codeOf(u *unstructured.Unstructured) string {
+	code, _, _ := unstructured.NestedString(u.Object, "spec", "capsuleCode")
+	return code
+}
+
+func tierOf(u *unstructured.Unstructured) evav1.Tier {
+	tier, _, _ := unstructured.NestedString(u.Object, "spec", "tier")
+	return evav1.Tier(tier)
+}
+
+// current reads a tenant from the API server.
+func current(ctx context.Context, tn *unstructured.Unstructured) (*unstructured.Unstructured, error) {
 	got := &unstructured.Unstructured{}
 	got.SetGroupVersionKind(tn.GroupVersionKind())
-	_ = cluster.Client.Get(ctx, client.ObjectKeyFromObject(tn), got)
-	if err != nil {
-		t.Fatalf("kubectl wait: %v\n%s\nconditions: %v\nhelm-controller: %s", err, out, conditionsOf(got), cluster.Logs("helm-controller", 2000))
+	err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tn), got)
+	return got, err
+}
+
+// kubectlWaitReady is what a user runs after `kubectl apply`: it must succeed for every
+// tenant within timeout.
+func kubectlWaitReady(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unstructured) {
+	t.Helper()
+	args := []string{"--kubeconfig", cluster.KubeConfig, "wait", "--for=condition=Ready", "-n", tenants[0].GetNamespace(),
+		"--timeout=" + timeout.String()}
+	for _, tn := range tenants {
+		args = append(args, "evatenant/"+tn.GetName())
 	}
+	out, err := exec.Command("kubectl", args...).CombinedOutput()
+	if err == nil {
+		return
+	}
+	var states []string
+	for _, tn := range tenants {
+		got, _ := current(context.Background(), tn)
+		states = append(states, fmt.Sprintf("%s: %v", tn.GetName(), conditionsOf(got)))
+	}
+	t.Fatalf("kubectl wait: %v\n%s\n%s\nhelm-controller: %s\nkustomize-controller: %s", err, out, strings.Join(states, "\n"),
+		cluster.Logs("helm-controller", 2000), cluster.Logs("kustomize-controller", 2000))
+}
+
+// assertActive checks what an Active tenant means on the real cluster: every condition
+// True, exactly one namespace, both streams in JetStream, one Ready HelmRelease per
+// module of its tier, and each module's Deployment Available on a kwok node.
+func assertActive(t *testing.T, tn *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	got, err := current(ctx, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, tier := codeOf(got), tierOf(got)
 	if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != "Active" {
-		t.Fatalf("phase %q, conditions %v", phase, conditionsOf(got))
+		t.Errorf("%s: phase %q, conditions %v", code, phase, conditionsOf(got))
 	}
 	for _, ct := range []string{"NamespaceReady", "Provisioned", "SeedLoaded", "ModulesDeployed", "IngressReady", "Ready"} {
 		if c := conditionsOf(got)[ct]; !strings.HasPrefix(c, "True") {
-			t.Errorf("%s: %s", ct, c)
+			t.Errorf("%s: %s: %s", code, ct, c)
 		}
 	}
-	for _, stream := range []string{tenant.EventsStream("PURECL"), tenant.CommandsStream("PURECL")} {
-		if ok, err := jetstream.Exists(ctx, stream); err != nil || !ok {
-			t.Errorf("stream %s in JetStream: %v %v", stream, ok, err)
-		}
-	}
-
-	if err := cluster.Client.Delete(ctx, tn); err != nil {
+	var namespaces corev1.NamespaceList
+	if err := cluster.Client.List(ctx, &namespaces, client.MatchingLabels{tenant.LabelCapsule: code}); err != nil {
 		t.Fatal(err)
 	}
-	poll(t, "tenant and namespace gone", 3*time.Minute, func() error {
-		err := cluster.Client.Get(ctx, client.ObjectKeyFromObject(tn), got.DeepCopy())
-		if !apierrors.IsNotFound(err) {
-			return fmt.Errorf("tenant still there (%v): %v", err, conditionsOf(got))
-		}
-		var ns corev1.Namespace
-		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: tenant.Namespace("PURECL")}, &ns); !apierrors.IsNotFound(err) {
-			return fmt.Errorf("namespace still there: %v (phase %s)", err, ns.Status.Phase)
-		}
-		return nil
-	})
-	for _, stream := range []string{tenant.EventsStream("PURECL"), tenant.CommandsStream("PURECL")} {
-		if ok, _ := jetstream.Exists(ctx, stream); ok {
-			t.Errorf("stream %s still in JetStream after decommission", stream)
+	if len(namespaces.Items) != 1 || namespaces.Items[0].Name != tenant.Namespace(code) {
+		t.Errorf("%s: %d namespaces with its label, want exactly %s", code, len(namespaces.Items), tenant.Namespace(code))
+	}
+	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+		if ok, err := jetstream.Exists(ctx, stream); err != nil || !ok {
+			t.Errorf("%s: stream %s in JetStream: %v %v", code, stream, ok, err)
 		}
 	}
+	modules := tenant.DefaultCatalog().ModulesOf(tier)
+	if err := allReady(ctx, helmReleaseGVK, len(modules), client.InNamespace(tenant.Namespace(code))); err != nil {
+		t.Errorf("%s (%s): %v", code, tier, err)
+	}
+	var deployments appsv1.DeploymentList
+	if err := cluster.Client.List(ctx, &deployments, client.InNamespace(tenant.Namespace(code))); err != nil {
+		t.Fatal(err)
+	}
+	available := 0
+	for _, d := range deployments.Items {
+		for _, c := range d.Status.Conditions {
+			if c.Type == appsv1.DeploymentAvailable && c.Status == corev1.ConditionTrue {
+				available++
+			}
+		}
+	}
+	if available != len(modules) {
+		t.Errorf("%s: %d of %d Deployments Available, want one per module (%d)", code, available, len(deployments.Items), len(modules))
+	}
+}
+
+// deleteAndWaitGone deletes tenants as a user does and waits until each tenant object
+// and its namespace are really gone (kube-controller-manager emptied and removed it) and
+// its streams left JetStream.
+func deleteAndWaitGone(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	for _, tn := range tenants {
+		if err := cluster.Client.Delete(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tn := range tenants {
+		code := codeOf(tn)
+		poll(t, code+": tenant, namespace and streams gone", timeout, func() error {
+			if got, err := current(ctx, tn); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("tenant still there (%v): %v", err, conditionsOf(got))
+			}
+			var ns corev1.Namespace
+			if err := cluster.Client.Get(ctx, client.ObjectKey{Name: tenant.Namespace(code)}, &ns); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("namespace still there: %v (phase %s)", err, ns.Status.Phase)
+			}
+			for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+				if ok, err := jetstream.Exists(ctx, stream); err != nil || ok {
+					return fmt.Errorf("stream %s still in JetStream (%v)", stream, err)
+				}
+			}
+			return nil
+		})
+	}
+}
+
+// TestOperatorPureClusterEveryTier runs the operator binary in pure-cluster mode on the
+// real cluster: one tenant of each tier reaches Active with its releases installed by the
+// real helm-controller (impersonating the tenant's deployer account), its seed Job
+// completed on a kwok node and its streams in JetStream; `kubectl wait
+// --for=condition=Ready` succeeds; deleting them runs the saga and
+// kube-controller-manager really deletes each namespace before the finalizer goes.
+func TestOperatorPureClusterEveryTier(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := tenantNamespace(t, "e2e-pure")
+	startOperator(t, ns)
+	tenants := everyTier(ns, "PUR")
+	for _, tn := range tenants {
+		if err := cluster.Client.Create(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectlWaitReady(t, 6*time.Minute, tenants...)
+	for _, tn := range tenants {
+		assertActive(t, tn)
+	}
+	deleteAndWaitGone(t, 4*time.Minute, tenants...)
 }

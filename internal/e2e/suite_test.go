@@ -36,8 +36,10 @@ var (
 	cluster *testcluster.Cluster
 	gitSrv  *testcluster.Server
 	charts  *testcluster.Server
-	gitRoot string
-	evactl  string
+	// registry is the OCI registry `evactl publish oci` pushes to.
+	registry *testcluster.Server
+	gitRoot  string
+	evactl   string
 	// jetstream reaches the embedded JetStream server the NACK stand-in creates streams in.
 	jetstream *messaging.Client
 )
@@ -82,39 +84,23 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer charts.Close()
+	if registry, err = testcluster.OCIRegistry(); err != nil {
+		return 0, err
+	}
+	defer registry.Close()
 	if err := applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
 kind: HelmRepository
 metadata:
   name: eva-charts
-  namespace: %[1]s
+  namespace: %s
 spec:
-  url: %[2]s
+  url: %s
   interval: 1m
----
-apiVersion: source.toolkit.fluxcd.io/v1
-kind: GitRepository
-metadata:
-  name: eva-tenants
-  namespace: %[1]s
-spec:
-  url: %[3]s/%[4]s
-  ref:
-    branch: main
-  interval: 10s
----
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata:
-  name: eva-tenants
-  namespace: %[1]s
-spec:
-  interval: 30s
-  path: ./
-  prune: true
-  sourceRef:
-    kind: GitRepository
-    name: eva-tenants
-`, testcluster.FluxNamespace, charts.URL, gitSrv.URL, fleetRepo)); err != nil {
+`, testcluster.FluxNamespace, charts.URL)); err != nil {
+		return 0, err
+	}
+	// The dev environment's gitopsSource, fed by `evactl publish git` (cli_test.go).
+	if err := bootstrapSource(ctx, "GitRepository", "eva-tenants", gitSrv.URL+"/"+fleetRepo, "main"); err != nil {
 		return 0, err
 	}
 	if err := installOperatorBase(ctx, root); err != nil {

@@ -52,7 +52,11 @@ type Settings struct {
 	// SeedImage runs the seed Job.
 	SeedImage string `json:"seedImage"`
 	// ReleaseInterval, KustomizationInterval and KustomizationTimeout tune Flux.
-	ReleaseInterval       metav1.Duration `json:"releaseInterval,omitempty"`
+	ReleaseInterval metav1.Duration `json:"releaseInterval,omitempty"`
+	// ReleaseTimeout bounds each Helm action of a module release (install, upgrade,
+	// rollback, test): how long helm-controller waits for the release's workloads to
+	// become ready before it counts the attempt as failed (default 5m).
+	ReleaseTimeout        metav1.Duration `json:"releaseTimeout,omitempty"`
 	KustomizationInterval metav1.Duration `json:"kustomizationInterval,omitempty"`
 	KustomizationTimeout  metav1.Duration `json:"kustomizationTimeout,omitempty"`
 }
@@ -125,6 +129,7 @@ func (s *Settings) applyDefaults() {
 		}
 	}
 	durDef(&s.ReleaseInterval, 10*time.Minute)
+	durDef(&s.ReleaseTimeout, 5*time.Minute)
 	durDef(&s.KustomizationInterval, 10*time.Minute)
 	durDef(&s.KustomizationTimeout, 5*time.Minute)
 }
@@ -147,6 +152,9 @@ func (s *Settings) check() error {
 	}
 	if k := s.GitOpsSource.Kind; k != "GitRepository" && k != "OCIRepository" && k != "Bucket" {
 		return fmt.Errorf("gitopsSource.kind: %q: must be GitRepository, OCIRepository or Bucket", k)
+	}
+	if d := s.ReleaseTimeout.Duration; d < 10*time.Second || d > time.Hour {
+		return fmt.Errorf("releaseTimeout: %s: must be between 10s and 1h", d)
 	}
 	if s.SeedImage == "" {
 		return fmt.Errorf("seedImage: required")

@@ -3,7 +3,6 @@ package render
 import (
 	"encoding/json"
 	"fmt"
-	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -37,7 +36,7 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 				},
 			}},
 			ServiceAccountName: DeployerName,
-			Timeout:            &metav1.Duration{Duration: 5 * time.Minute},
+			Timeout:            &metav1.Duration{Duration: env.ReleaseTimeout.Duration},
 			MaxHistory:         ptr.To(5),
 			Install: &helmv2.Install{
 				Remediation: &helmv2.InstallRemediation{Retries: releaseRetries},

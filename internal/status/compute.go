@@ -152,10 +152,16 @@ func releaseVerdict(r ReleaseState) Verdict {
 	switch {
 	case !r.Found:
 		return wait(ReasonNotFound, name+": not found")
+	case r.RetriesExhausted:
+		// One message whether or not helm-controller shows Stalled at this instant, so
+		// the tenant does not flap between two texts (or two phases).
+		msg := fmt.Sprintf("%s: %s failed %d time(s), no retries left", name, r.LastAction, r.Failures)
+		if r.Ready != nil && r.Ready.Status == metav1.ConditionFalse {
+			msg += fmt.Sprintf(": %s: %s", r.Ready.Reason, r.Ready.Message)
+		}
+		return fail(ReasonReleaseFailed, msg)
 	case r.Stalled != nil && r.Stalled.Status == metav1.ConditionTrue:
 		return fail(ReasonReleaseStalled, fmt.Sprintf("%s: %s: %s", name, r.Stalled.Reason, r.Stalled.Message))
-	case r.Ready != nil && r.Ready.Status == metav1.ConditionFalse && r.Ready.Reason == "RetriesExceeded":
-		return fail(ReasonReleaseFailed, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
 	case r.ObservedGeneration < r.Generation:
 		return wait(ReasonProgressing, name+": generation not yet reconciled")
 	case r.Ready == nil:

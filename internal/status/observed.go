@@ -81,6 +81,14 @@ type ReleaseState struct {
 	LastAttemptedRevision string
 	// HistoryVersion is the chart version of the latest release in history.
 	HistoryVersion string
+	// RetriesExhausted says helm-controller gave up on the generation it last attempted:
+	// its last action (LastAction, install or upgrade) failed Failures times, more than
+	// that action's remediation retries allow. Read from the failure counters, not from
+	// Stalled: helm-controller clears Stalled for a moment each time it looks at a
+	// stalled release again, the counters stay.
+	RetriesExhausted bool
+	LastAction       string
+	Failures         int64
 }
 
 // JobState is the seed Job.

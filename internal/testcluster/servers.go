@@ -2,6 +2,8 @@ package testcluster
 
 import (
 	"fmt"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/cgi"
@@ -10,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/google/go-containerregistry/pkg/registry"
 	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/repo"
@@ -91,3 +94,13 @@ func ChartRepository(chartsDir, workDir string) (*Server, error) {
 	}
 	return s, nil
 }
+
+// OCIRegistry serves an OCI distribution registry (go-containerregistry's, blobs in
+// memory) over plain HTTP on 127.0.0.1: where `evactl publish oci` pushes and Flux's
+// OCIRepository (with insecure: true) pulls. Host is the registry's host:port.
+func OCIRegistry() (*Server, error) {
+	return serve(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+}
+
+// Host is the server's host:port, as an OCI reference names a registry.
+func (s *Server) Host() string { return strings.TrimPrefix(s.URL, "http://") }

@@ -1,0 +1,135 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	git "github.com/go-git/go-git/v5"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/yaml"
+
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/testcluster"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+// environment copies the dev environment's tenant overlay with some settings changed
+// (another Flux source, a shorter release timeout) and returns the folder to pass as
+// --overlays; the environment keeps the name dev.
+func environment(t *testing.T, settings map[string]any) string {
+	t.Helper()
+	root := t.TempDir()
+	dst := filepath.Join(root, "dev", "tenant")
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join(testenv.RepoRoot(), "overlays", "dev", "tenant"))); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dst, overlay.SettingsFile)
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := map[string]any{}
+	if err := yaml.Unmarshal(data, &m); err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range settings {
+		m[k] = v
+	}
+	if data, err = yaml.Marshal(m); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// gitOpsSource names the Flux source an environment's tenant Kustomizations read.
+func gitOpsSource(kind, name string) map[string]any {
+	return map[string]any{"gitopsSource": map[string]any{"kind": kind, "name": name, "namespace": testcluster.FluxNamespace}}
+}
+
+// newGitRepository creates an empty bare repository on the git server and returns its
+// URL.
+func newGitRepository(t *testing.T, name string) string {
+	t.Helper()
+	dir := filepath.Join(gitRoot, name)
+	if _, err := git.PlainInit(dir, true); err != nil {
+		t.Fatal(err)
+	}
+	return gitSrv.URL + "/" + name
+}
+
+// bootstrapSource creates what a platform team creates once per environment: the Flux
+// source of the published tree (a GitRepository on branch main, or an OCIRepository of
+// tag ref on the plain-HTTP registry) and the root Kustomization applying it, both named
+// name in flux-system.
+func bootstrapSource(ctx context.Context, kind, name, url, ref string) error {
+	var source string
+	switch kind {
+	case "GitRepository":
+		source = fmt.Sprintf("  url: %s\n  ref:\n    branch: %s\n", url, ref)
+	case "OCIRepository":
+		source = fmt.Sprintf("  url: %s\n  ref:\n    tag: %s\n  insecure: true\n", url, ref)
+	default:
+		return fmt.Errorf("source kind %s", kind)
+	}
+	return applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+kind: %[1]s
+metadata:
+  name: %[2]s
+  namespace: %[3]s
+spec:
+  interval: 10s
+%[4]s---
+apiVersion: kustomize.toolkit.fluxcd.io/v1
+kind: Kustomization
+metadata:
+  name: %[2]s
+  namespace: %[3]s
+spec:
+  interval: 30s
+  path: ./
+  prune: true
+  sourceRef:
+    kind: %[1]s
+    name: %[2]s
+`, kind, name, testcluster.FluxNamespace, source))
+}
+
+// tenantNamespace creates the namespace one test's EvaTenants live in. Each test runs
+// its own operator process accepting tenants only from there (--tenant-namespaces), so
+// tests run in parallel, and a SIGKILL in one never touches another.
+func tenantNamespace(t *testing.T, name string) string {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := cluster.Client.Create(context.Background(), ns); err != nil {
+		t.Fatal(err)
+	}
+	return name
+}
+
+// renamedTenants copies the example tenant files with each capsule code (and the
+// lower-case names derived from it) replaced, so one scenario can publish the examples
+// again next to another without the two fighting over a code.
+func renamedTenants(t *testing.T, codes map[string]string) string {
+	t.Helper()
+	dir := t.TempDir()
+	for from, to := range codes {
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "tenants", from+".yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		text := strings.ReplaceAll(string(data), from, to)
+		text = strings.ReplaceAll(text, strings.ToLower(from), strings.ToLower(to))
+		if err := os.WriteFile(filepath.Join(dir, to+".yaml"), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
+}

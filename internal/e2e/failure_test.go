@@ -1,0 +1,123 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	eventsv1 "k8s.io/api/events/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// TestFailedReleaseFailsTenantAndRecovers: a Starter tenant asks for more CPU for crm
+// than its namespace quota holds (4 replicas of 1 CPU against a 2-CPU quota). The
+// values are valid, each within the tier's limits, but the quota refuses the pods, the
+// Deployment never becomes Available, and the real helm-controller's install times out,
+// is remediated and retried until its retries are exhausted: the tenant is Failed with
+// helm-controller's reason and message. Setting replicaCount back to 1 brings it back to
+// Active, through helm-controller's own recovery.
+func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := tenantNamespace(t, "e2e-failure")
+	// A short Helm timeout, so four attempts (install and three retries) take about a
+	// minute instead of twenty.
+	startOperator(t, ns, "--overlays="+environment(t, map[string]any{"releaseTimeout": "15s"}))
+	const code = "FAILED"
+	tn := evaTenant(ns, code, evav1.TierStarter)
+	crm := map[string]any{"replicaCount": int64(4), "resources": map[string]any{
+		"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"cpu": "1"}}}
+	if err := unstructured.SetNestedField(tn.Object, map[string]any{"crm": crm}, "spec", "helmValues"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+
+	var failed *unstructured.Unstructured
+	poll(t, "tenant Failed", 6*time.Minute, func() error {
+		got, err := current(ctx, tn)
+		if err != nil {
+			return err
+		}
+		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != string(evav1.PhaseFailed) {
+			return fmt.Errorf("phase %q, conditions %v", phase, conditionsOf(got))
+		}
+		failed = got
+		return nil
+	})
+	// What the tenant says is what helm-controller says of the release.
+	hr := &unstructured.Unstructured{}
+	hr.SetGroupVersionKind(helmReleaseGVK)
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace(code), Name: "crm"}, hr); err != nil {
+		t.Fatal(err)
+	}
+	hrReady := conditionOf(hr, "Ready")
+	if hrReady.Status != "False" || hrReady.Reason != "InstallFailed" {
+		t.Fatalf("HelmRelease crm Ready %+v, want False InstallFailed; Stalled %+v", hrReady, conditionOf(hr, "Stalled"))
+	}
+	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
+	if modules.Status != "False" || !strings.Contains(modules.Message, "/crm") || !strings.Contains(modules.Message, "no retries left") ||
+		!strings.Contains(modules.Message, hrReady.Reason+": "+hrReady.Message) {
+		t.Errorf("ModulesDeployed %+v does not carry helm-controller's %s: %s", modules, hrReady.Reason, hrReady.Message)
+	}
+	if ready := conditionOf(failed, "Ready"); ready.Status != "False" || !strings.Contains(ready.Message, "/crm") {
+		t.Errorf("Ready %+v does not name the failed release", ready)
+	}
+	if n, seen := countEvents(t, ns, tn.GetName(), "ProvisioningFailed"); n != 1 {
+		t.Errorf("%d ProvisioningFailed events, want 1:\n%s", n, strings.Join(seen, "\n"))
+	}
+
+	// The fix: one replica fits the quota.
+	got, err := current(ctx, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(got.Object, map[string]any{"crm": map[string]any{"replicaCount": int64(1)}}, "spec", "helmValues"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	kubectlWaitReady(t, 5*time.Minute, tn)
+	assertActive(t, tn)
+}
+
+// conditionOf returns a condition of an object's status, empty when it has none.
+func conditionOf(u *unstructured.Unstructured, ct string) (c struct{ Status, Reason, Message string }) {
+	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
+	for _, item := range raw {
+		m, _ := item.(map[string]any)
+		if m["type"] == ct {
+			c.Status, c.Reason, c.Message = fmt.Sprint(m["status"]), fmt.Sprint(m["reason"]), fmt.Sprint(m["message"])
+		}
+	}
+	return c
+}
+
+// countEvents counts the events recorded about a tenant with a reason: Event objects,
+// each counted with its series (a repeated event is one object with a series count).
+func countEvents(t *testing.T, ns, name, reason string) (n int, seen []string) {
+	t.Helper()
+	var events eventsv1.EventList
+	if err := cluster.Client.List(context.Background(), &events, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		if e.Regarding.Kind != "EvaTenant" || e.Regarding.Name != name || e.Reason != reason {
+			continue
+		}
+		n++
+		seen = append(seen, fmt.Sprintf("%s %s %s: %s (series %v)", e.EventTime.Format(time.RFC3339Nano), e.ReportingInstance, e.Reason, e.Note, e.Series))
+		if e.Series != nil && e.Series.Count > 1 {
+			n += int(e.Series.Count) - 1
+		}
+	}
+	return n, seen
+}
