@@ -11,39 +11,6 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
 
-func TestStalledReleaseFailsTenantAndRecovers(t *testing.T) {
-	startOperator(t, "")
-	ns := newTestNamespace(t)
-	tn := newTenant(ns, "STALLD", evav1.TierStarter)
-	createTenant(t, tn)
-	playFlux(t, tn, []string{"crm", "itsm"})
-	waitPhase(t, tn, evav1.PhaseActive)
-
-	markReleaseStalled(t, "STALLD", "itsm")
-	got := waitPhase(t, tn, evav1.PhaseFailed)
-	ready := condition(got, evav1.ConditionReady)
-	if ready.Status != "False" || !strings.Contains(ready.Message, "HelmRelease eva-tenant-stalld/itsm: RetriesExceeded") {
-		t.Errorf("Ready = %s %q, want the release named with its reason", ready.Status, ready.Message)
-	}
-	if c := condition(got, evav1.ConditionModulesDeployed); c.Reason != "ReleaseStalled" {
-		t.Errorf("ModulesDeployed reason %q", c.Reason)
-	}
-	eventually(t, waitFor, "ProvisioningFailed event", func() error {
-		for _, r := range eventReasons(t, got) {
-			if r == "ProvisioningFailed" {
-				return nil
-			}
-		}
-		return errNot("ProvisioningFailed")
-	})
-
-	markReleaseReady(t, "STALLD", "itsm")
-	got = waitPhase(t, tn, evav1.PhaseActive)
-	if c := condition(got, evav1.ConditionReady); c.Status != "True" {
-		t.Errorf("after recovery Ready = %s", c.Status)
-	}
-}
-
 func TestInvalidTenantFailsWithoutHotLoop(t *testing.T) {
 	startOperator(t, "")
 	ns := newTestNamespace(t)

@@ -51,11 +51,7 @@ func TestDirectMessagingOutage(t *testing.T) {
 	code := "NATSDN"
 	tn := newTenant(newTestNamespace(t), code, evav1.TierStarter)
 	createTenant(t, tn)
-	for _, m := range starterModules {
-		markReleaseReady(t, code, m)
-	}
-	markSeedJobComplete(t, code, tn.Spec.SeedsVersion)
-	markIngressAddress(t, code)
+	startStandIn(t)
 	eventually(t, waitFor, "MessagingUnavailable", func() error {
 		c := condition(getTenant(t, tn), evav1.ConditionProvisioned)
 		if c.Reason != status.ReasonMessagingDown {

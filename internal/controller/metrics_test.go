@@ -1,7 +1,6 @@
 package controller
 
 import (
-	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -23,7 +22,6 @@ import (
 )
 
 func TestMetricsScrapedOverHTTP(t *testing.T) {
-	ctx := context.Background()
 	ns := testenv.StartNATS(t, -1, t.TempDir())
 	streams, err := messaging.Connect(messaging.Config{URL: ns.ClientURL()})
 	if err != nil {
@@ -48,16 +46,11 @@ func TestMetricsScrapedOverHTTP(t *testing.T) {
 
 	tn := newTenant(newTestNamespace(t), "METRIC", evav1.TierStarter)
 	createTenant(t, tn)
-	playFlux(t, tn, starterModules)
+	// The NACK stand-in creates the streams in the JetStream the queue-depth loop reads.
+	startStandIn(t, withJetStream(streams))
 	waitPhase(t, tn, evav1.PhaseActive)
 
-	// Play NACK: create the streams in JetStream, then publish on the tenant's subjects.
-	limits := testRenderer(t).Catalog.Tiers[evav1.TierStarter].Streams
-	for _, spec := range messaging.TenantStreams("METRIC", limits) {
-		if _, err := streams.Ensure(ctx, spec); err != nil {
-			t.Fatal(err)
-		}
-	}
+	// Publish on the tenant's subjects.
 	nc, err := nats.Connect(ns.ClientURL())
 	if err != nil {
 		t.Fatal(err)

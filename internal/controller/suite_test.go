@@ -45,39 +45,11 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
-	stopNamespaces := make(chan struct{})
-	go playNamespaceController(stopNamespaces)
 	code := m.Run()
-	close(stopNamespaces)
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}
 	os.Exit(code)
-}
-
-// playNamespaceController finishes the deletion of terminating namespaces, as
-// kube-controller-manager's namespace controller would (envtest runs no controllers).
-func playNamespaceController(stop <-chan struct{}) {
-	ctx := context.Background()
-	for {
-		select {
-		case <-stop:
-			return
-		case <-time.After(200 * time.Millisecond):
-		}
-		var list corev1.NamespaceList
-		if err := k8s.List(ctx, &list); err != nil {
-			continue
-		}
-		for i := range list.Items {
-			ns := &list.Items[i]
-			if ns.DeletionTimestamp == nil || len(ns.Spec.Finalizers) == 0 {
-				continue
-			}
-			ns.Spec.Finalizers = nil
-			_ = k8s.SubResource("finalize").Update(ctx, ns)
-		}
-	}
 }
 
 func testRenderer(t testing.TB) *render.Renderer {
@@ -95,8 +67,9 @@ type operator struct {
 	done   chan error
 }
 
-// startOperator starts a manager with the reconciler for an operator version; stop it
-// with stop (tests also use it to "kill" the operator mid-flight).
+// startOperator starts a manager with the reconciler for an operator version; it stops
+// when the test ends, or earlier with stop (a clean shutdown: the SIGKILL of a running
+// operator is tested in internal/e2e).
 func startOperator(t testing.TB, version string) *operator {
 	t.Helper()
 	return startOperatorWith(t, version, nil)
@@ -131,9 +104,6 @@ func startOperatorWith(t testing.TB, version string, configure func(*EvaTenantRe
 	t.Cleanup(op.stop)
 	return op
 }
-
-// stopAtCleanup documents that an operator runs until the test ends.
-func (o *operator) stopAtCleanup() {}
 
 func (o *operator) stop() {
 	if o.cancel == nil {
