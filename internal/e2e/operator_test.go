@@ -169,6 +169,14 @@ func deleteAndWaitGone(t *testing.T, timeout time.Duration, tenants ...*unstruct
 			t.Fatal(err)
 		}
 	}
+	waitGone(t, timeout, tenants...)
+}
+
+// waitGone waits until each tenant object and its namespace are really gone and its
+// streams left JetStream.
+func waitGone(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
 	for _, tn := range tenants {
 		code := codeOf(tn)
 		poll(t, code+": tenant, namespace and streams gone", timeout, func() error {

@@ -108,7 +108,11 @@ spec:
 	}
 	// JetStream, real and embedded, and the two stand-ins the cluster cannot do without.
 	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: filepath.Join(cluster.Dir, "jetstream"), NoLog: true, NoSigs: true})
+		StoreDir: filepath.Join(cluster.Dir, "jetstream"), NoLog: true, NoSigs: true,
+		// The tiers' stream limits are sized for production servers (up to 20 GiB per
+		// stream) and JetStream reserves them; by default it may reserve only 75% of
+		// this machine's free disk, so the suite would run out after a few tenants.
+		JetStreamMaxStore: 1 << 40})
 	if err != nil {
 		return 0, err
 	}

@@ -50,14 +50,20 @@ func RunNACKStandIn(ctx context.Context, c client.Client, js *messaging.Client) 
 				maxAge, _ := time.ParseDuration(st.Spec.MaxAge)
 				spec := messaging.StreamSpec{Name: st.Spec.Name, Subjects: st.Spec.Subjects, Limits: tenant.StreamLimits{
 					MaxMsgs: st.Spec.MaxMsgs, MaxBytes: st.Spec.MaxBytes, MaxAge: metav1.Duration{Duration: maxAge}, Replicas: 1}}
+				ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Created",
+					Message: "stream created in JetStream (NACK stand-in)", ObservedGeneration: st.Generation}
 				if _, err := js.Ensure(ctx, spec); err != nil {
-					continue
+					// As NACK does: the object says why, and the next pass tries again.
+					ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "Errored", err.Error()
+					if c := apimeta.FindStatusCondition(st.Status.Conditions, "Ready"); c != nil && c.Message == ready.Message {
+						continue
+					}
+				} else {
+					known[st.Spec.Name] = true
 				}
-				known[st.Spec.Name] = true
 				base := st.DeepCopy()
 				st.Status.ObservedGeneration = st.Generation
-				apimeta.SetStatusCondition(&st.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue,
-					Reason: "Created", Message: "stream created in JetStream (NACK stand-in)", ObservedGeneration: st.Generation})
+				apimeta.SetStatusCondition(&st.Status.Conditions, ready)
 				_ = c.Status().Patch(ctx, st, client.MergeFrom(base))
 			}
 			for name := range known {
