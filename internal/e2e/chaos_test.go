@@ -24,72 +24,75 @@ var onceEvents = []string{"ProvisioningStarted", "NamespaceCreated", "SeedLoaded
 	"IngressProvisioned", "ProvisioningComplete", "DeprovisionStarted", "DeprovisionComplete"}
 
 // TestOperatorSurvivesSIGKILL kills the operator process with SIGKILL at three moments of
-// a tenant's life, five rounds (one tenant each, the tiers in turn, pure-cluster and
-// GitOps mode alternating), while the real Flux controllers work on the same objects:
-// right after NamespaceReady turns True, right after Provisioned turns True, and in the
-// middle of the decommission saga (while it waits for helm-controller to uninstall the
-// releases). After each kill a new operator process starts (the GitOps one on the same
-// git cache, as a restarted container on its emptyDir). Every round must converge:
-// Active with exactly one namespace, two streams and one HelmRelease per module, then
-// gone; no event recorded twice.
+// a tenant's life, five rounds (one tenant and one operator each, the tiers in turn,
+// pure-cluster and GitOps mode alternating, the rounds side by side), while the real
+// Flux controllers work on the same objects: right after NamespaceReady turns True,
+// right after Provisioned turns True, and in the middle of the decommission saga (while
+// it waits for helm-controller to uninstall the releases, or for the namespace to go).
+// After each kill a new operator process starts (the GitOps one on the same git cache,
+// as a restarted container on its emptyDir). Every round must converge: Active with
+// exactly one namespace, two streams and one HelmRelease per module, then gone; no event
+// recorded twice.
 func TestOperatorSurvivesSIGKILL(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
-	ns := tenantNamespace(t, "e2e-chaos")
-	const source = "eva-chaos"
-	url := newGitRepository(t, "chaos.git")
-	if err := bootstrapSource(ctx, "GitRepository", source, url, "main"); err != nil {
-		t.Fatal(err)
-	}
-	gitops := []string{"--overlays=" + environment(t, gitOpsSource("GitRepository", source)),
-		"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + t.TempDir()}
 	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-
 	for round := range chaosRounds {
-		tier := evav1.Tiers[round%len(evav1.Tiers)]
-		code := fmt.Sprintf("CHAOS%c", 'A'+round)
-		var args []string
-		mode := "pure-cluster"
-		if round%2 == 1 {
-			args, mode = gitops, "GitOps"
-		}
-		t.Logf("round %d: %s (%s), %s mode", round+1, code, tier, mode)
-		tn := evaTenant(ns, code, tier)
-		op := startOperator(t, ns, args...)
-		if err := cluster.Client.Create(ctx, tn); err != nil {
-			t.Fatal(err)
-		}
-		killWhen(t, watcher, op, tn, "NamespaceReady True", func(u *unstructured.Unstructured) bool {
-			return conditionOf(u, evav1.ConditionNamespaceReady).Status == "True"
+		t.Run(fmt.Sprintf("round%d", round+1), func(t *testing.T) {
+			t.Parallel()
+			chaosRound(t, watcher, round)
 		})
-		op = startOperator(t, ns, args...)
-		killWhen(t, watcher, op, tn, "Provisioned True", func(u *unstructured.Unstructured) bool {
-			return conditionOf(u, evav1.ConditionProvisioned).Status == "True"
-		})
-		op = startOperator(t, ns, args...)
-		kubectlWaitReady(t, 6*time.Minute, tn)
-		assertActive(t, tn)
+	}
+}
 
-		if err := cluster.Client.Delete(ctx, tn); err != nil {
+func chaosRound(t *testing.T, watcher client.WithWatch, round int) {
+	ctx := context.Background()
+	tier := evav1.Tiers[round%len(evav1.Tiers)]
+	code := fmt.Sprintf("CHAOS%c", 'A'+round)
+	ns := tenantNamespace(t, fmt.Sprintf("e2e-chaos-%d", round+1))
+	var args []string
+	mode := "pure-cluster"
+	if round%2 == 1 {
+		source := fmt.Sprintf("eva-chaos-%d", round+1)
+		url := newGitRepository(t, source+".git")
+		if err := bootstrapSource(ctx, "GitRepository", source, url, "main"); err != nil {
 			t.Fatal(err)
 		}
-		killWhen(t, watcher, op, tn, "decommission saga under way", func(u *unstructured.Unstructured) bool {
-			ready := conditionOf(u, evav1.ConditionReady)
-			return ready.Reason == "Decommissioning" || ready.Reason == "NamespaceTerminating"
-		})
-		op = startOperator(t, ns, args...)
-		waitGone(t, 5*time.Minute, tn)
-		for _, reason := range onceEvents {
-			if n, seen := countEvents(t, ns, tn.GetName(), reason); n > 1 {
-				t.Errorf("%s: event %s recorded %d times:\n%s", code, reason, n, strings.Join(seen, "\n"))
-			}
-		}
-		op.Kill()
-		if t.Failed() {
-			return
+		args = []string{"--overlays=" + environment(t, gitOpsSource("GitRepository", source)),
+			"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + t.TempDir()}
+		mode = "GitOps"
+	}
+	t.Logf("%s (%s), %s mode", code, tier, mode)
+	tn := evaTenant(ns, code, tier)
+	op := startOperator(t, ns, args...)
+	if err := cluster.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	killWhen(t, watcher, op, tn, "NamespaceReady True", func(u *unstructured.Unstructured) bool {
+		return conditionOf(u, evav1.ConditionNamespaceReady).Status == "True"
+	})
+	op = startOperator(t, ns, args...)
+	killWhen(t, watcher, op, tn, "Provisioned True", func(u *unstructured.Unstructured) bool {
+		return conditionOf(u, evav1.ConditionProvisioned).Status == "True"
+	})
+	op = startOperator(t, ns, args...)
+	kubectlWaitReady(t, 6*time.Minute, tn)
+	assertActive(t, tn)
+
+	if err := cluster.Client.Delete(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	killWhen(t, watcher, op, tn, "decommission saga under way", func(u *unstructured.Unstructured) bool {
+		ready := conditionOf(u, evav1.ConditionReady)
+		return ready.Reason == "Decommissioning" || ready.Reason == "NamespaceTerminating"
+	})
+	startOperator(t, ns, args...)
+	waitGone(t, 5*time.Minute, tn)
+	for _, reason := range onceEvents {
+		if n, seen := countEvents(t, ns, tn.GetName(), reason); n > 1 {
+			t.Errorf("%s: event %s recorded %d times:\n%s", code, reason, n, strings.Join(seen, "\n"))
 		}
 	}
 }

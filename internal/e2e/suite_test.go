@@ -29,8 +29,9 @@ import (
 const fleetRepo = "fleet.git"
 
 // podStartDelay is kwok's stand-in for image pulls and container start: a pod becomes
-// Ready this long after it is scheduled (a Job's pod Succeeds as long after that).
-const podStartDelay = 2 * time.Second
+// Ready this long after it is scheduled (a Job's pod Succeeds as long after that). Short
+// for the scenarios; `make sla` sets a realistic one (EVA_E2E_POD_START_DELAY).
+var podStartDelay = 2 * time.Second
 
 var (
 	cluster *testcluster.Cluster
@@ -56,6 +57,13 @@ func TestMain(m *testing.M) {
 func run(m *testing.M) (int, error) {
 	ctx := context.Background()
 	root := testenv.RepoRoot()
+	if v := os.Getenv("EVA_E2E_POD_START_DELAY"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return 0, fmt.Errorf("EVA_E2E_POD_START_DELAY: %w", err)
+		}
+		podStartDelay = d
+	}
 	crds := filepath.Join(root, "internal", "testenv", "crds", "addons")
 	var err error
 	cluster, err = testcluster.Start(ctx, testcluster.Options{

@@ -35,19 +35,33 @@ type TierSummary struct {
 	Max           float64  `json:"maxSeconds"`
 	BudgetSeconds *float64 `json:"budgetSeconds,omitempty"`
 	Pass          *bool    `json:"pass,omitempty"`
+	// Conditions are, per condition, the seconds until it first became True, over the
+	// tier's tenants that reached it.
+	Conditions map[string]Spread `json:"conditions,omitempty"`
+}
+
+// Spread is a distribution of seconds.
+type Spread struct {
+	Tenants int     `json:"tenants"`
+	P50     float64 `json:"p50Seconds"`
+	P95     float64 `json:"p95Seconds"`
+	Max     float64 `json:"maxSeconds"`
 }
 
 // Report is the whole SLA report.
 type Report struct {
-	Tenants []TenantTimes               `json:"tenants"`
-	Tiers   map[evav1.Tier]*TierSummary `json:"tiers"`
-	Pass    bool                        `json:"pass"`
+	// Environment says where it was measured and what was simulated there.
+	Environment map[string]string           `json:"environment,omitempty"`
+	Tenants     []TenantTimes               `json:"tenants"`
+	Tiers       map[evav1.Tier]*TierSummary `json:"tiers"`
+	Pass        bool                        `json:"pass"`
 }
 
 // Build computes the report from tenants' statuses.
 func Build(tenants []evav1.EvaTenant) Report {
 	r := Report{Tiers: map[evav1.Tier]*TierSummary{}, Pass: true}
 	readyByTier := map[evav1.Tier][]float64{}
+	byCondition := map[evav1.Tier]map[string][]float64{}
 	for _, t := range tenants {
 		tt := TenantTimes{Code: t.Spec.CapsuleCode, Tier: t.Spec.Tier, Conditions: map[string]float64{}, Ready: -1}
 		start := t.Status.ProvisioningStartedAt
@@ -58,6 +72,12 @@ func Build(tenants []evav1.EvaTenant) Report {
 		}
 		if v, ok := tt.Conditions[evav1.ConditionReady]; ok {
 			tt.Ready = v
+		}
+		if byCondition[t.Spec.Tier] == nil {
+			byCondition[t.Spec.Tier] = map[string][]float64{}
+		}
+		for ct, v := range tt.Conditions {
+			byCondition[t.Spec.Tier][ct] = append(byCondition[t.Spec.Tier][ct], v)
 		}
 		r.Tenants = append(r.Tenants, tt)
 		s := r.Tiers[t.Spec.Tier]
@@ -85,6 +105,13 @@ func Build(tenants []evav1.EvaTenant) Report {
 		times := readyByTier[tier]
 		slices.Sort(times)
 		s.P50, s.P95, s.Max = percentile(times, 0.50), percentile(times, 0.95), percentile(times, 1)
+		for ct, v := range byCondition[tier] {
+			slices.Sort(v)
+			if s.Conditions == nil {
+				s.Conditions = map[string]Spread{}
+			}
+			s.Conditions[ct] = Spread{Tenants: len(v), P50: percentile(v, 0.50), P95: percentile(v, 0.95), Max: percentile(v, 1)}
+		}
 		if budget, ok := Budgets[tier]; ok {
 			b := budget.Seconds()
 			pass := s.NotReady == 0 && s.Max <= b
