@@ -184,9 +184,12 @@ const (
 	ConditionIngressReady    = "IngressReady"
 	ConditionReady           = "Ready"
 	// ConditionStalled is True when the tenant cannot progress without a change to it
-	// (an invalid spec, a capsule code owned by another tenant); kstatus reads it as
-	// Failed.
+	// (an invalid spec, a capsule code owned by another tenant, a release whose retries
+	// are exhausted, a decommission refused); kstatus reads it as Failed.
 	ConditionStalled = "Stalled"
+	// ConditionReconciling is True while the operator works toward the spec (provisioning
+	// or decommissioning); kstatus reads it as InProgress.
+	ConditionReconciling = "Reconciling"
 )
 
 // ModuleStatus is the observed state of one module's Helm release.

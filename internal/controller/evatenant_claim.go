@@ -17,6 +17,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/claim"
+	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -86,7 +87,7 @@ func (r *EvaTenantReconciler) markStalled(s *scope, reason, msg string) {
 		s.event(corev1.EventTypeWarning, reason, "%s", msg)
 	}
 	t.Status.Phase = evav1.PhaseFailed
-	setCondition(t, evav1.ConditionStalled, metav1.ConditionTrue, reason, msg, now)
+	status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: reason, Message: msg}, "", t.Generation, now)
 	setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
 	t.Status.ObservedGeneration = t.Generation
 }

@@ -225,7 +225,6 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	phaseBefore := t.Status.Phase
 	firstBefore := len(t.Status.FirstTrue)
 	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
-	apimeta.RemoveStatusCondition(&t.Status.Conditions, evav1.ConditionStalled)
 	emitTransitions(s, transitions, phaseBefore)
 	if len(t.Status.FirstTrue) != firstBefore {
 		r.observeConditionTimes(s, s.base.Status.FirstTrue)
@@ -294,8 +293,9 @@ func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
 		setCondition(t, ct, metav1.ConditionFalse, "InvalidSpec", "the tenant spec is invalid: "+msg, now)
 	}
 	// Terminal until the spec changes: Stalled tells kstatus (and kubectl wait) that
-	// waiting will not help.
-	setCondition(t, evav1.ConditionStalled, metav1.ConditionTrue, "InvalidSpec", "the tenant spec is invalid: "+msg, now)
+	// waiting will not help, and observedGeneration says this generation was judged.
+	status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: "InvalidSpec", Message: "the tenant spec is invalid: " + msg}, "", t.Generation, now)
+	t.Status.ObservedGeneration = t.Generation
 }
 
 // patchStatus writes the tenant's status if it changed since s.base.

@@ -43,8 +43,10 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		if findCondition(t, evav1.ConditionReady).Reason != ReasonDeletionProtected {
 			s.event(corev1.EventTypeWarning, "DeprovisionRefused", "Decommission refused: spec.deletionProtection is true")
 		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDeletionProtected,
-			"decommission refused: spec.deletionProtection is true; set it to false to proceed", now)
+		msg := "decommission refused: spec.deletionProtection is true; set it to false to proceed"
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDeletionProtected, msg, now)
+		status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: ReasonDeletionProtected, Message: msg}, "", t.Generation, now)
+		t.Status.ObservedGeneration = t.Generation
 		return ctrl.Result{}, nil
 	}
 	if t.Status.Phase == evav1.PhaseDecommissioned {
@@ -54,6 +56,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		t.Status.Phase = evav1.PhaseDecommissioning
 		s.event(corev1.EventTypeNormal, "DeprovisionStarted", "Decommissioning tenant %s", t.Spec.CapsuleCode)
 	}
+	status.SetProgress(&t.Status, evav1.PhaseDecommissioning, nil, "decommission saga under way", t.Generation, now)
 	if r.GitOps != nil {
 		return r.decommissionGitOps(ctx, s)
 	}
@@ -139,6 +142,7 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, 
 		setCondition(t, ct, metav1.ConditionFalse, ReasonDecommissioned, "tenant decommissioned", now)
 	}
 	t.Status.Phase = evav1.PhaseDecommissioned
+	status.SetProgress(&t.Status, evav1.PhaseDecommissioned, nil, "", t.Generation, now)
 	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules = nil, "", nil
 	t.Status.ObservedGeneration = t.Generation
 	s.event(corev1.EventTypeNormal, "DeprovisionComplete", "Tenant %s decommissioned", code)

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	eventsv1 "k8s.io/api/events/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -70,6 +71,11 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 	if ready := conditionOf(failed, "Ready"); ready.Status != "False" || !strings.Contains(ready.Message, "/crm") {
 		t.Errorf("Ready %+v does not name the failed release", ready)
 	}
+	// kstatus (Flux health checks, the flux CLI) reads the tenant as Failed, not as
+	// still in progress.
+	if res, err := kstatus.Compute(failed); err != nil || res.Status != kstatus.FailedStatus {
+		t.Errorf("kstatus of the failed tenant: %v (%v), want Failed", res, err)
+	}
 	if n, seen := countEvents(t, ns, tn.GetName(), "ProvisioningFailed"); n != 1 {
 		t.Errorf("%d ProvisioningFailed events, want 1:\n%s", n, strings.Join(seen, "\n"))
 	}
@@ -87,6 +93,12 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 	}
 	kubectlWaitReady(t, 5*time.Minute, tn)
 	assertActive(t, tn)
+	if got, err = current(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	if res, err := kstatus.Compute(got); err != nil || res.Status != kstatus.CurrentStatus {
+		t.Errorf("kstatus of the recovered tenant: %v (%v), want Current", res, err)
+	}
 }
 
 // conditionOf returns a condition of an object's status, empty when it has none.

@@ -43,7 +43,31 @@ func Apply(st *evav1.EvaTenantStatus, res Result, generation int64, now metav1.T
 	}
 	st.Phase = res.Phase
 	st.Modules = res.Modules
+	SetProgress(st, res.Phase, res.Terminal, res.Verdicts[evav1.ConditionReady].Message, generation, now)
 	return transitions
+}
+
+// SetProgress writes the two conditions kstatus (Flux health checks, `flux`, kubectl
+// wait) reads besides Ready: Reconciling True while work is under way (Requested,
+// Provisioning, Decommissioning), Stalled True with the terminal verdict's reason when the
+// tenant cannot progress without a change (Failed). Neither is present when the tenant is
+// Active or Decommissioned.
+func SetProgress(st *evav1.EvaTenantStatus, phase evav1.Phase, terminal *Verdict, progress string, generation int64, now metav1.Time) {
+	set := func(ct, reason, msg string) {
+		apimeta.SetStatusCondition(&st.Conditions, metav1.Condition{Type: ct, Status: metav1.ConditionTrue,
+			Reason: reason, Message: msg, ObservedGeneration: generation, LastTransitionTime: now})
+	}
+	switch {
+	case phase == evav1.PhaseFailed && terminal != nil:
+		apimeta.RemoveStatusCondition(&st.Conditions, evav1.ConditionReconciling)
+		set(evav1.ConditionStalled, terminal.Reason, terminal.Message)
+	case phase == evav1.PhaseRequested || phase == evav1.PhaseProvisioning || phase == evav1.PhaseDecommissioning:
+		apimeta.RemoveStatusCondition(&st.Conditions, evav1.ConditionStalled)
+		set(evav1.ConditionReconciling, ReasonProgressing, progress)
+	default:
+		apimeta.RemoveStatusCondition(&st.Conditions, evav1.ConditionStalled)
+		apimeta.RemoveStatusCondition(&st.Conditions, evav1.ConditionReconciling)
+	}
 }
 
 // BecameTrue reports whether a condition type turned True among transitions.

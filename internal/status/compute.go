@@ -162,14 +162,18 @@ func releaseVerdict(r ReleaseState) Verdict {
 		return fail(ReasonReleaseFailed, msg)
 	case r.Stalled != nil && r.Stalled.Status == metav1.ConditionTrue:
 		return fail(ReasonReleaseStalled, fmt.Sprintf("%s: %s: %s", name, r.Stalled.Reason, r.Stalled.Message))
-	case r.ObservedGeneration < r.Generation:
-		return wait(ReasonProgressing, name+": generation not yet reconciled")
 	case r.Ready == nil:
 		return wait(ReasonProgressing, name+": not reconciled yet")
-	case r.Ready.Status != metav1.ConditionTrue:
-		return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
+	// helm-controller keeps status.observedGeneration at -1 until a reconcile completes,
+	// while its Ready condition carries the generation it is about: read that, so what
+	// helm-controller says (ValuesError, a chart version it cannot find) reaches the
+	// tenant instead of "not yet reconciled".
 	case r.Ready.ObservedGeneration != 0 && r.Ready.ObservedGeneration < r.Generation:
 		return wait(ReasonProgressing, name+": Ready is for an older generation")
+	case r.Ready.Status != metav1.ConditionTrue:
+		return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
+	case r.ObservedGeneration < r.Generation:
+		return wait(ReasonProgressing, name+": generation not yet reconciled")
 	case !sameVersion(r.LastAttemptedRevision, r.Version) && !sameVersion(r.HistoryVersion, r.Version):
 		return wait(ReasonProgressing, fmt.Sprintf("%s: runs chart %s, want %s", name, firstNonEmpty(r.LastAttemptedRevision, r.HistoryVersion), r.Version))
 	}
@@ -219,6 +223,8 @@ var rules = map[string]func(Observed) Verdict{
 // Result is the tenant's computed status.
 type Result struct {
 	Verdicts map[string]Verdict // by condition type, the five and Ready
+	// Terminal is the verdict that failed the tenant (nil unless Phase is Failed).
+	Terminal *Verdict
 	Phase    evav1.Phase
 	Modules  []evav1.ModuleStatus
 }
@@ -242,6 +248,7 @@ func Compute(o Observed) Result {
 	case terminal != nil:
 		res.Verdicts[evav1.ConditionReady] = Verdict{Status: metav1.ConditionFalse, Reason: ReasonDependencyFailed, Message: terminal.Message, Terminal: true}
 		res.Phase = evav1.PhaseFailed
+		res.Terminal = terminal
 	case len(notReady) == 0:
 		res.Verdicts[evav1.ConditionReady] = ok(ReasonReady, "tenant provisioned")
 		res.Phase = evav1.PhaseActive

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -91,6 +92,11 @@ func TestCompute(t *testing.T) {
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "HelmRelease eva-tenant-devusr/itsm: not found"}},
 		"release old generation": {func(o *Observed) { o.Releases[0].ObservedGeneration = 1 },
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "generation not yet reconciled"}},
+		"helm-controller's message while observedGeneration is -1": {func(o *Observed) {
+			o.Releases[0].ObservedGeneration = -1
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "ValuesError")
+			o.Releases[0].Ready.ObservedGeneration = 2
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "HelmRelease eva-tenant-devusr/crm: ValuesError"}},
 		"release ready condition stale": {func(o *Observed) { o.Releases[0].Ready.ObservedGeneration = 1 },
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "older generation"}},
 		"release upgrading": {func(o *Observed) { o.Releases[0].Ready = cond("Ready", metav1.ConditionUnknown, "Progressing") },
@@ -184,4 +190,36 @@ func TestApplyKeepsTransitionTimesAndFirstTrue(t *testing.T) {
 	if len(st.Modules) != 2 || !st.Modules[0].Ready {
 		t.Errorf("modules: %+v", st.Modules)
 	}
+}
+
+// TestProgressConditionsForKstatus: what kstatus reads besides Ready. Provisioning says
+// Reconciling, Failed says Stalled with the failing verdict's reason, Active says
+// neither; each replaces the other.
+func TestProgressConditionsForKstatus(t *testing.T) {
+	now := metav1.Now()
+	var st evav1.EvaTenantStatus
+	check := func(want map[string]string) {
+		t.Helper()
+		for _, ct := range []string{evav1.ConditionReconciling, evav1.ConditionStalled} {
+			c := apimeta.FindStatusCondition(st.Conditions, ct)
+			switch reason, wanted := want[ct]; {
+			case wanted && (c == nil || c.Status != metav1.ConditionTrue || c.Reason != reason):
+				t.Errorf("%s = %+v, want True %s", ct, c, reason)
+			case !wanted && c != nil:
+				t.Errorf("%s = %+v, want absent", ct, c)
+			}
+		}
+	}
+	o := healthy()
+	o.Releases[0].Ready = cond("Ready", metav1.ConditionUnknown, "Progressing")
+	Apply(&st, Compute(o), 1, now)
+	check(map[string]string{evav1.ConditionReconciling: ReasonProgressing})
+
+	o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "InstallFailed")
+	o.Releases[0].RetriesExhausted, o.Releases[0].LastAction, o.Releases[0].Failures = true, "install", 4
+	Apply(&st, Compute(o), 1, now)
+	check(map[string]string{evav1.ConditionStalled: ReasonReleaseFailed})
+
+	Apply(&st, Compute(healthy()), 2, now)
+	check(map[string]string{})
 }
