@@ -59,6 +59,9 @@ type Settings struct {
 	ReleaseTimeout        metav1.Duration `json:"releaseTimeout,omitempty"`
 	KustomizationInterval metav1.Duration `json:"kustomizationInterval,omitempty"`
 	KustomizationTimeout  metav1.Duration `json:"kustomizationTimeout,omitempty"`
+	// KustomizationRetryInterval is how soon Flux tries a tenant's Kustomization again
+	// after a failure (default 30s).
+	KustomizationRetryInterval metav1.Duration `json:"kustomizationRetryInterval,omitempty"`
 }
 
 // Environment is a loaded environment: its name, settings and patches.
@@ -132,6 +135,7 @@ func (s *Settings) applyDefaults() {
 	durDef(&s.ReleaseTimeout, 5*time.Minute)
 	durDef(&s.KustomizationInterval, 10*time.Minute)
 	durDef(&s.KustomizationTimeout, 5*time.Minute)
+	durDef(&s.KustomizationRetryInterval, 30*time.Second)
 }
 
 func (s *Settings) check() error {

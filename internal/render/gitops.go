@@ -95,6 +95,9 @@ func (r *Renderer) FluxKustomization(t *evav1.EvaTenant) (map[string]any, error)
 			Prune:    true,
 			Wait:     true,
 			Timeout:  &env.KustomizationTimeout,
+			// After a failed apply or health check, try again soon rather than at the
+			// next interval (10m): the tenant's status follows within seconds.
+			RetryInterval: &env.KustomizationRetryInterval,
 			// Each tenant applies as its own identity, never as kustomize-controller:
 			// base/rbac/tenant_applier.yaml grants it what a bundle needs and confines it
 			// to the namespace of the same name.
