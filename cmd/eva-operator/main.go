@@ -11,6 +11,7 @@ import (
 	"time"
 
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -187,7 +188,7 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" {
 		r.Streams = streams
 	}
-	gitops, err := gitOpsFrom(cfg, m)
+	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), env.Settings.GitOpsSource)
 	if err != nil {
 		return err
 	}
@@ -227,8 +228,9 @@ func splitList(v string) []string {
 	return out
 }
 
-// gitOpsFrom builds GitOps mode from the flags (nil in pure-cluster mode).
-func gitOpsFrom(cfg config, m *metrics.Metrics) (*controller.GitOps, error) {
+// gitOpsFrom builds GitOps mode from the flags (nil in pure-cluster mode). After each
+// publish that committed something, Flux is asked to fetch source at once.
+func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, source overlay.SourceRef) (*controller.GitOps, error) {
 	var sink publish.Sink
 	var revisions interface {
 		Contains(ctx context.Context, applied, published string) (bool, error)
@@ -263,6 +265,14 @@ func gitOpsFrom(cfg config, m *metrics.Metrics) (*controller.GitOps, error) {
 		m.PublishSeconds.Observe(d.Seconds())
 		if err == nil && res.Attempts > 1 {
 			m.PublishRetries.Add(float64(res.Attempts - 1))
+		}
+		if err == nil && res.Committed {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			// Not fatal: without it Flux fetches at the source's next interval.
+			if err := controller.RequestReconcile(ctx, c, source, time.Now()); err != nil {
+				ctrl.Log.WithName("publish").Error(err, "asking Flux to fetch the new revision")
+			}
 		}
 	}}
 	return &controller.GitOps{Batcher: batcher, Revisions: revisions}, nil

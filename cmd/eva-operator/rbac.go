@@ -14,3 +14,7 @@ package main
 // Secure metrics: each scrape is authenticated and authorized by the API server.
 // +kubebuilder:rbac:groups=authentication.k8s.io,resources=tokenreviews,verbs=create
 // +kubebuilder:rbac:groups=authorization.k8s.io,resources=subjectaccessreviews,verbs=create
+//
+// GitOps mode asks Flux to fetch each new publish at once (reconcile.fluxcd.io/requestedAt
+// on the environment's source), in Flux's namespace only.
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=gitrepositories;ocirepositories;buckets,verbs=get;patch,namespace=flux-system

@@ -52,6 +52,13 @@ func applyOperatorBase(t *testing.T) {
 			}
 			objects = append(objects, &unstructured.Unstructured{Object: m})
 		}
+		// Flux's namespace exists wherever the operator is installed (base/ binds a Role
+		// there).
+		fluxNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-system"}}
+		if createErr := k8s.Create(context.Background(), fluxNS); createErr != nil && !apierrors.IsAlreadyExists(createErr) {
+			err = createErr
+			return
+		}
 		for _, u := range objects {
 			if applyErr := k8s.Patch(context.Background(), u, client.Apply, client.FieldOwner("eva-test-install"), client.ForceOwnership); applyErr != nil {
 				err = fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), applyErr)

@@ -49,6 +49,9 @@ const (
 	WaitDeletion = 5 * time.Second
 	// MessagingRetry is how soon a tenant is looked at again while NATS is unreachable.
 	MessagingRetry = 5 * time.Second
+	// ConflictRetry is how soon a tenant whose status patch lost to another write is
+	// looked at again (the watch event of that write usually comes first).
+	ConflictRetry = 200 * time.Millisecond
 )
 
 // EvaTenantReconciler reconciles EvaTenant objects in pure-cluster mode.
@@ -164,7 +167,16 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// version still finishing) loses with a conflict and is retried, instead of
 	// overwriting newer status. Events follow the write they explain.
 	defer func() {
-		if err := r.patchStatus(ctx, s); err != nil {
+		err := r.patchStatus(ctx, s)
+		switch {
+		case apierrors.IsConflict(err):
+			// Another write won (a newer reconcile, or the cache was behind): not an
+			// error, just look again with what is there now. Nothing was written, so
+			// the events this reconcile queued are dropped with it.
+			log.V(1).Info("status changed meanwhile; reconciling again")
+			result, retErr = ctrl.Result{RequeueAfter: ConflictRetry}, nil
+			return
+		case err != nil:
 			retErr = err
 			return
 		}

@@ -57,7 +57,7 @@ func chaosRound(t *testing.T, watcher client.WithWatch, round int) {
 	if round%2 == 1 {
 		source := fmt.Sprintf("eva-chaos-%d", round+1)
 		url := newGitRepository(t, source+".git")
-		if err := bootstrapSource(ctx, "GitRepository", source, url, "main"); err != nil {
+		if err := bootstrapSource(ctx, "GitRepository", source, url, "main", "10s"); err != nil {
 			t.Fatal(err)
 		}
 		args = []string{"--overlays=" + environment(t, gitOpsSource("GitRepository", source)),

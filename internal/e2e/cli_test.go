@@ -109,7 +109,7 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 	ctx := context.Background()
 	const source = "eva-tenants-oci"
 	ref := "oci://" + registry.Host() + "/eva/tenants"
-	if err := bootstrapSource(ctx, "OCIRepository", source, ref, "e2e"); err != nil {
+	if err := bootstrapSource(ctx, "OCIRepository", source, ref, "e2e", "10s"); err != nil {
 		t.Fatal(err)
 	}
 	tenants := renamedTenants(t, map[string]string{"ACMECO": "OCIACM", "DEVUSR": "OCIDEV", "GLOBEX": "OCIGLO"})

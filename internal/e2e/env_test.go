@@ -67,9 +67,9 @@ func newGitRepository(t *testing.T, name string) string {
 
 // bootstrapSource creates what a platform team creates once per environment: the Flux
 // source of the published tree (a GitRepository on branch main, or an OCIRepository of
-// tag ref on the plain-HTTP registry) and the root Kustomization applying it, both named
-// name in flux-system.
-func bootstrapSource(ctx context.Context, kind, name, url, ref string) error {
+// tag ref on the plain-HTTP registry), fetched every interval, and the root
+// Kustomization applying it, both named name in flux-system.
+func bootstrapSource(ctx context.Context, kind, name, url, ref, interval string) error {
 	var source string
 	switch kind {
 	case "GitRepository":
@@ -85,7 +85,7 @@ metadata:
   name: %[2]s
   namespace: %[3]s
 spec:
-  interval: 10s
+  interval: %[5]s
 %[4]s---
 apiVersion: kustomize.toolkit.fluxcd.io/v1
 kind: Kustomization
@@ -99,7 +99,7 @@ spec:
   sourceRef:
     kind: %[1]s
     name: %[2]s
-`, kind, name, testcluster.FluxNamespace, source))
+`, kind, name, testcluster.FluxNamespace, source, interval))
 }
 
 // tenantNamespace creates the namespace one test's EvaTenants live in. Each test runs

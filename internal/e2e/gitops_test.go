@@ -13,7 +13,8 @@ import (
 var commitRE = regexp.MustCompile(`^(main@sha1:)?[0-9a-f]{40}$`)
 
 // TestOperatorGitOpsModeEveryTier runs the operator binary in GitOps mode: it commits
-// one tenant of each tier to its own fleet repository, the real Flux controllers fetch,
+// one tenant of each tier to its own fleet repository and asks Flux to fetch it (the
+// source's own interval is 10 minutes), the real Flux controllers fetch,
 // apply and install them, and the operator reads Flux's Kustomizations back: every
 // tenant reaches Active and `kubectl wait --for=condition=Ready` succeeds. Deleting them
 // publishes the decommissioned bundles, then removes the tenants from the tree, and Flux
@@ -23,7 +24,9 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 	ctx := context.Background()
 	const source = "eva-operator"
 	url := newGitRepository(t, "operator.git")
-	if err := bootstrapSource(ctx, "GitRepository", source, url, "main"); err != nil {
+	// Fetched only every 10 minutes: the tenants reach Active within the test's minutes
+	// only because the operator asks Flux to fetch each publish at once.
+	if err := bootstrapSource(ctx, "GitRepository", source, url, "main", "10m"); err != nil {
 		t.Fatal(err)
 	}
 	ns := tenantNamespace(t, "e2e-gitops")

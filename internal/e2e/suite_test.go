@@ -108,7 +108,7 @@ spec:
 		return 0, err
 	}
 	// The dev environment's gitopsSource, fed by `evactl publish git` (cli_test.go).
-	if err := bootstrapSource(ctx, "GitRepository", "eva-tenants", gitSrv.URL+"/"+fleetRepo, "main"); err != nil {
+	if err := bootstrapSource(ctx, "GitRepository", "eva-tenants", gitSrv.URL+"/"+fleetRepo, "main", "10s"); err != nil {
 		return 0, err
 	}
 	if err := installOperatorBase(ctx, root); err != nil {

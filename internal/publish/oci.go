@@ -101,9 +101,33 @@ func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 			return &Result{Plan: &Plan{}, Revision: rev}, nil
 		}
 	}
-	old, err := o.Pull(ctx)
+	// Registries have no conditional tag write, so this is optimistic: read the tag's
+	// digest with its tree, merge, and push only if the tag still has that digest just
+	// before the push; if another writer moved it, merge again onto theirs. (A push by
+	// someone else between that last check and ours is still possible, a window of one
+	// request.)
+	for attempt := 1; attempt <= ociAttempts; attempt++ {
+		res, moved, err := o.publishOnce(ctx, ref, u, s)
+		if err != nil {
+			return nil, err
+		}
+		if !moved {
+			res.Attempts = attempt
+			return res, nil
+		}
+	}
+	return nil, fmt.Errorf("pushing %s: the tag moved under %d attempts in a row; another writer is publishing", ref, ociAttempts)
+}
+
+// ociAttempts bounds how often a publish merges again after another writer moved the tag.
+const ociAttempts = 5
+
+// publishOnce merges the update onto the tag's current tree and pushes it, unless the
+// tag moved since it was read (moved: nothing pushed, try again).
+func (o *OCI) publishOnce(ctx context.Context, ref name.Reference, u Update, s Safety) (res *Result, moved bool, err error) {
+	old, base, err := o.pull(ctx)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	content := map[string][]byte{}
 	store := func(data []byte) (gitrepo.Entry, error) {
@@ -118,7 +142,7 @@ func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 	}
 	next, err := merge(oldFiles, u.clone(), store)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	plan := MakePlan(oldFiles, next)
 	plan.Partial = !u.Full
@@ -128,7 +152,7 @@ func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 		}
 		return nil, fmt.Errorf("%s is not in the published artifact", p)
 	}); err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	tree := map[string][]byte{}
 	for p, e := range next {
@@ -136,21 +160,40 @@ func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 	}
 	img, err := o.Artifact(tree)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	digest, err := img.Digest()
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	res := &Result{Plan: plan, Revision: digest.String()}
-	if desc, err := remote.Head(ref, o.options(ctx)...); err == nil && desc.Digest == digest {
-		return res, nil // the tag already points at this content: push nothing
+	res = &Result{Plan: plan, Revision: digest.String()}
+	now, err := o.head(ctx, ref)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case now == digest.String():
+		return res, false, nil // the tag already points at this content: push nothing
+	case now != base:
+		return nil, true, nil
 	}
 	if err := remote.Write(ref, img, o.options(ctx)...); err != nil {
-		return nil, fmt.Errorf("pushing %s: %w", ref, err)
+		return nil, false, fmt.Errorf("pushing %s: %w", ref, err)
 	}
 	res.Committed = true
-	return res, nil
+	return res, false, nil
+}
+
+// head returns the digest the tag points at ("" when there is no such tag).
+func (o *OCI) head(ctx context.Context, ref name.Reference) (string, error) {
+	desc, err := remote.Head(ref, o.options(ctx)...)
+	var terr *transport.Error
+	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return desc.Digest.String(), nil
 }
 
 // Artifact builds the Flux artifact of a tree (path → content).
@@ -280,18 +323,35 @@ func (o *OCI) unchanged(ctx context.Context, ref name.Reference, u Update) (stri
 
 // Pull reads the published artifact's tree; a missing tag is an empty tree.
 func (o *OCI) Pull(ctx context.Context) (map[string][]byte, error) {
+	tree, _, err := o.pull(ctx)
+	return tree, err
+}
+
+// pull reads the published artifact's tree and the digest the tag pointed at ("" and
+// an empty tree when there is no such tag).
+func (o *OCI) pull(ctx context.Context) (map[string][]byte, string, error) {
 	ref, err := o.reference()
 	if err != nil {
-		return nil, err
+		return nil, "", err
 	}
 	img, err := remote.Image(ref, o.options(ctx)...)
 	var terr *transport.Error
 	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
-		return map[string][]byte{}, nil
+		return map[string][]byte{}, "", nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", ref, err)
+		return nil, "", fmt.Errorf("reading %s: %w", ref, err)
 	}
+	digest, err := img.Digest()
+	if err != nil {
+		return nil, "", fmt.Errorf("reading %s: %w", ref, err)
+	}
+	tree, err := untarArtifact(ref, img)
+	return tree, digest.String(), err
+}
+
+// untarArtifact checks an image is a Flux artifact and returns its tree.
+func untarArtifact(ref name.Reference, img v1.Image) (map[string][]byte, error) {
 	layers, err := img.Layers()
 	if err != nil {
 		return nil, fmt.Errorf("reading %s: %w", ref, err)

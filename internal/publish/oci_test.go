@@ -149,3 +149,54 @@ func TestTarballIsReproducible(t *testing.T) {
 		t.Fatal("the same tree gave two different tarballs")
 	}
 }
+
+// TestOCIWritersDoNotLoseEachOther: two operators (partial updates) publish different
+// tenants to one tag, the second pushing in the middle of the first's publish (right
+// before the first pushes). The first sees the tag moved, merges again onto it, and the
+// artifact ends up holding both tenants.
+func TestOCIWritersDoNotLoseEachOther(t *testing.T) {
+	ctx := context.Background()
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	var interfered atomic.Bool
+	var other func()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// The first writer's check of the tag before its push: let the other writer
+		// publish now.
+		if r.Method == http.MethodHead && strings.Contains(r.URL.Path, "/manifests/") && interfered.CompareAndSwap(false, true) {
+			other()
+		}
+		reg.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/eva/tenants:dev"
+	first := &OCI{Ref: ref, Insecure: true}
+	second := &OCI{Ref: ref, Insecure: true}
+	other = func() {
+		if _, err := second.Publish(ctx, renderUpdate(t, false, codes("OCIB", 1)...), Safety{}); err != nil {
+			t.Errorf("the other writer: %v", err)
+		}
+	}
+	res, err := first.Publish(ctx, renderUpdate(t, false, codes("OCIA", 1)...), Safety{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !interfered.Load() {
+		t.Fatal("the other writer never ran: the test did not test anything")
+	}
+	if res.Attempts != 2 {
+		t.Errorf("first writer: %d attempts, want 2 (one lost to the other writer)", res.Attempts)
+	}
+	tree, err := first.Pull(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, dir := range []string{"ociaaa", "ocibaa"} {
+		found := false
+		for p := range tree {
+			found = found || strings.Contains(p, "/"+dir+"/")
+		}
+		if !found {
+			t.Errorf("tenant %s missing from the artifact: a writer's work was lost (files: %d)", dir, len(tree))
+		}
+	}
+}
