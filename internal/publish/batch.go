@@ -19,9 +19,12 @@ type Batcher struct {
 	// OnPublish, when set, is told each publish's duration and result.
 	OnPublish func(d time.Duration, res *Result, err error)
 
-	mu      sync.Mutex
-	pending map[string][]render.File
-	waiters []chan batchResult
+	// publishing is held for each publish: publishes never overlap (a sink's local
+	// cache is one go-git repository), and what arrives meanwhile joins the next batch.
+	publishing sync.Mutex
+	mu         sync.Mutex
+	pending    map[string][]render.File
+	waiters    []chan batchResult
 }
 
 type batchResult struct {
@@ -54,6 +57,8 @@ func (b *Batcher) Publish(ctx context.Context, dir string, files []render.File) 
 }
 
 func (b *Batcher) flush() {
+	b.publishing.Lock()
+	defer b.publishing.Unlock()
 	b.mu.Lock()
 	pending, waiters := b.pending, b.waiters
 	b.pending, b.waiters = nil, nil
