@@ -26,6 +26,7 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 	code := t.Spec.CapsuleCode
 	ns := tenant.Namespace(code)
 	o := &s.observed
+	o.Now = r.now()
 	o.Generation = t.Generation
 	o.SeedsVersion = t.Spec.SeedsVersion
 	o.SeedAnnotation = t.Annotations[tenant.AnnotationSeedLoaded]

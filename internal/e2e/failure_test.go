@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -132,4 +133,57 @@ func countEvents(t *testing.T, ns, name, reason string) (n int, seen []string) {
 		}
 	}
 	return n, seen
+}
+
+// TestMissingChartVersionFailsTenant: a tenant pins crm to a chart version the chart
+// repository does not have. helm-controller only ever retries (SourceNotReady, with
+// source-controller's reason); once that has lasted status.BlockedGrace the tenant is
+// Failed, Stalled for kstatus, with that message. Pinning an existing version brings it
+// back to Active.
+func TestMissingChartVersionFailsTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := tenantNamespace(t, "e2e-missing-chart")
+	startOperator(t, ns)
+	const code = "NOCHRT"
+	tn := evaTenant(ns, code, evav1.TierStarter)
+	if err := unstructured.SetNestedField(tn.Object, map[string]any{"crm": "9.9.9"}, "spec", "versions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	var failed *unstructured.Unstructured
+	poll(t, "tenant Failed", status.BlockedGrace+3*time.Minute, func() error {
+		got, err := current(ctx, tn)
+		if err != nil {
+			return err
+		}
+		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != string(evav1.PhaseFailed) {
+			return fmt.Errorf("phase %q, ModulesDeployed %+v", phase, conditionOf(got, evav1.ConditionModulesDeployed))
+		}
+		failed = got
+		return nil
+	})
+	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
+	if modules.Reason != status.ReasonReleaseBlocked || !strings.Contains(modules.Message, "/crm: SourceNotReady since ") ||
+		!strings.Contains(modules.Message, "9.9.9") {
+		t.Errorf("ModulesDeployed %+v: want helm-controller's SourceNotReady naming the missing version", modules)
+	}
+	if res, err := kstatus.Compute(failed); err != nil || res.Status != kstatus.FailedStatus {
+		t.Errorf("kstatus of the blocked tenant: %v (%v), want Failed", res, err)
+	}
+
+	got, err := current(ctx, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(got.Object, map[string]any{"crm": "1.4.0"}, "spec", "versions"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Client.Update(ctx, got); err != nil {
+		t.Fatal(err)
+	}
+	kubectlWaitReady(t, 4*time.Minute, tn)
+	assertActive(t, tn)
 }

@@ -3,6 +3,7 @@ package status
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -24,6 +25,7 @@ const (
 	ReasonNoSeedData       = "NoSeedData"
 	ReasonReleaseStalled   = "ReleaseStalled"
 	ReasonReleaseFailed    = "ReleaseFailed"
+	ReasonReleaseBlocked   = "ReleaseBlocked"
 	ReasonNoAddress        = "NoLoadBalancerAddress"
 	ReasonDependencyFailed = "DependencyFailed"
 )
@@ -133,7 +135,7 @@ func SeedLoaded(o Observed) Verdict {
 func ModulesDeployed(o Observed) Verdict {
 	var waiting []string
 	for _, r := range o.Releases {
-		v := releaseVerdict(r)
+		v := releaseVerdict(r, o.Now)
 		if v.Terminal {
 			return v
 		}
@@ -147,7 +149,19 @@ func ModulesDeployed(o Observed) Verdict {
 	return ok(ReasonReady, fmt.Sprintf("%d module(s) deployed", len(o.Releases)))
 }
 
-func releaseVerdict(r ReleaseState) Verdict {
+// BlockedGrace is how long a release may wait on something only a person can fix (a
+// chart version its source does not have, a valuesFrom object that does not exist)
+// before the tenant is Failed. Shorter waits are normal: a new release waits seconds for
+// its chart to be fetched, and a tenant's owner creates its valuesFrom Secret once the
+// namespace exists.
+const BlockedGrace = 2 * time.Minute
+
+// blockedReasons are helm-controller's Ready reasons for a release that cannot start
+// and is only retried, never given up on (helm-controller v1.4,
+// internal/controller/helmrelease_controller.go).
+var blockedReasons = map[string]bool{"SourceNotReady": true, "ValuesError": true, "ArtifactFailed": true, "AccessDenied": true}
+
+func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 	name := "HelmRelease " + r.Name
 	switch {
 	case !r.Found:
@@ -170,6 +184,11 @@ func releaseVerdict(r ReleaseState) Verdict {
 	// tenant instead of "not yet reconciled".
 	case r.Ready.ObservedGeneration != 0 && r.Ready.ObservedGeneration < r.Generation:
 		return wait(ReasonProgressing, name+": Ready is for an older generation")
+	case r.Ready.Status == metav1.ConditionFalse && blockedReasons[r.Ready.Reason] && !now.IsZero() &&
+		!r.Ready.LastTransitionTime.IsZero() && now.Sub(r.Ready.LastTransitionTime.Time) >= BlockedGrace:
+		// Stable text (the time it started, not how long): no status churn while it lasts.
+		return fail(ReasonReleaseBlocked, fmt.Sprintf("%s: %s since %s: %s", name, r.Ready.Reason,
+			r.Ready.LastTransitionTime.UTC().Format(time.RFC3339), r.Ready.Message))
 	case r.Ready.Status != metav1.ConditionTrue:
 		return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
 	case r.ObservedGeneration < r.Generation:
@@ -260,7 +279,7 @@ func Compute(o Observed) Result {
 		}
 	}
 	for _, r := range o.Releases {
-		v := releaseVerdict(r)
+		v := releaseVerdict(r, o.Now)
 		res.Modules = append(res.Modules, evav1.ModuleStatus{
 			Name: r.Module, Version: r.Version, Ready: v.Status == metav1.ConditionTrue,
 			Reason: v.Reason, Message: v.Message,

@@ -4,11 +4,16 @@
 package status
 
 import (
+	"time"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // Observed is everything read about one tenant's objects in one reconcile.
 type Observed struct {
+	// Now is when it was observed (how long a release has been blocked is judged
+	// against it; zero never judges a release blocked).
+	Now time.Time
 	// Generation of the tenant.
 	Generation int64
 	// Namespace of the tenant; nil when missing.
