@@ -138,9 +138,12 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, now metav1.Time) (ctrl.Result, error) {
 	t := s.tenant
 	code := t.Spec.CapsuleCode
-	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
+	for _, ct := range status.ConditionTypes {
 		setCondition(t, ct, metav1.ConditionFalse, ReasonDecommissioned, "tenant decommissioned", now)
 	}
+	// Ready: the desired state (nothing left) is reached, so kstatus, Flux health checks
+	// and kubectl wait see a decommissioned tenant as done, not as forever in progress.
+	setCondition(t, evav1.ConditionReady, metav1.ConditionTrue, ReasonDecommissioned, "tenant decommissioned: nothing of it is left in the cluster", now)
 	t.Status.Phase = evav1.PhaseDecommissioned
 	status.SetProgress(&t.Status, evav1.PhaseDecommissioned, nil, "", t.Generation, now)
 	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules = nil, "", nil

@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"slices"
 	"testing"
 
@@ -99,6 +100,9 @@ func TestDecommissionSaga(t *testing.T) {
 
 	finishUninstall(t, code, modules)
 	got := waitPhase(t, tn, evav1.PhaseDecommissioned)
+	if s := kstatusOf(t, got); s != kstatus.CurrentStatus {
+		t.Errorf("kstatus of the decommissioned tenant: %s, want Current (done, not in progress)", s)
+	}
 	if exists(t, &corev1.Namespace{}, "", tns) {
 		t.Error("namespace not deleted")
 	}

@@ -59,6 +59,11 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 			Ready: apimeta.FindStatusCondition(st.Status.Conditions, "Ready")})
 	}
 
+	// What each release must carry to be the tenant's current spec.
+	rendered := map[string]string{}
+	if s.bundle != nil {
+		rendered = s.bundle.ReleaseSpecDigests()
+	}
 	for _, module := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
 		var hr helmv2.HelmRelease
 		found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
@@ -68,6 +73,9 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 		rs := status.ReleaseState{Module: module, Name: ns + "/" + module,
 			Version: r.Renderer.Catalog.ModuleVersion(t, module), Found: found}
 		if found {
+			if want := rendered[module]; want != "" && hr.Annotations[tenant.AnnotationSpecDigest] != want {
+				rs.Outdated = true
+			}
 			rs.Generation, rs.ObservedGeneration = hr.Generation, hr.Status.ObservedGeneration
 			rs.Ready = apimeta.FindStatusCondition(hr.Status.Conditions, "Ready")
 			rs.Stalled = apimeta.FindStatusCondition(hr.Status.Conditions, "Stalled")

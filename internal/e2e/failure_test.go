@@ -100,6 +100,11 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 	if res, err := kstatus.Compute(got); err != nil || res.Status != kstatus.CurrentStatus {
 		t.Errorf("kstatus of the recovered tenant: %v (%v), want Current", res, err)
 	}
+	// Over the whole failure, one warning: helm-controller looking at the stalled release
+	// again (it clears Stalled for a moment each time) did not make the tenant fail twice.
+	if n, seen := countEvents(t, ns, tn.GetName(), "ProvisioningFailed"); n != 1 {
+		t.Errorf("%d ProvisioningFailed events over the failure and the fix, want 1:\n%s", n, strings.Join(seen, "\n"))
+	}
 }
 
 // conditionOf returns a condition of an object's status, empty when it has none.

@@ -7,6 +7,9 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidonow/eva/internal/testcluster"
 )
 
 // commitRE matches a git commit, alone or as Flux writes it (main@sha1:<commit>).
@@ -51,4 +54,18 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 		}
 	}
 	deleteAndWaitGone(t, 5*time.Minute, tenants...)
+
+	// The operator asked Flux to fetch its publishes, and source-controller handled the
+	// last request.
+	src := &unstructured.Unstructured{}
+	src.SetAPIVersion("source.toolkit.fluxcd.io/v1")
+	src.SetKind("GitRepository")
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: testcluster.FluxNamespace, Name: source}, src); err != nil {
+		t.Fatal(err)
+	}
+	requested := src.GetAnnotations()["reconcile.fluxcd.io/requestedAt"]
+	handled, _, _ := unstructured.NestedString(src.Object, "status", "lastHandledReconcileAt")
+	if requested == "" || handled != requested {
+		t.Errorf("GitRepository %s: requestedAt %q, lastHandledReconcileAt %q: the operator's fetch requests were not made or not handled", source, requested, handled)
+	}
 }

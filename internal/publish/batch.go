@@ -67,14 +67,17 @@ func (b *Batcher) flush() {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	res, err := b.Sink.Publish(ctx, Update{Tenants: pending}, b.Safety)
-	if b.OnPublish != nil {
-		b.OnPublish(time.Since(start), res, err)
-	}
+	took := time.Since(start)
 	r := batchResult{err: err}
 	if err == nil {
 		r.revision = res.Revision
 	}
+	// The waiting reconciles first; then whatever OnPublish does (metrics, asking Flux
+	// to fetch) delays only the next batch.
 	for _, ch := range waiters {
 		ch <- r
+	}
+	if b.OnPublish != nil {
+		b.OnPublish(took, res, err)
 	}
 }

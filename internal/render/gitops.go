@@ -54,7 +54,12 @@ resources:
 
 // TenantFiles renders one tenant's files of the GitOps tree, in TenantPaths order.
 func (r *Renderer) TenantFiles(t *evav1.EvaTenant) ([]File, error) {
-	b, err := r.Bundle(t)
+	return r.TenantFilesAt(t, StageFull)
+}
+
+// TenantFilesAt renders the tenant's files at a stage of its decommission saga.
+func (r *Renderer) TenantFilesAt(t *evav1.EvaTenant, stage Stage) ([]File, error) {
+	b, err := r.BundleAt(t, stage)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,8 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 
@@ -59,6 +61,12 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 		return nil, fmt.Errorf("values of %s: %w", module, err)
 	}
 	hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	spec, err := json.Marshal(hr.Spec)
+	if err != nil {
+		return nil, fmt.Errorf("spec of %s: %w", module, err)
+	}
+	sum := sha256.Sum256(spec)
+	hr.Annotations = map[string]string{tenant.AnnotationSpecDigest: "sha256:" + hex.EncodeToString(sum[:8])}
 	return hr, nil
 }
 

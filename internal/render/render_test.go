@@ -306,3 +306,46 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// TestDecommissionStages: each GitOps saga step drops exactly its objects, and the
+// deployer account helm-controller uninstalls releases as stays until the last step.
+func TestDecommissionStages(t *testing.T) {
+	r := renderer(t)
+	tn := tenantFor("GLOBEX", withTier(evav1.TierEnterprise))
+	kinds := func(stage Stage) map[string]int {
+		b, err := r.BundleAt(tn, stage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]int{}
+		for _, o := range b.Objects() {
+			out[fmt.Sprint(o["kind"])]++
+		}
+		return out
+	}
+	full, noStreams, foundation := kinds(StageFull), kinds(StageWithoutStreams), kinds(StageFoundation)
+	if full["Stream"] != 2 || full["PrometheusRule"] != 1 || full["HelmRelease"] != 6 {
+		t.Fatalf("full bundle: %v", full)
+	}
+	if noStreams["Stream"] != 0 || noStreams["PrometheusRule"] != 0 || noStreams["HelmRelease"] != 6 || noStreams["Job"] != 1 {
+		t.Errorf("without streams: %v", noStreams)
+	}
+	for _, kind := range []string{"HelmRelease", "Job", "Ingress", "Stream", "PrometheusRule"} {
+		if foundation[kind] != 0 {
+			t.Errorf("foundation holds %d %s", foundation[kind], kind)
+		}
+	}
+	for _, kind := range []string{"Namespace", "ServiceAccount", "RoleBinding", "NetworkPolicy"} {
+		if foundation[kind] != 1 || noStreams[kind] != 1 {
+			t.Errorf("%s: %d in the foundation, %d without streams, want 1", kind, foundation[kind], noStreams[kind])
+		}
+	}
+	// A tenant decommissioned in its spec still renders its foundation at a saga stage.
+	tn.Spec.Lifecycle = evav1.LifecycleDecommissioned
+	if got := kinds(StageFoundation); got["ServiceAccount"] != 1 || got["HelmRelease"] != 0 {
+		t.Errorf("decommissioned tenant's foundation: %v", got)
+	}
+	if got := kinds(StageFull); len(got) != 1 || got["Namespace"] != 1 {
+		t.Errorf("decommissioned tenant's full bundle: %v, want its namespace alone", got)
+	}
+}

@@ -166,6 +166,8 @@ func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 	switch {
 	case !r.Found:
 		return wait(ReasonNotFound, name+": not found")
+	case r.Outdated:
+		return wait(ReasonProgressing, name+": not yet updated to the tenant's current spec")
 	case r.RetriesExhausted:
 		// One message whether or not helm-controller shows Stalled at this instant, so
 		// the tenant does not flap between two texts (or two phases).
@@ -174,7 +176,8 @@ func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 			msg += fmt.Sprintf(": %s: %s", r.Ready.Reason, r.Ready.Message)
 		}
 		return fail(ReasonReleaseFailed, msg)
-	case r.Stalled != nil && r.Stalled.Status == metav1.ConditionTrue:
+	case r.Stalled != nil && r.Stalled.Status == metav1.ConditionTrue &&
+		(r.Stalled.ObservedGeneration == 0 || r.Stalled.ObservedGeneration == r.Generation):
 		return fail(ReasonReleaseStalled, fmt.Sprintf("%s: %s: %s", name, r.Stalled.Reason, r.Stalled.Message))
 	case r.Ready == nil:
 		return wait(ReasonProgressing, name+": not reconciled yet")
@@ -185,6 +188,7 @@ func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 	case r.Ready.ObservedGeneration != 0 && r.Ready.ObservedGeneration < r.Generation:
 		return wait(ReasonProgressing, name+": Ready is for an older generation")
 	case r.Ready.Status == metav1.ConditionFalse && blockedReasons[r.Ready.Reason] && !now.IsZero() &&
+		(r.Ready.ObservedGeneration == 0 || r.Ready.ObservedGeneration == r.Generation) &&
 		!r.Ready.LastTransitionTime.IsZero() && now.Sub(r.Ready.LastTransitionTime.Time) >= BlockedGrace:
 		// Stable text (the time it started, not how long): no status churn while it lasts.
 		return fail(ReasonReleaseBlocked, fmt.Sprintf("%s: %s since %s: %s", name, r.Ready.Reason,

@@ -108,6 +108,18 @@ func TestCompute(t *testing.T) {
 			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "ValuesError")
 			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-BlockedGrace + time.Second))
 		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "ValuesError"}},
+		// Right after a fix, the release in the cluster (or the cache) still has the old
+		// spec and its exhausted retries: not a verdict on the new spec.
+		"outdated release keeps its old failure to itself": {func(o *Observed) {
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "InstallFailed")
+			o.Releases[0].RetriesExhausted, o.Releases[0].LastAction, o.Releases[0].Failures = true, "install", 4
+			o.Releases[0].Outdated = true
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "not yet updated to the tenant's current spec"}},
+		"stalled for an older generation": {func(o *Observed) {
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionUnknown, "Progressing")
+			o.Releases[0].Stalled = cond("Stalled", metav1.ConditionTrue, "RetriesExceeded")
+			o.Releases[0].Stalled.ObservedGeneration = 1
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "Progressing"}},
 		"release ready condition stale": {func(o *Observed) { o.Releases[0].Ready.ObservedGeneration = 1 },
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "older generation"}},
 		"release upgrading": {func(o *Observed) { o.Releases[0].Ready = cond("Ready", metav1.ConditionUnknown, "Progressing") },

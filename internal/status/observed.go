@@ -86,6 +86,10 @@ type ReleaseState struct {
 	LastAttemptedRevision string
 	// HistoryVersion is the chart version of the latest release in history.
 	HistoryVersion string
+	// Outdated says the HelmRelease in the cluster does not (yet) carry the spec the
+	// tenant renders now (the operator's apply or Flux has not reached it, or the cache
+	// is behind): what helm-controller says of it is about an older spec.
+	Outdated bool
 	// RetriesExhausted says helm-controller gave up on the generation it last attempted:
 	// its last action (LastAction, install or upgrade) failed Failures times, more than
 	// that action's remediation retries allow. Read from the failure counters, not from

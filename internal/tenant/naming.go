@@ -16,6 +16,10 @@ const (
 	AnnotationOperatorVersion = "eva.aidonow.com/operator-version"
 	// AnnotationSeedLoaded is set by the provisioner to the seeds version it loaded.
 	AnnotationSeedLoaded = "eva.aidonow.com/seed-loaded"
+	// AnnotationSpecDigest on a rendered HelmRelease is a digest of its spec: status
+	// reads what helm-controller says of a release only once the release in the cluster
+	// carries the spec the tenant renders now.
+	AnnotationSpecDigest = "eva.aidonow.com/spec-digest"
 	// Finalizer protects a tenant until its decommission saga has run.
 	Finalizer = "eva.aidonow.com/tenant-protection"
 )
