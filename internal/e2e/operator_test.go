@@ -218,5 +218,11 @@ func TestOperatorPureClusterEveryTier(t *testing.T) {
 	for _, tn := range tenants {
 		assertActive(t, tn)
 	}
+	var codes []string
+	for _, tn := range tenants {
+		codes = append(codes, codeOf(tn))
+	}
+	order := watchSagaOrder(codes...)
 	deleteAndWaitGone(t, 4*time.Minute, tenants...)
+	order.check(t)
 }
