@@ -4,10 +4,8 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"fmt"
 	"strings"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
@@ -16,7 +14,6 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
-	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
@@ -33,11 +30,10 @@ type GitOps struct {
 	}
 }
 
-// Markers an earlier operator version kept in status.appliedDigest for the GitOps
-// decommission steps (now status.decommissionStep); read once to resume such a saga.
+// Markers in status.appliedDigest for the GitOps decommission steps.
 const (
-	legacyDigestDecommissioned = "decommissioned"
-	legacyDigestRemoved        = "removed"
+	digestDecommissioned = "decommissioned"
+	digestRemoved        = "removed"
 )
 
 func filesDigest(files []render.File) string {
@@ -114,110 +110,44 @@ func (r *EvaTenantReconciler) applied(ctx context.Context, fluxRevision, publish
 	return err == nil && ok
 }
 
-// decommissionGitOps is the saga in GitOps mode, in the same order as in pure-cluster
-// mode, each step a publish Flux applies (and prunes) before the next is published:
-//  1. the bundle without streams and alert rules; wait until Flux applied it and the
-//     Stream objects are gone (NACK deletes the streams);
-//  2. the foundation alone (namespace, deployer account and binding, quota, limits,
-//     policy); wait until helm-controller uninstalled every release, as the deployer
-//     account that is still there;
-//  3. the tenant out of the tree; wait until Flux pruned the namespace.
-//
-// status.decommissionStep records the step Flux was asked to apply, so a restarted
-// operator resumes where the saga was.
+// decommissionGitOps is the saga in GitOps mode: publish the decommissioned bundle (the
+// namespace alone) and wait until Flux applied it, which prunes releases, streams and
+// rules; then remove the tenant from the tree and wait until Flux pruned the namespace.
 func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
 	now := metav1.NewTime(r.now())
-	code := t.Spec.CapsuleCode
-	ns := tenant.Namespace(code)
 	wait := func(msg string) (ctrl.Result, error) {
 		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDecommissioning, msg, now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
-	// Tenants in the middle of the saga under an operator that kept its step in
-	// status.appliedDigest.
 	switch t.Status.AppliedDigest {
-	case legacyDigestDecommissioned:
-		t.Status.DecommissionStep, t.Status.AppliedDigest = evav1.StepReleasesRemoved, ""
-	case legacyDigestRemoved:
-		t.Status.DecommissionStep, t.Status.AppliedDigest = evav1.StepRemoved, ""
+	case digestDecommissioned, digestRemoved:
+	default:
+		final := t.DeepCopy()
+		final.Spec.Lifecycle = evav1.LifecycleDecommissioned
+		if err := r.publishTenant(ctx, s, final); err != nil {
+			return ctrl.Result{}, err
+		}
+		t.Status.AppliedDigest = digestDecommissioned
+		return wait("waiting for Flux to apply the decommissioned bundle")
 	}
-	// appliedOrWait reports whether Flux applied the last published step.
-	applied := func() (bool, string, error) {
+	if t.Status.AppliedDigest == digestDecommissioned {
 		if err := r.observeKustomization(ctx, s); err != nil {
-			return false, "", err
+			return ctrl.Result{}, err
 		}
 		if g := s.observed.GitOps; g.Found && !g.Applied {
-			return false, "waiting for Kustomization " + g.Name + " to apply " + t.Status.Revision, nil
+			return wait("waiting for Kustomization " + g.Name + " to apply " + t.Status.Revision)
 		}
-		return true, "", nil
-	}
-	publish := func(stage render.Stage, step evav1.DecommissionStep) (ctrl.Result, error) {
-		var files []render.File
-		if step != evav1.StepRemoved {
-			var err error
-			if files, err = r.Renderer.TenantFilesAt(t, stage); err != nil {
-				return ctrl.Result{}, err
-			}
-		}
-		rev, err := r.GitOps.Batcher.Publish(ctx, render.DirName(code), files)
+		rev, err := r.GitOps.Batcher.Publish(ctx, render.DirName(t.Spec.CapsuleCode), nil)
 		if err != nil {
-			s.log.Error(err, "publishing a decommission step", "step", step)
+			s.log.Error(err, "removing the tenant from the published tree")
 			return ctrl.Result{}, err
 		}
-		t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = rev, "", step
-		return wait(fmt.Sprintf("published %s; waiting for Flux to apply it", step))
-	}
-
-	switch t.Status.DecommissionStep {
-	case "":
-		return publish(render.StageWithoutStreams, evav1.StepStreamsRemoved)
-	case evav1.StepStreamsRemoved:
-		if ok, msg, err := applied(); err != nil || !ok {
-			return wrapWait(wait, msg, err)
-		}
-		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
-			var st nackv1beta2.Stream
-			if found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: tenant.StreamObjectName(stream)}, &st); err != nil || found {
-				return wrapWait(wait, "waiting for Stream "+stream+" to be deleted", err)
-			}
-		}
-		return publish(render.StageFoundation, evav1.StepReleasesRemoved)
-	case evav1.StepReleasesRemoved:
-		if ok, msg, err := applied(); err != nil || !ok {
-			return wrapWait(wait, msg, err)
-		}
-		names, err := r.releaseNames(ctx, t)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		var remaining []string
-		for _, module := range names {
-			var hr helmv2.HelmRelease
-			found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if found {
-				remaining = append(remaining, module)
-			}
-		}
-		if len(remaining) > 0 {
-			return wait("waiting for HelmReleases to be uninstalled: " + strings.Join(remaining, ", "))
-		}
-		return publish(render.StageFull, evav1.StepRemoved)
+		t.Status.Revision, t.Status.AppliedDigest = rev, digestRemoved
 	}
 	var namespace corev1.Namespace
-	if found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil || found {
-		return wrapWait(wait, "waiting for Flux to prune Namespace "+ns, err)
+	if found, err := r.get(ctx, types.NamespacedName{Name: tenant.Namespace(t.Spec.CapsuleCode)}, &namespace); err != nil || found {
+		return wait("waiting for Flux to prune Namespace " + tenant.Namespace(t.Spec.CapsuleCode))
 	}
 	return r.finishDecommission(ctx, s, now)
-}
-
-// wrapWait returns err if there is one (retried with backoff), or waits with msg.
-func wrapWait(wait func(string) (ctrl.Result, error), msg string, err error) (ctrl.Result, error) {
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	return wait(msg)
 }

@@ -53,13 +53,7 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 			t.Errorf("%s: status.revision %q is not a published commit", tn.GetName(), revision)
 		}
 	}
-	var codes []string
-	for _, tn := range tenants {
-		codes = append(codes, codeOf(tn))
-	}
-	order := watchSagaOrder(codes...)
 	deleteAndWaitGone(t, 5*time.Minute, tenants...)
-	order.check(t)
 
 	// The operator asked Flux to fetch its publishes, and source-controller handled the
 	// last request.
