@@ -175,16 +175,6 @@ const (
 	PhaseFailed          Phase = "Failed"
 )
 
-// DecommissionStep is a step of the GitOps decommission saga that Flux applied.
-type DecommissionStep string
-
-// The GitOps decommission saga's steps, in order.
-const (
-	StepStreamsRemoved  DecommissionStep = "StreamsRemoved"
-	StepReleasesRemoved DecommissionStep = "ReleasesRemoved"
-	StepRemoved         DecommissionStep = "Removed"
-)
-
 // The condition types reported on a tenant.
 const (
 	ConditionNamespaceReady  = "NamespaceReady"
@@ -264,14 +254,6 @@ type EvaTenantStatus struct {
 	// not applied again until the periodic drift check.
 	// +optional
 	AppliedDigest string `json:"appliedDigest,omitempty"`
-
-	// decommissionStep is how far the decommission saga got in GitOps mode, where each
-	// step is a publish Flux must apply before the next: StreamsRemoved (streams and
-	// alert rules gone), ReleasesRemoved (releases uninstalled), Removed (the tenant is
-	// out of the tree; Flux prunes the namespace).
-	// +optional
-	// +kubebuilder:validation:Enum=StreamsRemoved;ReleasesRemoved;Removed
-	DecommissionStep DecommissionStep `json:"decommissionStep,omitempty"`
 }
 
 // ObjectRef names one applied object.

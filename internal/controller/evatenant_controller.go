@@ -185,8 +185,6 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned {
 		return r.decommission(ctx, s)
 	}
-	// A tenant brought back from a decommission starts its next saga from the start.
-	t.Status.DecommissionStep = ""
 	if errs := r.Renderer.Catalog.Validate(t); len(errs) > 0 {
 		r.markInvalid(s, errs.ToAggregate().Error())
 		return ctrl.Result{}, nil // no hot loop: a new spec triggers the next reconcile

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	"github.com/nats-io/nats-server/v2/server"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -25,6 +24,7 @@ import (
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 // Annotations a test puts on a HelmRelease to steer the helm-controller stand-in.
@@ -144,23 +144,10 @@ func (f standInFunc) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Resu
 	return ctrl.Result{}, client.IgnoreNotFound(f(ctx, req.NamespacedName))
 }
 
-// standInJetStream starts an embedded JetStream for the NACK stand-in. It is not
-// testenv.StartNATS because the store limit must be raised: JetStream reserves each
-// file stream's maxBytes against it, and by default it is the free disk, which the
-// catalog's limits exceed (an Enterprise tenant reserves 20 GiB, the benchmark's fleet
-// about 2.7 TB). Nothing is written to the streams, so nothing is really used.
+// standInJetStream starts an embedded JetStream for the NACK stand-in.
 func standInJetStream(t testing.TB) *messaging.Client {
 	t.Helper()
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, JetStreamMaxStore: 1 << 50,
-		StoreDir: t.TempDir(), NoLog: true, NoSigs: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
-		t.Fatal("NATS did not start")
-	}
-	t.Cleanup(s.Shutdown)
+	s := testenv.StartNATS(t, -1, t.TempDir())
 	js, err := messaging.Connect(messaging.Config{URL: s.ClientURL()})
 	if err != nil {
 		t.Fatal(err)

@@ -42,18 +42,7 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	var failed *unstructured.Unstructured
-	poll(t, "tenant Failed", 6*time.Minute, func() error {
-		got, err := current(ctx, tn)
-		if err != nil {
-			return err
-		}
-		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != string(evav1.PhaseFailed) {
-			return fmt.Errorf("phase %q, conditions %v", phase, conditionsOf(got))
-		}
-		failed = got
-		return nil
-	})
+	failed := waitFailed(t, tn, 6*time.Minute)
 	// What the tenant says is what helm-controller says of the release.
 	hr := &unstructured.Unstructured{}
 	hr.SetGroupVersionKind(helmReleaseGVK)
@@ -82,19 +71,11 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 	}
 
 	// The fix: one replica fits the quota.
-	got, err := current(ctx, tn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(got.Object, map[string]any{"crm": map[string]any{"replicaCount": int64(1)}}, "spec", "helmValues"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.Client.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	setSpec(t, tn, map[string]any{"crm": map[string]any{"replicaCount": int64(1)}}, "helmValues")
 	kubectlWaitReady(t, 5*time.Minute, tn)
 	assertActive(t, tn)
-	if got, err = current(ctx, tn); err != nil {
+	got, err := current(ctx, tn)
+	if err != nil {
 		t.Fatal(err)
 	}
 	if res, err := kstatus.Compute(got); err != nil || res.Status != kstatus.CurrentStatus {
@@ -104,6 +85,39 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 	// again (it clears Stalled for a moment each time) did not make the tenant fail twice.
 	if n, seen := countEvents(t, ns, tn.GetName(), "ProvisioningFailed"); n != 1 {
 		t.Errorf("%d ProvisioningFailed events over the failure and the fix, want 1:\n%s", n, strings.Join(seen, "\n"))
+	}
+}
+
+// waitFailed waits until the tenant's phase is Failed and returns it then.
+func waitFailed(t *testing.T, tn *unstructured.Unstructured, timeout time.Duration) *unstructured.Unstructured {
+	t.Helper()
+	var failed *unstructured.Unstructured
+	poll(t, "tenant Failed", timeout, func() error {
+		got, err := current(context.Background(), tn)
+		if err != nil {
+			return err
+		}
+		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != string(evav1.PhaseFailed) {
+			return fmt.Errorf("phase %q, conditions %v", phase, conditionsOf(got))
+		}
+		failed = got
+		return nil
+	})
+	return failed
+}
+
+// setSpec sets one field of the tenant's spec, as a user editing it does.
+func setSpec(t *testing.T, tn *unstructured.Unstructured, value any, field string) {
+	t.Helper()
+	got, err := current(context.Background(), tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := unstructured.SetNestedField(got.Object, value, "spec", field); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Client.Update(context.Background(), got); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -158,18 +172,7 @@ func TestMissingChartVersionFailsTenant(t *testing.T) {
 	if err := cluster.Client.Create(ctx, tn); err != nil {
 		t.Fatal(err)
 	}
-	var failed *unstructured.Unstructured
-	poll(t, "tenant Failed", status.BlockedGrace+3*time.Minute, func() error {
-		got, err := current(ctx, tn)
-		if err != nil {
-			return err
-		}
-		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase != string(evav1.PhaseFailed) {
-			return fmt.Errorf("phase %q, ModulesDeployed %+v", phase, conditionOf(got, evav1.ConditionModulesDeployed))
-		}
-		failed = got
-		return nil
-	})
+	failed := waitFailed(t, tn, status.BlockedGrace+3*time.Minute)
 	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
 	if modules.Reason != status.ReasonReleaseBlocked || !strings.Contains(modules.Message, "/crm: SourceNotReady since ") ||
 		!strings.Contains(modules.Message, "9.9.9") {
@@ -179,16 +182,7 @@ func TestMissingChartVersionFailsTenant(t *testing.T) {
 		t.Errorf("kstatus of the blocked tenant: %v (%v), want Failed", res, err)
 	}
 
-	got, err := current(ctx, tn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := unstructured.SetNestedField(got.Object, map[string]any{"crm": "1.4.0"}, "spec", "versions"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.Client.Update(ctx, got); err != nil {
-		t.Fatal(err)
-	}
+	setSpec(t, tn, map[string]any{"crm": "1.4.0"}, "versions")
 	kubectlWaitReady(t, 4*time.Minute, tn)
 	assertActive(t, tn)
 }

@@ -36,15 +36,8 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 	startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
 		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
 
-	tenants := everyTier(ns, "GIT")
+	tenants := provisionEveryTier(t, ns, "GIT", 8*time.Minute)
 	for _, tn := range tenants {
-		if err := cluster.Client.Create(ctx, tn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubectlWaitReady(t, 8*time.Minute, tenants...)
-	for _, tn := range tenants {
-		assertActive(t, tn)
 		got, err := current(ctx, tn)
 		if err != nil {
 			t.Fatal(err)

@@ -47,6 +47,23 @@ func evaTenant(ns, code string, tier evav1.Tier) *unstructured.Unstructured {
 	}}
 }
 
+// provisionEveryTier creates one tenant per tier (everyTier) as a user does, waits with
+// `kubectl wait --for=condition=Ready` and checks each is Active (assertActive).
+func provisionEveryTier(t *testing.T, ns, prefix string, timeout time.Duration) []*unstructured.Unstructured {
+	t.Helper()
+	tenants := everyTier(ns, prefix)
+	for _, tn := range tenants {
+		if err := cluster.Client.Create(context.Background(), tn); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectlWaitReady(t, timeout, tenants...)
+	for _, tn := range tenants {
+		assertActive(t, tn)
+	}
+	return tenants
+}
+
 // everyTier is one tenant per tier, codes prefix+the tier's first three letters.
 func everyTier(ns, prefix string) []*unstructured.Unstructured {
 	var out []*unstructured.Unstructured
@@ -205,19 +222,9 @@ func waitGone(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unst
 // kube-controller-manager really deletes each namespace before the finalizer goes.
 func TestOperatorPureClusterEveryTier(t *testing.T) {
 	t.Parallel()
-	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-pure")
 	startOperator(t, ns)
-	tenants := everyTier(ns, "PUR")
-	for _, tn := range tenants {
-		if err := cluster.Client.Create(ctx, tn); err != nil {
-			t.Fatal(err)
-		}
-	}
-	kubectlWaitReady(t, 6*time.Minute, tenants...)
-	for _, tn := range tenants {
-		assertActive(t, tn)
-	}
+	tenants := provisionEveryTier(t, ns, "PUR", 6*time.Minute)
 	var codes []string
 	for _, tn := range tenants {
 		codes = append(codes, codeOf(tn))

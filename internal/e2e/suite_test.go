@@ -11,7 +11,6 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
-	natsserver "github.com/nats-io/nats-server/v2/server"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
@@ -115,20 +114,11 @@ spec:
 		return 0, err
 	}
 	// JetStream, real and embedded, and the two stand-ins the cluster cannot do without.
-	ns, err := natsserver.NewServer(&natsserver.Options{Host: "127.0.0.1", Port: -1, JetStream: true,
-		StoreDir: filepath.Join(cluster.Dir, "jetstream"), NoLog: true, NoSigs: true,
-		// The tiers' stream limits are sized for production servers (up to 20 GiB per
-		// stream) and JetStream reserves them; by default it may reserve only 75% of
-		// this machine's free disk, so the suite would run out after a few tenants.
-		JetStreamMaxStore: 1 << 40})
+	ns, err := testenv.RunNATS(-1, filepath.Join(cluster.Dir, "jetstream"))
 	if err != nil {
 		return 0, err
 	}
-	go ns.Start()
 	defer ns.Shutdown()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		return 0, fmt.Errorf("NATS did not start")
-	}
 	if jetstream, err = messaging.Connect(messaging.Config{URL: ns.ClientURL()}); err != nil {
 		return 0, err
 	}

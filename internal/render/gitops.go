@@ -54,12 +54,7 @@ resources:
 
 // TenantFiles renders one tenant's files of the GitOps tree, in TenantPaths order.
 func (r *Renderer) TenantFiles(t *evav1.EvaTenant) ([]File, error) {
-	return r.TenantFilesAt(t, StageFull)
-}
-
-// TenantFilesAt renders the tenant's files at a stage of its decommission saga.
-func (r *Renderer) TenantFilesAt(t *evav1.EvaTenant, stage Stage) ([]File, error) {
-	b, err := r.BundleAt(t, stage)
+	b, err := r.Bundle(t)
 	if err != nil {
 		return nil, err
 	}

@@ -66,30 +66,9 @@ type object struct {
 	plain map[string]any
 }
 
-// Stage selects what a bundle holds while a tenant is taken apart in GitOps mode, where
-// each step of the decommission saga is a publish Flux prunes before the next one.
-type Stage int
-
-const (
-	// StageFull is everything the tenant's lifecycle asks for (a decommissioned
-	// tenant: its namespace alone).
-	StageFull Stage = iota
-	// StageWithoutStreams drops the streams and alert rules, the saga's first step.
-	StageWithoutStreams
-	// StageFoundation keeps the namespace and its foundation: the deployer account and
-	// binding helm-controller uninstalls the releases as, quota, limits and network
-	// policy. Releases, seed Job and Ingress are dropped.
-	StageFoundation
-)
-
 // Bundle renders one tenant. The tenant must be valid; an invalid one is refused with
 // the validation problems.
 func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
-	return r.BundleAt(t, StageFull)
-}
-
-// BundleAt renders one tenant at a stage of its decommission saga.
-func (r *Renderer) BundleAt(t *evav1.EvaTenant, stage Stage) (*Bundle, error) {
 	if errs := r.Catalog.Validate(t); len(errs) > 0 {
 		return nil, fmt.Errorf("tenant %s is invalid: %w", t.Name, errs.ToAggregate())
 	}
@@ -98,17 +77,13 @@ func (r *Renderer) BundleAt(t *evav1.EvaTenant, stage Stage) (*Bundle, error) {
 	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier]}
 
 	builders := []func() (runtime.Object, error){s.namespace}
-	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive || stage != StageFull {
-		builders = append(builders, s.serviceAccount, s.roleBinding, s.resourceQuota, s.limitRange, s.networkPolicy)
-		if stage == StageFull {
-			builders = append(builders, s.eventsStream, s.commandsStream, s.alertRules)
+	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
+		builders = append(builders, s.serviceAccount, s.roleBinding, s.resourceQuota, s.limitRange,
+			s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules)
+		for _, module := range s.tier.Modules {
+			builders = append(builders, func() (runtime.Object, error) { return s.helmRelease(module) })
 		}
-		if stage != StageFoundation {
-			for _, module := range s.tier.Modules {
-				builders = append(builders, func() (runtime.Object, error) { return s.helmRelease(module) })
-			}
-			builders = append(builders, s.seedJob, s.ingress)
-		}
+		builders = append(builders, s.seedJob, s.ingress)
 	}
 	for _, build := range builders {
 		obj, err := build()
