@@ -45,6 +45,9 @@ $dry_run && apply_flags+=(--dry-run=server)
 
 step "checking the cluster"
 k get --raw=/readyz >/dev/null 2>&1 || die "cannot reach the cluster (check --kubeconfig)"
+# Eva runs on Flux (helm-controller installs every module; base/ binds a Role in its
+# namespace): install Flux first.
+k get namespace flux-system >/dev/null 2>&1 || die "Flux is not installed: namespace flux-system not found (install Flux first: https://fluxcd.io/flux/installation/)"
 
 step "rendering overlays/$env"
 manifests="$(k kustomize "$root/overlays/$env")" || die "kustomize build of overlays/$env failed"

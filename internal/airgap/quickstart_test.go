@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -35,6 +36,14 @@ func TestQuickstartDryRun(t *testing.T) {
 	run := func(args ...string) (string, error) {
 		out, err := exec.Command("bash", append([]string{script, "--kubeconfig", kubeconfig}, args...)...).CombinedOutput()
 		return string(out), err
+	}
+	// Without Flux, the script stops and says so.
+	if out, err := run("--dry-run", "--capsule-code", "QUICKS"); err == nil || !strings.Contains(out, "Flux is not installed") {
+		t.Errorf("cluster without Flux: %v\n%s", err, out)
+	}
+	// The cluster as Eva needs it: Flux installed (its namespace is what base/ binds in).
+	if err := env.Client.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-system"}}); err != nil {
+		t.Fatal(err)
 	}
 	out, err := run("--dry-run", "--capsule-code", "QUICKS", "--wave", "2")
 	if err != nil || !strings.Contains(out, "nothing was changed") {
