@@ -175,6 +175,23 @@ const (
 	PhaseFailed          Phase = "Failed"
 )
 
+// DecommissionStep is the step of the GitOps decommission saga the operator last
+// published and waits for Flux to apply.
+type DecommissionStep string
+
+// The GitOps decommission saga's steps, in order.
+const (
+	// StepStreamsRemoved: the streams and alert rules are out of the tree.
+	StepStreamsRemoved DecommissionStep = "StreamsRemoved"
+	// StepReleasesRemoved: the workloads are out of the tree too (helm-controller
+	// uninstalls the releases).
+	StepReleasesRemoved DecommissionStep = "ReleasesRemoved"
+	// StepNamespaceOnly: the tenant's bundle is its Decommissioned namespace alone.
+	StepNamespaceOnly DecommissionStep = "NamespaceOnly"
+	// StepRemoved: the tenant is out of the tree; Flux prunes its namespace.
+	StepRemoved DecommissionStep = "Removed"
+)
+
 // The condition types reported on a tenant.
 const (
 	ConditionNamespaceReady  = "NamespaceReady"
@@ -254,6 +271,13 @@ type EvaTenantStatus struct {
 	// not applied again until the periodic drift check.
 	// +optional
 	AppliedDigest string `json:"appliedDigest,omitempty"`
+
+	// decommissionStep is how far the decommission saga got in GitOps mode, where each
+	// step is a publish Flux applies before the next: StreamsRemoved, ReleasesRemoved,
+	// NamespaceOnly, Removed. A restarted operator resumes from it.
+	// +optional
+	// +kubebuilder:validation:Enum=StreamsRemoved;ReleasesRemoved;NamespaceOnly;Removed
+	DecommissionStep DecommissionStep `json:"decommissionStep,omitempty"`
 }
 
 // ObjectRef names one applied object.

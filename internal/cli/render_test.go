@@ -96,7 +96,7 @@ func TestRenderCommitsToLocalRepository(t *testing.T) {
 	if msg := gitOut(t, out, "log", "-1", "--format=%B"); !strings.Contains(msg, "Changed: DEVUSR") {
 		t.Errorf("commit message does not list the changed tenant:\n%s", msg)
 	}
-	if changed := gitOut(t, out, "diff", "--name-only", "HEAD~1", "HEAD"); changed != "tenants/devusr/manifests.yaml" {
+	if changed := gitOut(t, out, "diff", "--name-only", "HEAD~1", "HEAD"); changed != "tenants/devusr/workloads/manifests.yaml" {
 		t.Errorf("changed files = %q, want only the DEVUSR bundle", changed)
 	}
 	if st := gitOut(t, out, "status", "--porcelain"); st != "" {

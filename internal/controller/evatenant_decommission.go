@@ -146,7 +146,7 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, 
 	setCondition(t, evav1.ConditionReady, metav1.ConditionTrue, ReasonDecommissioned, "tenant decommissioned: nothing of it is left in the cluster", now)
 	t.Status.Phase = evav1.PhaseDecommissioned
 	status.SetProgress(&t.Status, evav1.PhaseDecommissioned, nil, "", t.Generation, now)
-	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules = nil, "", nil
+	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules, t.Status.DecommissionStep = nil, "", nil, ""
 	t.Status.ObservedGeneration = t.Generation
 	s.event(corev1.EventTypeNormal, "DeprovisionComplete", "Tenant %s decommissioned", code)
 	if err := r.patchStatus(ctx, s); err != nil {

@@ -4,16 +4,20 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"fmt"
 	"strings"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
@@ -30,10 +34,11 @@ type GitOps struct {
 	}
 }
 
-// Markers in status.appliedDigest for the GitOps decommission steps.
+// Markers an operator before status.decommissionStep kept in status.appliedDigest; read
+// once to resume such a saga.
 const (
-	digestDecommissioned = "decommissioned"
-	digestRemoved        = "removed"
+	legacyDigestDecommissioned = "decommissioned"
+	legacyDigestRemoved        = "removed"
 )
 
 func filesDigest(files []render.File) string {
@@ -67,26 +72,33 @@ func (r *EvaTenantReconciler) publishTenant(ctx context.Context, s *scope, t *ev
 	if s.tenant.Status.AppliedDigest != digest {
 		s.event(corev1.EventTypeNormal, "ModuleDeployStarted", "Published revision %s", rev)
 	}
-	s.tenant.Status.Revision, s.tenant.Status.AppliedDigest = rev, digest
+	// A tenant brought back (lifecycle Active again) mid-saga starts any later saga anew.
+	s.tenant.Status.Revision, s.tenant.Status.AppliedDigest, s.tenant.Status.DecommissionStep = rev, digest, ""
 	s.observed.Applied.Revision = rev
 	return nil
 }
 
-// observeKustomization reads the tenant's Flux Kustomization and whether it applied the
-// published revision (or a later one).
+// observeKustomization reads the tenant's two Flux Kustomizations and whether each
+// applied the published revision (or a later one).
 func (r *EvaTenantReconciler) observeKustomization(ctx context.Context, s *scope) error {
-	t := s.tenant
-	key := types.NamespacedName{Namespace: r.Renderer.Env.Settings.FluxNamespace, Name: tenant.Namespace(t.Spec.CapsuleCode)}
-	var ks kustomizev1.Kustomization
-	found, err := r.get(ctx, key, &ks)
-	if err != nil {
-		return err
-	}
-	g := &status.GitOpsState{Name: key.String(), Found: found}
-	if found {
-		g.Ready = apimeta.FindStatusCondition(ks.Status.Conditions, "Ready")
-		g.LastAppliedRevision = ks.Status.LastAppliedRevision
-		g.Applied = r.applied(ctx, ks.Status.LastAppliedRevision, t.Status.Revision)
+	code := s.tenant.Spec.CapsuleCode
+	g := &status.GitOpsState{}
+	for _, k := range []struct {
+		name  string
+		state *status.KustomizationState
+	}{{render.FoundationName(code), &g.Foundation}, {render.WorkloadsName(code), &g.Workloads}} {
+		key := types.NamespacedName{Namespace: r.Renderer.Env.Settings.FluxNamespace, Name: k.name}
+		var ks kustomizev1.Kustomization
+		found, err := r.get(ctx, key, &ks)
+		if err != nil {
+			return err
+		}
+		*k.state = status.KustomizationState{Name: key.String(), Found: found}
+		if found {
+			k.state.Ready = apimeta.FindStatusCondition(ks.Status.Conditions, "Ready")
+			k.state.LastAppliedRevision = ks.Status.LastAppliedRevision
+			k.state.Applied = r.applied(ctx, ks.Status.LastAppliedRevision, s.tenant.Status.Revision)
+		}
 	}
 	s.observed.GitOps = g
 	return nil
@@ -110,44 +122,108 @@ func (r *EvaTenantReconciler) applied(ctx context.Context, fluxRevision, publish
 	return err == nil && ok
 }
 
-// decommissionGitOps is the saga in GitOps mode: publish the decommissioned bundle (the
-// namespace alone) and wait until Flux applied it, which prunes releases, streams and
-// rules; then remove the tenant from the tree and wait until Flux pruned the namespace.
+// decommissionGitOps is the saga in GitOps mode, in pure-cluster mode's order, each
+// step a publish that Flux applies (and prunes) before the next is published:
+//  1. StreamsRemoved: the tree without streams and alert rules; wait until the
+//     foundation applied it and the Stream objects are gone (NACK deletes the streams);
+//  2. ReleasesRemoved: the workloads out too; wait until the workloads applied it and
+//     helm-controller uninstalled every release (as the deployer account the
+//     foundation still holds);
+//  3. NamespaceOnly: the Decommissioned bundle, the namespace alone (the publisher
+//     refuses to remove a tenant whose published bundle is not that); wait until the
+//     foundation applied it;
+//  4. Removed: the tenant out of the tree; wait until Flux pruned the namespace.
+//
+// status.decommissionStep records the step published, so a restarted operator resumes.
 func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
+	code := t.Spec.CapsuleCode
+	ns := tenant.Namespace(code)
 	now := metav1.NewTime(r.now())
-	wait := func(msg string) (ctrl.Result, error) {
+	wait := func(msg string, err error) (ctrl.Result, error) {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
 		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDecommissioning, msg, now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 	switch t.Status.AppliedDigest {
-	case digestDecommissioned, digestRemoved:
-	default:
+	case legacyDigestDecommissioned:
+		t.Status.DecommissionStep, t.Status.AppliedDigest = evav1.StepNamespaceOnly, ""
+	case legacyDigestRemoved:
+		t.Status.DecommissionStep, t.Status.AppliedDigest = evav1.StepRemoved, ""
+	}
+	// applied says whether Flux applied the last published step through a Kustomization.
+	applied := func(workloads bool) (bool, string, error) {
+		if err := r.observeKustomization(ctx, s); err != nil {
+			return false, "", err
+		}
+		k := s.observed.GitOps.Foundation
+		if workloads {
+			k = s.observed.GitOps.Workloads
+		}
+		if k.Found && !k.Applied {
+			return false, "waiting for Kustomization " + k.Name + " to apply " + t.Status.Revision, nil
+		}
+		return true, "", nil
+	}
+	publish := func(step evav1.DecommissionStep, files []render.File, err error) (ctrl.Result, error) {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		rev, err := r.GitOps.Batcher.Publish(ctx, render.DirName(code), files)
+		if err != nil {
+			s.log.Error(err, "publishing a decommission step", "step", step)
+			return ctrl.Result{}, err
+		}
+		t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = rev, "", step
+		return wait(fmt.Sprintf("published step %s; waiting for Flux to apply it", step), nil)
+	}
+
+	switch t.Status.DecommissionStep {
+	case "":
+		files, err := r.Renderer.TenantFilesAt(t, render.TeardownMessaging)
+		return publish(evav1.StepStreamsRemoved, files, err)
+	case evav1.StepStreamsRemoved:
+		if ok, msg, err := applied(false); err != nil || !ok {
+			return wait(msg, err)
+		}
+		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+			var st nackv1beta2.Stream
+			if found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: tenant.StreamObjectName(stream)}, &st); err != nil || found {
+				return wait("waiting for Stream "+stream+" to be deleted", err)
+			}
+		}
+		files, err := r.Renderer.TenantFilesAt(t, render.TeardownWorkloads)
+		return publish(evav1.StepReleasesRemoved, files, err)
+	case evav1.StepReleasesRemoved:
+		if ok, msg, err := applied(true); err != nil || !ok {
+			return wait(msg, err)
+		}
+		var releases helmv2.HelmReleaseList
+		if err := r.List(ctx, &releases, client.InNamespace(ns)); err != nil {
+			return ctrl.Result{}, fmt.Errorf("listing HelmReleases in %s: %w", ns, err)
+		}
+		if len(releases.Items) > 0 {
+			names := make([]string, len(releases.Items))
+			for i, hr := range releases.Items {
+				names[i] = hr.Name
+			}
+			return wait("waiting for HelmReleases to be uninstalled: "+strings.Join(names, ", "), nil)
+		}
 		final := t.DeepCopy()
 		final.Spec.Lifecycle = evav1.LifecycleDecommissioned
-		if err := r.publishTenant(ctx, s, final); err != nil {
-			return ctrl.Result{}, err
+		files, err := r.Renderer.TenantFiles(final)
+		return publish(evav1.StepNamespaceOnly, files, err)
+	case evav1.StepNamespaceOnly:
+		if ok, msg, err := applied(false); err != nil || !ok {
+			return wait(msg, err)
 		}
-		t.Status.AppliedDigest = digestDecommissioned
-		return wait("waiting for Flux to apply the decommissioned bundle")
-	}
-	if t.Status.AppliedDigest == digestDecommissioned {
-		if err := r.observeKustomization(ctx, s); err != nil {
-			return ctrl.Result{}, err
-		}
-		if g := s.observed.GitOps; g.Found && !g.Applied {
-			return wait("waiting for Kustomization " + g.Name + " to apply " + t.Status.Revision)
-		}
-		rev, err := r.GitOps.Batcher.Publish(ctx, render.DirName(t.Spec.CapsuleCode), nil)
-		if err != nil {
-			s.log.Error(err, "removing the tenant from the published tree")
-			return ctrl.Result{}, err
-		}
-		t.Status.Revision, t.Status.AppliedDigest = rev, digestRemoved
+		return publish(evav1.StepRemoved, nil, nil)
 	}
 	var namespace corev1.Namespace
-	if found, err := r.get(ctx, types.NamespacedName{Name: tenant.Namespace(t.Spec.CapsuleCode)}, &namespace); err != nil || found {
-		return wait("waiting for Flux to prune Namespace " + tenant.Namespace(t.Spec.CapsuleCode))
+	if found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil || found {
+		return wait("waiting for Flux to prune Namespace "+ns, err)
 	}
 	return r.finishDecommission(ctx, s, now)
 }

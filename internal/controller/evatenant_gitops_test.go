@@ -91,7 +91,7 @@ func TestGitOpsBatchesCommits(t *testing.T) {
 	})
 	commits := gitShow(t, bare, "rev-list", "--count", "refs/heads/main")
 	files := gitShow(t, bare, "ls-tree", "-r", "--name-only", "refs/heads/main")
-	if got := strings.Count(files, "/manifests.yaml"); got != n {
+	if got := strings.Count(files, "/workloads/manifests.yaml"); got != n {
 		t.Fatalf("%d tenants in the tree, want %d", got, n)
 	}
 	var count int

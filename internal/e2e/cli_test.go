@@ -123,8 +123,8 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 	assertExamplesDeployed(t, source, "OCIACM", "OCIDEV", "OCIGLO")
 }
 
-// assertExamplesDeployed waits until the root Kustomization and the Kustomization of
-// each of the three example tenants (Customer, Starter and Enterprise, under the given
+// assertExamplesDeployed waits until the root Kustomization and the two Kustomizations
+// (foundation, workloads) of each of the three example tenants (Customer, Starter and Enterprise, under the given
 // codes) are Ready, their twelve HelmReleases are Ready and their Deployments Available.
 // It first creates what the examples' valuesFrom reference, as their owners do once Flux
 // made the namespaces (secret values never pass through Eva, git or OCI).
@@ -145,8 +145,9 @@ func assertExamplesDeployed(t *testing.T, root, customer, starter, enterprise st
 	poll(t, "the tree's root Kustomization Ready", 2*time.Minute, func() error {
 		return allReady(ctx, kustomizationGVK, 1, client.InNamespace(testcluster.FluxNamespace), client.MatchingFields{"metadata.name": root})
 	})
+	// Two per tenant: the foundation and the workloads.
 	poll(t, "every tenant Kustomization Ready", 6*time.Minute, func() error {
-		return allReady(ctx, kustomizationGVK, 3, client.InNamespace(testcluster.FluxNamespace), client.MatchingLabelsSelector{Selector: codes})
+		return allReady(ctx, kustomizationGVK, 6, client.InNamespace(testcluster.FluxNamespace), client.MatchingLabelsSelector{Selector: codes})
 	})
 	// Customer 4 modules, Starter 2, Enterprise 6.
 	poll(t, "every HelmRelease Ready", 2*time.Minute, func() error {

@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/testcluster"
 )
 
@@ -37,6 +38,7 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
 
 	tenants := provisionEveryTier(t, ns, "GIT", 8*time.Minute)
+	var codes []string
 	for _, tn := range tenants {
 		got, err := current(ctx, tn)
 		if err != nil {
@@ -45,8 +47,19 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 		if revision, _, _ := unstructured.NestedString(got.Object, "status", "revision"); !commitRE.MatchString(revision) {
 			t.Errorf("%s: status.revision %q is not a published commit", tn.GetName(), revision)
 		}
+		// Provisioned is the foundation applied, not "everything healthy": it turns True
+		// while the releases are still installing.
+		provisioned, modules := firstTrue(got, evav1.ConditionProvisioned), firstTrue(got, evav1.ConditionModulesDeployed)
+		if provisioned.IsZero() || !provisioned.Before(modules) {
+			t.Errorf("%s: Provisioned first True at %v, ModulesDeployed at %v: want Provisioned first", codeOf(got), provisioned, modules)
+		} else {
+			t.Logf("%s: Provisioned %v before ModulesDeployed", codeOf(got), modules.Sub(provisioned))
+		}
+		codes = append(codes, codeOf(got))
 	}
+	order := watchSagaOrder(true, codes...)
 	deleteAndWaitGone(t, 5*time.Minute, tenants...)
+	order.check(t)
 
 	// The operator asked Flux to fetch its publishes, and source-controller handled the
 	// last request.
@@ -61,4 +74,12 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 	if requested == "" || handled != requested {
 		t.Errorf("GitRepository %s: requestedAt %q, lastHandledReconcileAt %q: the operator's fetch requests were not made or not handled", source, requested, handled)
 	}
+}
+
+// firstTrue is when a tenant's condition first turned True (status.firstTrue), zero if
+// it never did.
+func firstTrue(u *unstructured.Unstructured, condition string) time.Time {
+	at, _, _ := unstructured.NestedString(u.Object, "status", "firstTrue", condition)
+	parsed, _ := time.Parse(time.RFC3339, at)
+	return parsed
 }

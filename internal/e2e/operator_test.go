@@ -229,7 +229,7 @@ func TestOperatorPureClusterEveryTier(t *testing.T) {
 	for _, tn := range tenants {
 		codes = append(codes, codeOf(tn))
 	}
-	order := watchSagaOrder(codes...)
+	order := watchSagaOrder(false, codes...)
 	deleteAndWaitGone(t, 4*time.Minute, tenants...)
 	order.check(t)
 }

@@ -8,17 +8,22 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testcluster"
 )
 
 // sagaOrder watches tenants being decommissioned and records every moment the saga's
 // order is broken: a release deleted while the tenant's Stream objects still exist, or
 // the namespace deleted while a HelmRelease is still there (its uninstall runs as the
-// deployer account in that namespace).
+// deployer account in that namespace); in GitOps mode also the tenant leaving the tree
+// (Flux deleting its foundation Kustomization) while a HelmRelease is still there.
 type sagaOrder struct {
+	gitOps     bool
 	mu         sync.Mutex
 	violations []string
 	stop       context.CancelFunc
@@ -26,14 +31,14 @@ type sagaOrder struct {
 }
 
 // watchSagaOrder starts watching the tenants' namespaces every 200 ms.
-func watchSagaOrder(codes ...string) *sagaOrder {
+func watchSagaOrder(gitOps bool, codes ...string) *sagaOrder {
 	ctx, cancel := context.WithCancel(context.Background())
-	w := &sagaOrder{stop: cancel, done: make(chan struct{})}
+	w := &sagaOrder{gitOps: gitOps, stop: cancel, done: make(chan struct{})}
 	go func() {
 		defer close(w.done)
 		for ctx.Err() == nil {
 			for _, code := range codes {
-				if v := checkSagaOrder(ctx, code); v != "" {
+				if v := checkSagaOrder(ctx, code, gitOps); v != "" {
 					w.mu.Lock()
 					w.violations = append(w.violations, v)
 					w.mu.Unlock()
@@ -64,7 +69,7 @@ func (w *sagaOrder) check(t *testing.T) {
 	}
 }
 
-func checkSagaOrder(ctx context.Context, code string) string {
+func checkSagaOrder(ctx context.Context, code string, gitOps bool) string {
 	ns := tenant.Namespace(code)
 	releases := &unstructured.UnstructuredList{}
 	releases.SetGroupVersionKind(helmReleaseGVK.GroupVersion().WithKind("HelmReleaseList"))
@@ -90,6 +95,16 @@ func checkSagaOrder(ctx context.Context, code string) string {
 	if err := cluster.Client.Get(ctx, client.ObjectKey{Name: ns}, &namespace); err == nil &&
 		namespace.DeletionTimestamp != nil && len(releases.Items) > 0 {
 		return fmt.Sprintf("%s: namespace being deleted while %d HelmRelease(s) remain", code, len(releases.Items))
+	}
+	if gitOps && len(releases.Items) > 0 {
+		ks := &unstructured.Unstructured{}
+		ks.SetAPIVersion("kustomize.toolkit.fluxcd.io/v1")
+		ks.SetKind("Kustomization")
+		err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: testcluster.FluxNamespace, Name: render.FoundationName(code)}, ks)
+		if apierrors.IsNotFound(err) || err == nil && ks.GetDeletionTimestamp() != nil {
+			return fmt.Sprintf("%s: the tenant left the tree (Kustomization %s deleted) while %d HelmRelease(s) remain",
+				code, render.FoundationName(code), len(releases.Items))
+		}
 	}
 	return ""
 }

@@ -37,8 +37,8 @@ func TestGitPublishToBareRepository(t *testing.T) {
 	}
 	gitCLI(t, bare, "fsck", "--strict")
 	files := treeOf(t, bare, "main")
-	if len(files) != 5*3+1 {
-		t.Fatalf("%d files in the remote tree, want 16", len(files))
+	if len(files) != 5*5+1 {
+		t.Fatalf("%d files in the remote tree, want %d", len(files), 5*5+1)
 	}
 
 	// Unchanged: nothing pushed.
@@ -57,7 +57,7 @@ func TestGitPublishToBareRepository(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if diff := gitCLI(t, bare, "diff", "--name-only", res.Revision, changed.Revision); diff != "tenants/devxac/manifests.yaml" {
+	if diff := gitCLI(t, bare, "diff", "--name-only", res.Revision, changed.Revision); diff != "tenants/devxac/workloads/manifests.yaml" {
 		t.Errorf("changed files: %q", diff)
 	}
 	if msg := gitCLI(t, bare, "log", "-1", "--format=%B", "refs/heads/main"); !strings.Contains(msg, "Changed: DEVXAC") {
@@ -277,7 +277,7 @@ func TestGitFullUpdatesDoNotRevertEachOther(t *testing.T) {
 		t.Errorf("B pushed in %d attempts, want 2 (one rejection)", res.Attempts)
 	}
 	show := func(code string) string {
-		return gitCLI(t, bare, "show", "refs/heads/main:tenants/"+code+"/manifests.yaml")
+		return gitCLI(t, bare, "show", "refs/heads/main:tenants/"+code+"/workloads/manifests.yaml")
 	}
 	if !strings.Contains(show("fulxaa"), "replicaCount: 2") || !strings.Contains(show("fulxab"), "replicaCount: 3") {
 		t.Fatal("one writer's full render reverted the other's change")
@@ -358,7 +358,7 @@ func TestLocalDirSink(t *testing.T) {
 	if err != nil || !res.Committed || strings.Join(res.Plan.Changed, ",") != "locxab" {
 		t.Fatalf("partial update: %v %+v", err, res)
 	}
-	if n := gitCLI(t, dir, "ls-files"); strings.Count(n, "manifests.yaml") != 3 {
+	if n := gitCLI(t, dir, "ls-files"); strings.Count(n, "workloads/manifests.yaml") != 3 {
 		t.Fatalf("tenants after a partial update:\n%s", n)
 	}
 	if st := gitCLI(t, dir, "status", "--porcelain"); st != "" {

@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path"
 	"path/filepath"
+	"strings"
 	"sync"
 	"testing"
 
@@ -107,8 +109,12 @@ func TestRenderedObjectsAcceptedByAPIServer(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objects := decodeObjects(t, files[2].Data)
-		objects = append(objects, decodeObjects(t, files[0].Data)...)
+		var objects []*unstructured.Unstructured
+		for _, f := range files {
+			if path.Base(f.Path) == ManifestsFile || strings.HasPrefix(f.Path, FluxDir+"/") {
+				objects = append(objects, decodeObjects(t, f.Data)...)
+			}
+		}
 		// The namespace is created for real so the namespaced objects can be dry-run in it.
 		ensureNamespace(t, e.Client, tenant.Namespace(tn.Spec.CapsuleCode))
 		for _, u := range objects {
@@ -142,20 +148,26 @@ func TestTreeBuildsWithKustomize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kustomize build of the root: %v", err)
 	}
-	if n := len(root.Resources()); n != 2*len(tenants) {
-		t.Errorf("root builds %d objects, want %d Flux Kustomizations and their applier accounts", n, len(tenants))
+	if n := len(root.Resources()); n != 3*len(tenants) {
+		t.Errorf("root builds %d objects, want %d: two Flux Kustomizations and an applier account per tenant", n, 3*len(tenants))
 	}
 	for _, tn := range tenants {
 		b, err := r.Bundle(tn)
 		if err != nil {
 			t.Fatal(err)
 		}
-		res, err := k.Run(fs, filepath.Join(dir, TenantsDir, DirName(tn.Spec.CapsuleCode)))
-		if err != nil {
-			t.Fatalf("kustomize build of %s: %v", tn.Spec.CapsuleCode, err)
+		// The foundation and the workloads together are the bundle, each object once.
+		folder := filepath.Join(dir, TenantsDir, DirName(tn.Spec.CapsuleCode))
+		built := 0
+		for _, sub := range []string{folder, filepath.Join(folder, WorkloadsDir)} {
+			res, err := k.Run(fs, sub)
+			if err != nil {
+				t.Fatalf("kustomize build of %s: %v", sub, err)
+			}
+			built += len(res.Resources())
 		}
-		if len(res.Resources()) != b.Len() {
-			t.Errorf("%s builds %d objects, want %d", tn.Spec.CapsuleCode, len(res.Resources()), b.Len())
+		if built != b.Len() {
+			t.Errorf("%s builds %d objects from its two folders, want %d", tn.Spec.CapsuleCode, built, b.Len())
 		}
 	}
 }

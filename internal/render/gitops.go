@@ -18,14 +18,18 @@ import (
 
 // Paths of the GitOps tree, relative to its root:
 //
-//	kustomization.yaml               root: lists every tenant's Flux Kustomization
-//	flux/<code>.yaml                 the tenant's applier account and Flux Kustomization
-//	tenants/<code>/kustomization.yaml
-//	tenants/<code>/manifests.yaml    the tenant bundle
+//	kustomization.yaml                         root: lists every tenant's Flux file
+//	flux/<code>.yaml                           the tenant's applier account and its two
+//	                                           Flux Kustomizations (foundation, workloads)
+//	tenants/<code>/kustomization.yaml          the foundation
+//	tenants/<code>/manifests.yaml
+//	tenants/<code>/workloads/kustomization.yaml
+//	tenants/<code>/workloads/manifests.yaml    absent when the tenant has no workloads
 const (
 	RootKustomization = "kustomization.yaml"
 	FluxDir           = "flux"
 	TenantsDir        = "tenants"
+	WorkloadsDir      = "workloads"
 	ManifestsFile     = "manifests.yaml"
 	KustomizationFile = "kustomization.yaml"
 )
@@ -36,78 +40,134 @@ type File struct {
 	Data []byte
 }
 
-// TenantPaths returns the tree paths that belong to one tenant.
-func TenantPaths(code string) []string {
-	dir := DirName(code)
-	return []string{
-		path.Join(FluxDir, dir+".yaml"),
-		path.Join(TenantsDir, dir, KustomizationFile),
-		path.Join(TenantsDir, dir, ManifestsFile),
+// kustomizationOf lists a folder's one manifests file, or nothing.
+func kustomizationOf(empty bool) []byte {
+	if empty {
+		return []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n")
 	}
+	return []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + ManifestsFile + "\n")
 }
 
-// tenantKustomization is the same for every tenant: its bundle is one file.
-var tenantKustomization = []byte(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-resources:
-- ` + ManifestsFile + "\n")
+// Teardown is how far a GitOps decommission has taken a tenant's published files: each
+// step is published, and applied by Flux, before the next (the saga's order).
+type Teardown int
 
-// TenantFiles renders one tenant's files of the GitOps tree, in TenantPaths order.
+const (
+	// TeardownNone renders everything the tenant's spec asks for.
+	TeardownNone Teardown = iota
+	// TeardownMessaging leaves out the streams and the alert rules.
+	TeardownMessaging
+	// TeardownWorkloads also leaves out the workloads (releases, seed Job, Ingress): Flux
+	// deletes the HelmReleases and helm-controller uninstalls them, as the deployer
+	// account the foundation still holds.
+	TeardownWorkloads
+)
+
+// TenantFiles renders one tenant's files of the GitOps tree.
 func (r *Renderer) TenantFiles(t *evav1.EvaTenant) ([]File, error) {
+	return r.TenantFilesAt(t, TeardownNone)
+}
+
+// TenantFilesAt renders one tenant's files with the objects a decommission step has
+// removed left out.
+func (r *Renderer) TenantFilesAt(t *evav1.EvaTenant, td Teardown) ([]File, error) {
 	b, err := r.Bundle(t)
 	if err != nil {
 		return nil, err
 	}
-	data, err := b.Manifest()
+	var without []string
+	if td >= TeardownMessaging {
+		without = []string{"Stream", "PrometheusRule"}
+	}
+	foundation, err := b.LayerManifest(Foundation, without...)
 	if err != nil {
 		return nil, err
 	}
-	ks, err := r.FluxKustomization(t)
-	if err != nil {
-		return nil, err
+	var workloads []byte
+	if td < TeardownWorkloads {
+		if workloads, err = b.LayerManifest(Workloads); err != nil {
+			return nil, err
+		}
 	}
-	var ksBuf bytes.Buffer
-	if err := manifest.Encode(&ksBuf, r.applierAccount(t)); err != nil {
+	var flux bytes.Buffer
+	if err := manifest.Encode(&flux, r.applierAccount(t)); err != nil {
 		return nil, fmt.Errorf("encoding the applier account of %s: %w", b.Code, err)
 	}
-	ksBuf.WriteString("---\n")
-	if err := manifest.Encode(&ksBuf, ks); err != nil {
-		return nil, fmt.Errorf("encoding Flux Kustomization of %s: %w", b.Code, err)
+	for _, ks := range r.FluxKustomizations(t) {
+		m, err := manifest.ToMap(ks)
+		if err != nil {
+			return nil, err
+		}
+		flux.WriteString("---\n")
+		if err := manifest.Encode(&flux, m); err != nil {
+			return nil, fmt.Errorf("encoding Flux Kustomization %s: %w", ks.Name, err)
+		}
 	}
-	paths := TenantPaths(b.Code)
-	return []File{{paths[0], ksBuf.Bytes()}, {paths[1], tenantKustomization}, {paths[2], data}}, nil
+	dir := path.Join(TenantsDir, DirName(b.Code))
+	files := []File{
+		{path.Join(FluxDir, DirName(b.Code)+".yaml"), flux.Bytes()},
+		{path.Join(dir, KustomizationFile), kustomizationOf(false)},
+		{path.Join(dir, ManifestsFile), foundation},
+		{path.Join(dir, WorkloadsDir, KustomizationFile), kustomizationOf(len(workloads) == 0)},
+	}
+	if len(workloads) > 0 {
+		files = append(files, File{path.Join(dir, WorkloadsDir, ManifestsFile), workloads})
+	}
+	return files, nil
 }
 
-// FluxKustomization renders the tenant's Flux Kustomization: each tenant is applied,
-// health-checked and pruned on its own, so one broken tenant blocks no other.
-func (r *Renderer) FluxKustomization(t *evav1.EvaTenant) (map[string]any, error) {
+// FoundationName and WorkloadsName are the tenant's two Flux Kustomizations (in the
+// Flux namespace).
+func FoundationName(code string) string { return tenant.Namespace(code) }
+
+// WorkloadsName is the Flux Kustomization applying the tenant's workloads.
+func WorkloadsName(code string) string { return tenant.Namespace(code) + "-workloads" }
+
+// FluxKustomizations renders the tenant's two Flux Kustomizations, Flux's
+// infrastructure/apps layering per tenant, so that "applied" and "healthy" are told apart
+// and no tenant holds a kustomize-controller worker for long:
+//
+//   - the foundation (namespace, confinement, streams, rules) waits for its objects to
+//     be healthy, which takes seconds: its lastAppliedRevision is Provisioned;
+//   - the workloads (releases, seed Job, Ingress) depend on the foundation and do not
+//     wait: kustomize-controller health-checks synchronously, holding one of its few
+//     workers for up to the timeout, so a release stuck for minutes would hold back
+//     every other tenant. Their readiness is read from the objects themselves (and is
+//     visible in Flux as each HelmRelease's Ready condition).
+//
+// Each is applied and pruned on its own, so one broken tenant blocks no other.
+func (r *Renderer) FluxKustomizations(t *evav1.EvaTenant) []*kustomizev1.Kustomization {
 	env := r.Env.Settings
 	code := t.Spec.CapsuleCode
 	s := &scope{r: r, t: t, code: code, ns: tenant.Namespace(code)}
-	ks := &kustomizev1.Kustomization{
-		TypeMeta: metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
-		ObjectMeta: metav1.ObjectMeta{
-			Name: tenant.Namespace(code), Namespace: env.FluxNamespace, Labels: s.labels(),
-		},
-		Spec: kustomizev1.KustomizationSpec{
-			Interval: env.KustomizationInterval,
-			Path:     "./" + path.Join(r.TreePath, TenantsDir, DirName(code)),
-			Prune:    true,
-			Wait:     true,
-			Timeout:  &env.KustomizationTimeout,
-			// After a failed apply or health check, try again soon rather than at the
-			// next interval (10m): the tenant's status follows within seconds.
-			RetryInterval: &env.KustomizationRetryInterval,
-			// Each tenant applies as its own identity, never as kustomize-controller:
-			// base/rbac/tenant_applier.yaml grants it what a bundle needs and confines it
-			// to the namespace of the same name.
-			ServiceAccountName: ApplierName(code),
-			SourceRef: kustomizev1.CrossNamespaceSourceReference{
-				Kind: env.GitOpsSource.Kind, Name: env.GitOpsSource.Name, Namespace: env.GitOpsSource.Namespace,
+	dir := "./" + path.Join(r.TreePath, TenantsDir, DirName(code))
+	one := func(name, path string, wait bool) *kustomizev1.Kustomization {
+		return &kustomizev1.Kustomization{
+			TypeMeta:   metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: env.FluxNamespace, Labels: s.labels()},
+			Spec: kustomizev1.KustomizationSpec{
+				Interval: env.KustomizationInterval,
+				Path:     path,
+				Prune:    true,
+				Wait:     wait,
+				Timeout:  &env.KustomizationTimeout,
+				// After a failed apply or health check, try again soon rather than at
+				// the next interval (10m): the tenant's status follows within seconds.
+				RetryInterval: &env.KustomizationRetryInterval,
+				// Each tenant applies as its own identity, never as
+				// kustomize-controller: base/rbac/tenant_applier.yaml grants it what a
+				// bundle needs and confines it to the namespace of the same name.
+				ServiceAccountName: ApplierName(code),
+				SourceRef: kustomizev1.CrossNamespaceSourceReference{
+					Kind: env.GitOpsSource.Kind, Name: env.GitOpsSource.Name, Namespace: env.GitOpsSource.Namespace,
+				},
 			},
-		},
+		}
 	}
-	return manifest.ToMap(ks)
+	foundation := one(FoundationName(code), dir, true)
+	workloads := one(WorkloadsName(code), dir+"/"+WorkloadsDir, false)
+	workloads.Spec.DependsOn = []kustomizev1.DependencyReference{{Name: foundation.Name}}
+	return []*kustomizev1.Kustomization{foundation, workloads}
 }
 
 // applierAccount is the service account the tenant's Kustomization impersonates. It is
@@ -211,8 +271,14 @@ func (r *Renderer) Tree(tenants []*evav1.EvaTenant, emit func(File) error, progr
 			}
 			size += int64(len(f.Data))
 		}
-		// The bundle's objects and the Flux Kustomization.
-		return bytes.Count(files[2].Data, []byte("---\n")) + 1, size, nil
+		// The bundle's objects (the foundation's and the workloads' manifests) and the
+		// two Flux Kustomizations.
+		for _, f := range files {
+			if path.Base(f.Path) == ManifestsFile {
+				objects += bytes.Count(f.Data, []byte("---\n"))
+			}
+		}
+		return objects + 2, size, nil
 	}
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)

@@ -6,6 +6,7 @@ package render
 import (
 	"bytes"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,22 @@ type Bundle struct {
 type object struct {
 	typed runtime.Object
 	plain map[string]any
+	layer Layer
 }
+
+// Layer says which of a tenant's two Flux Kustomizations applies an object in GitOps
+// mode: the foundation is applied and health-checked first, the workloads after it.
+type Layer int
+
+const (
+	// Foundation: the namespace and what confines it (deployer account and binding,
+	// quota, limits, network policy), the streams and the alert rules. Quick to apply
+	// and to become healthy.
+	Foundation Layer = iota
+	// Workloads: the module HelmReleases, the seed Job and the Ingress, whose readiness
+	// takes minutes and is read from the objects themselves.
+	Workloads
+)
 
 // Bundle renders one tenant. The tenant must be valid; an invalid one is refused with
 // the validation problems.
@@ -76,24 +92,30 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	b := &Bundle{Code: code, Namespace: tenant.Namespace(code)}
 	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier]}
 
-	builders := []func() (runtime.Object, error){s.namespace}
-	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
-		builders = append(builders, s.serviceAccount, s.roleBinding, s.resourceQuota, s.limitRange,
-			s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules)
-		for _, module := range s.tier.Modules {
-			builders = append(builders, func() (runtime.Object, error) { return s.helmRelease(module) })
-		}
-		builders = append(builders, s.seedJob, s.ingress)
+	type builder struct {
+		build func() (runtime.Object, error)
+		layer Layer
 	}
-	for _, build := range builders {
-		obj, err := build()
+	builders := []builder{{s.namespace, Foundation}}
+	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
+		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.resourceQuota,
+			s.limitRange, s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules} {
+			builders = append(builders, builder{build, Foundation})
+		}
+		for _, module := range s.tier.Modules {
+			builders = append(builders, builder{func() (runtime.Object, error) { return s.helmRelease(module) }, Workloads})
+		}
+		builders = append(builders, builder{s.seedJob, Workloads}, builder{s.ingress, Workloads})
+	}
+	for _, bl := range builders {
+		obj, err := bl.build()
 		if err != nil {
 			return nil, fmt.Errorf("rendering tenant %s: %w", code, err)
 		}
 		if obj == nil {
 			continue
 		}
-		o := object{typed: obj}
+		o := object{typed: obj, layer: bl.layer}
 		if err := o.patch(r.Env.Patches); err != nil {
 			return nil, fmt.Errorf("tenant %s, environment %s: %w", code, r.Env.Name, err)
 		}
@@ -179,9 +201,24 @@ var bufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // Manifest returns the bundle as a multi-document YAML stream.
 func (b *Bundle) Manifest() ([]byte, error) {
+	return b.manifest(func(object) bool { return true })
+}
+
+// LayerManifest returns the objects of one layer, but those of the kinds in without, as
+// a multi-document YAML stream (empty when none is left).
+func (b *Bundle) LayerManifest(layer Layer, without ...string) ([]byte, error) {
+	return b.manifest(func(o object) bool {
+		return o.layer == layer && !slices.Contains(without, o.typed.GetObjectKind().GroupVersionKind().Kind)
+	})
+}
+
+func (b *Bundle) manifest(keep func(object) bool) ([]byte, error) {
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() { buf.Reset(); bufPool.Put(buf) }()
 	for _, o := range b.objects {
+		if !keep(o) {
+			continue
+		}
 		buf.WriteString("---\n")
 		var err error
 		if o.plain != nil {

@@ -205,8 +205,8 @@ func TestTreeIsDeterministic(t *testing.T) {
 	shuffled := slices.Clone(tenants)
 	rand.New(rand.NewPCG(1, 2)).Shuffle(len(shuffled), func(i, j int) { shuffled[i], shuffled[j] = shuffled[j], shuffled[i] })
 	third := renderTree(t, r, shuffled)
-	if len(first) != 60*3+1 {
-		t.Fatalf("%d files, want %d", len(first), 60*3+1)
+	if len(first) != 60*5+1 {
+		t.Fatalf("%d files, want %d", len(first), 60*5+1)
 	}
 	for _, other := range []map[string][]byte{second, third} {
 		if len(other) != len(first) {

@@ -85,18 +85,8 @@ func Provisioned(o Observed) Verdict {
 		return wait(ReasonMessagingDown, o.MessagingError)
 	}
 	if g := o.GitOps; g != nil {
-		name := "Kustomization " + g.Name
-		switch {
-		case o.Applied.Revision == "":
-			return wait(ReasonProgressing, "bundle not yet published")
-		case !g.Found:
-			return wait(ReasonNotFound, name+": not found")
-		case g.Ready == nil:
-			return wait(ReasonProgressing, name+": not reconciled yet")
-		case g.Ready.Status != metav1.ConditionTrue:
-			return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, g.Ready.Reason, g.Ready.Message))
-		case !g.Applied:
-			return wait(ReasonProgressing, fmt.Sprintf("%s: applied %s, waiting for %s", name, firstNonEmpty(g.LastAppliedRevision), o.Applied.Revision))
+		if v := kustomizationVerdict(g.Foundation, o.Applied.Revision); v != nil {
+			return *v
 		}
 	}
 	for _, s := range o.Streams {
@@ -110,6 +100,29 @@ func Provisioned(o Observed) Verdict {
 		}
 	}
 	return ok(ReasonReady, "bundle applied at "+o.Applied.Revision+" and streams ready")
+}
+
+// kustomizationVerdict says why Flux has not yet applied the published revision
+// through one Kustomization, or nil once it has. kustomize-controller records
+// lastAppliedRevision only after a successful apply (and, when it waits, health check).
+func kustomizationVerdict(k KustomizationState, published string) *Verdict {
+	name := "Kustomization " + k.Name
+	var v Verdict
+	switch {
+	case published == "":
+		v = wait(ReasonProgressing, "bundle not yet published")
+	case !k.Found:
+		v = wait(ReasonNotFound, name+": not found")
+	case k.Ready == nil:
+		v = wait(ReasonProgressing, name+": not reconciled yet")
+	case k.Ready.Status != metav1.ConditionTrue:
+		v = wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, k.Ready.Reason, k.Ready.Message))
+	case k.Applied:
+		return nil
+	default:
+		v = wait(ReasonProgressing, fmt.Sprintf("%s: applied %s, waiting for %s", name, firstNonEmpty(k.LastAppliedRevision), published))
+	}
+	return &v
 }
 
 // SeedLoaded: the seed Job for SeedsVersion completed, or the provisioner annotated
@@ -133,6 +146,13 @@ func SeedLoaded(o Observed) Verdict {
 // ModulesDeployed: every HelmRelease is Ready for its current generation and the
 // pinned chart version. A Stalled release fails the tenant.
 func ModulesDeployed(o Observed) Verdict {
+	// In GitOps mode, releases are read once Flux applied the published workloads: until
+	// then, what the cluster holds may be an older spec (or nothing yet).
+	if g := o.GitOps; g != nil {
+		if v := kustomizationVerdict(g.Workloads, o.Applied.Revision); v != nil {
+			return *v
+		}
+	}
 	var waiting []string
 	for _, r := range o.Releases {
 		v := releaseVerdict(r, o.Now)

@@ -66,14 +66,25 @@ func TestCompute(t *testing.T) {
 		"messaging unavailable": {func(o *Observed) { o.MessagingError = "NATS unreachable: see operator logs" },
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonMessagingDown, "NATS unreachable"}},
 		"gitops not applied yet": {func(o *Observed) {
-			o.GitOps = &GitOpsState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), LastAppliedRevision: "main@sha1:old"}
+			o.GitOps = gitOps(KustomizationState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), LastAppliedRevision: "main@sha1:old"})
 		}, want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonProgressing, "applied main@sha1:old, waiting for sha256:abc"}},
-		"gitops applied": {func(o *Observed) {
-			o.GitOps = &GitOpsState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), Applied: true}
-		}, want{evav1.PhaseActive, evav1.ConditionProvisioned, metav1.ConditionTrue, ReasonReady, ""}},
+		"gitops applied": {func(o *Observed) { o.GitOps = gitOps(applied("eva-tenant-devusr")) },
+			want{evav1.PhaseActive, evav1.ConditionProvisioned, metav1.ConditionTrue, ReasonReady, ""}},
 		"gitops kustomization failing": {func(o *Observed) {
-			o.GitOps = &GitOpsState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionFalse, "BuildFailed")}
+			o.GitOps = gitOps(KustomizationState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionFalse, "BuildFailed")})
 		}, want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonProgressing, "Kustomization flux-system/eva-tenant-devusr: BuildFailed"}},
+		// The foundation applied, the workloads not yet: Provisioned is True on its own,
+		// the releases are not read (they may still carry an older spec).
+		"gitops workloads not applied yet": {func(o *Observed) {
+			o.GitOps = gitOps(applied("eva-tenant-devusr"))
+			o.GitOps.Workloads.Applied, o.GitOps.Workloads.LastAppliedRevision = false, "main@sha1:old"
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing,
+			"Kustomization flux-system/eva-tenant-devusr-workloads: applied main@sha1:old, waiting for sha256:abc"}},
+		"gitops workloads failing": {func(o *Observed) {
+			o.GitOps = gitOps(applied("eva-tenant-devusr"))
+			o.GitOps.Workloads.Ready = cond("Ready", metav1.ConditionFalse, "ReconciliationFailed")
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing,
+			"Kustomization flux-system/eva-tenant-devusr-workloads: ReconciliationFailed"}},
 		"stream not ready": {func(o *Observed) { o.Streams[0].Ready = cond("Ready", metav1.ConditionFalse, "Errored") },
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonStreamsNotReady, "Errored"}},
 		"seed job running": {func(o *Observed) { o.SeedJob.Complete = false },
@@ -245,4 +256,14 @@ func TestProgressConditionsForKstatus(t *testing.T) {
 
 	Apply(&st, Compute(healthy()), 2, now)
 	check(map[string]string{})
+}
+
+// applied is a Kustomization that applied the published revision.
+func applied(name string) KustomizationState {
+	return KustomizationState{Name: "flux-system/" + name, Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), Applied: true}
+}
+
+// gitOps is a tenant whose foundation is in the state given and whose workloads applied.
+func gitOps(foundation KustomizationState) *GitOpsState {
+	return &GitOpsState{Foundation: foundation, Workloads: applied("eva-tenant-devusr-workloads")}
 }

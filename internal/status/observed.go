@@ -35,12 +35,18 @@ type Observed struct {
 	SeedAnnotation string
 	// Ingress is the tenant Ingress; nil when missing.
 	Ingress *IngressState
-	// GitOps is set in GitOps mode: the tenant's Flux Kustomization.
+	// GitOps is set in GitOps mode: the tenant's two Flux Kustomizations.
 	GitOps *GitOpsState
 }
 
-// GitOpsState is the tenant's Flux Kustomization against the published revision.
+// GitOpsState is what Flux applied of the tenant: its foundation (Provisioned) and its
+// workloads (the releases, seed Job and Ingress read afterwards are the published ones).
 type GitOpsState struct {
+	Foundation, Workloads KustomizationState
+}
+
+// KustomizationState is one Flux Kustomization against the published revision.
+type KustomizationState struct {
 	Name  string // namespace/name
 	Found bool
 	Ready *metav1.Condition

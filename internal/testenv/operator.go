@@ -25,21 +25,30 @@ var (
 )
 
 // OperatorBinary builds cmd/eva-operator once per test process, as a user builds it,
-// and returns its path.
+// and returns its path: bin/eva-operator-test, replaced atomically, so test processes
+// running side by side share one file and nothing piles up in the temporary folder.
 func OperatorBinary(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
-		dir, err := os.MkdirTemp("", "eva-operator-bin-")
+		binDir := filepath.Join(RepoRoot(), "bin")
+		if buildErr = os.MkdirAll(binDir, 0o755); buildErr != nil {
+			return
+		}
+		tmp, err := os.MkdirTemp(binDir, ".eva-operator-build-")
 		if err != nil {
 			buildErr = err
 			return
 		}
-		operatorBin = filepath.Join(dir, "eva-operator")
-		cmd := exec.Command("go", "build", "-o", operatorBin, "./cmd/eva-operator")
+		defer os.RemoveAll(tmp)
+		built := filepath.Join(tmp, "eva-operator")
+		cmd := exec.Command("go", "build", "-o", built, "./cmd/eva-operator")
 		cmd.Dir = RepoRoot()
 		if out, err := cmd.CombinedOutput(); err != nil {
 			buildErr = fmt.Errorf("building eva-operator: %v\n%s", err, out)
+			return
 		}
+		operatorBin = filepath.Join(binDir, "eva-operator-test")
+		buildErr = os.Rename(built, operatorBin)
 	})
 	if buildErr != nil {
 		t.Fatal(buildErr)
