@@ -24,6 +24,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/claim"
+	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -179,7 +180,7 @@ func waitStalledBy(t *testing.T, impostor *evav1.EvaTenant, owner string) {
 			return err
 		}
 		c := condition(&got, evav1.ConditionStalled)
-		if c.Status != "True" || c.Reason != ReasonCapsuleCodeInUse || !strings.Contains(c.Message, owner) {
+		if c.Status != "True" || c.Reason != status.ReasonCapsuleCodeInUse || !strings.Contains(c.Message, owner) {
 			return fmt.Errorf("Stalled: %s %s %q", c.Status, c.Reason, c.Message)
 		}
 		if len(got.Finalizers) != 0 {
@@ -268,7 +269,7 @@ func TestImpostorCannotTakeOverCode(t *testing.T) {
 	foreign := newTenant(newTestNamespace(t), "GLOBEX", evav1.TierStarter, withImpostorValues)
 	createTenant(t, foreign)
 	eventually(t, waitFor, "NamespaceNotAllowed event", func() error {
-		if reasons := eventReasons(t, foreign); !slices.Contains(reasons, ReasonNamespaceNotAllowed) {
+		if reasons := eventReasons(t, foreign); !slices.Contains(reasons, status.ReasonNamespaceNotAllowed) {
 			return fmt.Errorf("events %v", reasons)
 		}
 		return nil
@@ -286,7 +287,7 @@ func TestImpostorCannotTakeOverCode(t *testing.T) {
 	}
 	eventually(t, waitFor, "owner's deletion refused", func() error {
 		got := getTenant(t, owner)
-		if c := condition(got, evav1.ConditionReady); c.Reason != ReasonDeletionProtected {
+		if c := condition(got, evav1.ConditionReady); c.Reason != status.ReasonDeletionProtected {
 			return fmt.Errorf("Ready: %s %q", c.Reason, c.Message)
 		}
 		return nil

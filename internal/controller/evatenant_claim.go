@@ -21,17 +21,6 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// Reasons of the tenant boundary.
-const (
-	// ReasonCapsuleCodeInUse: another EvaTenant holds the capsule code.
-	ReasonCapsuleCodeInUse = "CapsuleCodeInUse"
-	// ReasonNamespaceInUse: the tenant's namespace exists and belongs to someone else.
-	ReasonNamespaceInUse = "NamespaceInUse"
-	// ReasonNamespaceNotAllowed: the EvaTenant lives in a namespace the platform does not
-	// accept tenants from.
-	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
-)
-
 // errNamespaceInUse is returned by the apply when the tenant namespace exists and does
 // not carry this tenant's identity: nothing is applied and the tenant is Stalled.
 var errNamespaceInUse = errors.New("namespace in use")
@@ -67,7 +56,7 @@ func (r *EvaTenantReconciler) refuseImpostor(ctx context.Context, t *evav1.EvaTe
 	s := &scope{tenant: t, base: t.DeepCopy(), log: ctrl.LoggerFrom(ctx)}
 	msg := fmt.Sprintf("capsule code %s is owned by EvaTenant %s; this object is ignored and changes nothing",
 		t.Spec.CapsuleCode, holder)
-	r.markStalled(s, ReasonCapsuleCodeInUse, msg)
+	r.markStalled(s, status.ReasonCapsuleCodeInUse, msg)
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}

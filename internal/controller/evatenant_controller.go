@@ -6,9 +6,6 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"strings"
@@ -84,6 +81,9 @@ type EvaTenantReconciler struct {
 	// lastApply remembers when each tenant's bundle was last applied in full, for the
 	// periodic drift check.
 	lastApply sync.Map // types.UID → time.Time
+	// phases are the mode's provisioning steps, chosen once (provisionPhases).
+	phases     []phase
+	phasesOnce sync.Once
 }
 
 // StreamManager is JetStream as the operator uses it in direct mode (messaging.Client).
@@ -102,6 +102,12 @@ type scope struct {
 	bundle   *render.Bundle
 	digest   string
 	observed status.Observed
+	// deliverErr is a failed apply or publish: the reconcile goes on reading the objects
+	// and writing the conditions, then returns it.
+	deliverErr error
+	// done is set by a phase that decided the reconcile's outcome (an invalid spec, a
+	// namespace that belongs to someone else): the phases after it do not run.
+	done bool
 	// events are recorded only once the status that explains them is written, so a
 	// reconcile that loses a race (and is retried) does not record them twice.
 	events []pendingEvent
@@ -144,7 +150,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if !r.namespaceAllowed(t.Namespace) {
 		log.V(1).Info("Ignoring a tenant outside the accepted namespaces", "accepted", r.TenantNamespaces)
-		r.event(t, corev1.EventTypeWarning, ReasonNamespaceNotAllowed,
+		r.event(t, corev1.EventTypeWarning, status.ReasonNamespaceNotAllowed,
 			"EvaTenants are not accepted in namespace %s; this object is ignored", t.Namespace)
 		return ctrl.Result{}, nil
 	}
@@ -185,70 +191,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned {
 		return r.decommission(ctx, s)
 	}
-	if errs := r.Renderer.Catalog.Validate(t); len(errs) > 0 {
-		r.markInvalid(s, errs.ToAggregate().Error())
-		return ctrl.Result{}, nil // no hot loop: a new spec triggers the next reconcile
-	}
-	if t.Status.ProvisioningStartedAt == nil || t.Status.ObservedGeneration != t.Generation && t.Status.Phase == evav1.PhaseActive {
-		now := metav1.NewTime(r.now())
-		t.Status.ProvisioningStartedAt = &now
-		t.Status.FirstTrue = nil
-		s.event(corev1.EventTypeNormal, "ProvisioningStarted", "Provisioning tenant %s (%s, wave %d)", t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault())
-	}
-
-	renderStart := time.Now()
-	b, err := r.Renderer.Bundle(t)
-	if r.Metrics != nil {
-		r.Metrics.RenderSeconds.Observe(time.Since(renderStart).Seconds())
-	}
-	if err != nil {
-		r.markInvalid(s, err.Error())
-		return ctrl.Result{}, nil
-	}
-	s.bundle = b
-	manifest, err := b.Manifest()
-	if err != nil {
-		return ctrl.Result{}, err
-	}
-	sum := sha256.Sum256(manifest)
-	s.digest = "sha256:" + hex.EncodeToString(sum[:])
-
-	var applyErr error
-	if r.GitOps != nil {
-		applyErr = r.publishTenant(ctx, s, t)
-	} else {
-		applyErr = r.applyBundle(ctx, s)
-	}
-	if errors.Is(applyErr, errNamespaceInUse) {
-		r.markStalled(s, ReasonNamespaceInUse, applyErr.Error())
-		return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
-	}
-	if r.Streams != nil {
-		r.ensureStreams(ctx, s)
-	}
-	if err := r.observe(ctx, s); err != nil {
-		return ctrl.Result{}, err
-	}
-	if r.GitOps != nil {
-		if err := r.observeKustomization(ctx, s); err != nil {
-			return ctrl.Result{}, err
-		}
-	}
-	phaseBefore := t.Status.Phase
-	firstBefore := len(t.Status.FirstTrue)
-	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
-	emitTransitions(s, transitions, phaseBefore)
-	if len(t.Status.FirstTrue) != firstBefore {
-		r.observeConditionTimes(s, s.base.Status.FirstTrue)
-	}
-	if applyErr != nil {
-		return ctrl.Result{}, applyErr // retried with backoff; the condition says what failed
-	}
-	t.Status.ObservedGeneration = t.Generation
-	if s.observed.MessagingError != "" {
-		return ctrl.Result{RequeueAfter: MessagingRetry}, nil // NATS away: back off, then look again
-	}
-	return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
+	return runPhases(ctx, s, r.provisionPhases())
 }
 
 // owns applies the blue/green rule: a tenant annotated with an operator version belongs
@@ -297,16 +240,16 @@ func (r *EvaTenantReconciler) ensureMetadata(ctx context.Context, t *evav1.EvaTe
 func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
 	t := s.tenant
 	now := metav1.NewTime(r.now())
-	if findCondition(t, evav1.ConditionReady).Reason != "InvalidSpec" {
-		s.event(corev1.EventTypeWarning, "InvalidSpec", "Tenant spec is invalid: %s", msg)
+	if findCondition(t, evav1.ConditionReady).Reason != status.ReasonInvalidSpec {
+		s.event(corev1.EventTypeWarning, status.ReasonInvalidSpec, "Tenant spec is invalid: %s", msg)
 	}
 	t.Status.Phase = evav1.PhaseFailed
 	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
-		setCondition(t, ct, metav1.ConditionFalse, "InvalidSpec", "the tenant spec is invalid: "+msg, now)
+		setCondition(t, ct, metav1.ConditionFalse, status.ReasonInvalidSpec, "the tenant spec is invalid: "+msg, now)
 	}
 	// Terminal until the spec changes: Stalled tells kstatus (and kubectl wait) that
 	// waiting will not help, and observedGeneration says this generation was judged.
-	status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: "InvalidSpec", Message: "the tenant spec is invalid: " + msg}, "", t.Generation, now)
+	status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: status.ReasonInvalidSpec, Message: "the tenant spec is invalid: " + msg}, "", t.Generation, now)
 	t.Status.ObservedGeneration = t.Generation
 }
 

@@ -21,15 +21,6 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// Reasons of the decommission saga.
-const (
-	ReasonDeletionProtected    = "DeletionProtected"
-	ReasonDecommissioning      = "Decommissioning"
-	ReasonDecommissioned       = "Decommissioned"
-	ReasonStepFailed           = "DecommissionStepFailed"
-	ReasonNamespaceTerminating = "NamespaceTerminating"
-)
-
 // decommission runs the saga, in order, each step idempotent, a failed step recorded
 // and the next still run: 1 delete the streams, 2 delete the alert rules, 3 delete the
 // HelmReleases and wait until they are gone (their uninstall runs as the tenant's
@@ -40,12 +31,12 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	t := s.tenant
 	now := metav1.NewTime(r.now())
 	if t.Spec.DeletionProtection {
-		if findCondition(t, evav1.ConditionReady).Reason != ReasonDeletionProtected {
+		if findCondition(t, evav1.ConditionReady).Reason != status.ReasonDeletionProtected {
 			s.event(corev1.EventTypeWarning, "DeprovisionRefused", "Decommission refused: spec.deletionProtection is true")
 		}
 		msg := "decommission refused: spec.deletionProtection is true; set it to false to proceed"
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDeletionProtected, msg, now)
-		status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: ReasonDeletionProtected, Message: msg}, "", t.Generation, now)
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDeletionProtected, msg, now)
+		status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: status.ReasonDeletionProtected, Message: msg}, "", t.Generation, now)
 		t.Status.ObservedGeneration = t.Generation
 		return ctrl.Result{}, nil
 	}
@@ -107,15 +98,15 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		if len(failures) > 0 {
 			msg += "; failed steps: " + strings.Join(failures, "; ")
 		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDecommissioning, msg, now)
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDecommissioning, msg, now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 	record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}))
 	if len(failures) > 0 {
-		if findCondition(t, evav1.ConditionReady).Reason != ReasonStepFailed {
-			s.event(corev1.EventTypeWarning, ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
+		if findCondition(t, evav1.ConditionReady).Reason != status.ReasonStepFailed {
+			s.event(corev1.EventTypeWarning, status.ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
 		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonStepFailed, "decommission steps failed (see operator logs): "+strings.Join(failures, "; "), now)
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonStepFailed, "decommission steps failed (see operator logs): "+strings.Join(failures, "; "), now)
 		return ctrl.Result{}, fmt.Errorf("decommissioning %s: %s", code, strings.Join(failures, "; "))
 	}
 	// The tenant is decommissioned only once its namespace is gone: a namespace stuck
@@ -126,7 +117,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		if err != nil {
 			msg = "reading the namespace failed: see operator logs"
 		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonNamespaceTerminating, msg, now)
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonNamespaceTerminating, msg, now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 
@@ -139,11 +130,11 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, 
 	t := s.tenant
 	code := t.Spec.CapsuleCode
 	for _, ct := range status.ConditionTypes {
-		setCondition(t, ct, metav1.ConditionFalse, ReasonDecommissioned, "tenant decommissioned", now)
+		setCondition(t, ct, metav1.ConditionFalse, status.ReasonDecommissioned, "tenant decommissioned", now)
 	}
 	// Ready: the desired state (nothing left) is reached, so kstatus, Flux health checks
 	// and kubectl wait see a decommissioned tenant as done, not as forever in progress.
-	setCondition(t, evav1.ConditionReady, metav1.ConditionTrue, ReasonDecommissioned, "tenant decommissioned: nothing of it is left in the cluster", now)
+	setCondition(t, evav1.ConditionReady, metav1.ConditionTrue, status.ReasonDecommissioned, "tenant decommissioned: nothing of it is left in the cluster", now)
 	t.Status.Phase = evav1.PhaseDecommissioned
 	status.SetProgress(&t.Status, evav1.PhaseDecommissioned, nil, "", t.Generation, now)
 	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules, t.Status.DecommissionStep = nil, "", nil, ""

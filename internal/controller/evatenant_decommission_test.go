@@ -17,6 +17,7 @@ import (
 	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -54,7 +55,7 @@ func TestDecommissionSaga(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, waitFor, "refusal", func() error {
-		if c := condition(getTenant(t, tn), evav1.ConditionReady); c.Reason != ReasonDeletionProtected {
+		if c := condition(getTenant(t, tn), evav1.ConditionReady); c.Reason != status.ReasonDeletionProtected {
 			return fmt.Errorf("Ready reason %q", c.Reason)
 		}
 		if !slices.Contains(eventReasons(t, tn), "DeprovisionRefused") {

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/status"
 )
 
 func TestInvalidTenantFailsWithoutHotLoop(t *testing.T) {
@@ -20,7 +21,7 @@ func TestInvalidTenantFailsWithoutHotLoop(t *testing.T) {
 	createTenant(t, tn)
 	got := waitPhase(t, tn, evav1.PhaseFailed)
 	c := condition(got, evav1.ConditionReady)
-	if c.Reason != "InvalidSpec" || !strings.Contains(c.Message, "spec.versions[forge]") {
+	if c.Reason != status.ReasonInvalidSpec || !strings.Contains(c.Message, "spec.versions[forge]") {
 		t.Fatalf("Ready = %s %q", c.Reason, c.Message)
 	}
 	rv := got.ResourceVersion

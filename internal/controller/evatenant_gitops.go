@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"sync"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
@@ -32,6 +34,59 @@ type GitOps struct {
 	Revisions interface {
 		Contains(ctx context.Context, applied, published string) (bool, error)
 	}
+
+	// A reconcile submits its tenant's files and returns; the batch's outcome waits in
+	// publications until the tenant's next reconcile (woken through wake) collects it.
+	mu           sync.Mutex
+	publications map[types.UID]*publication
+	wakeOnce     sync.Once
+	wake         chan event.GenericEvent
+}
+
+// publication is one submitted publish of a tenant's files.
+type publication struct {
+	digest   string
+	done     bool
+	revision string
+	err      error
+}
+
+// wakeups is the channel a finished publish wakes its tenant through (a controller
+// source).
+func (g *GitOps) wakeups() chan event.GenericEvent {
+	g.wakeOnce.Do(func() { g.wake = make(chan event.GenericEvent, 1024) })
+	return g.wake
+}
+
+// publish submits the tenant's files (digest names them) to the next batch unless the
+// same files are already under way, and reports the outcome once that batch was
+// published: done false means not yet, and the tenant is reconciled again when it is.
+// An outcome is handed out once; a reconcile that loses it (its status write failed)
+// submits again, which publishes nothing new.
+func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File) (done bool, revision string, err error) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.publications[t.UID]; p != nil && p.digest == digest {
+		if !p.done {
+			return false, "", nil
+		}
+		delete(g.publications, t.UID)
+		return true, p.revision, p.err
+	}
+	if g.publications == nil {
+		g.publications = map[types.UID]*publication{}
+	}
+	p := &publication{digest: digest}
+	g.publications[t.UID] = p
+	who := &evav1.EvaTenant{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}}
+	wake := g.wakeups()
+	g.Batcher.Submit(render.DirName(t.Spec.CapsuleCode), files, func(revision string, err error) {
+		g.mu.Lock()
+		p.done, p.revision, p.err = true, revision, err
+		g.mu.Unlock()
+		go func() { wake <- event.GenericEvent{Object: who} }() // never hold up the publisher
+	})
+	return false, "", nil
 }
 
 // Markers an operator before status.decommissionStep kept in status.appliedDigest; read
@@ -52,8 +107,9 @@ func filesDigest(files []render.File) string {
 }
 
 // publishTenant publishes the tenant's files (through the batcher, so tenants changing
-// together share commits) unless what is published is already current.
-func (r *EvaTenantReconciler) publishTenant(ctx context.Context, s *scope, t *evav1.EvaTenant) error {
+// together share commits) unless what is published is already current. It does not wait
+// for the batch: until the publish is done, no revision is observed.
+func (r *EvaTenantReconciler) publishTenant(s *scope, t *evav1.EvaTenant) error {
 	files, err := r.Renderer.TenantFiles(t)
 	if err != nil {
 		return err
@@ -63,7 +119,10 @@ func (r *EvaTenantReconciler) publishTenant(ctx context.Context, s *scope, t *ev
 		s.observed.Applied.Revision = s.tenant.Status.Revision
 		return nil
 	}
-	rev, err := r.GitOps.Batcher.Publish(ctx, render.DirName(t.Spec.CapsuleCode), files)
+	done, rev, err := r.GitOps.publish(t, digest, files)
+	if !done {
+		return nil // not published yet: Provisioned waits for the revision
+	}
 	if err != nil {
 		s.log.Error(err, "publishing tenant")
 		s.observed.Applied.Error = "publishing the tenant failed: see operator logs"
@@ -144,7 +203,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, ReasonDecommissioning, msg, now)
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDecommissioning, msg, now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 	switch t.Status.AppliedDigest {
@@ -171,7 +230,10 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		rev, err := r.GitOps.Batcher.Publish(ctx, render.DirName(code), files)
+		done, rev, err := r.GitOps.publish(t, string(step)+":"+filesDigest(files), files)
+		if !done {
+			return wait(fmt.Sprintf("publishing step %s", step), nil)
+		}
 		if err != nil {
 			s.log.Error(err, "publishing a decommission step", "step", step)
 			return ctrl.Result{}, err

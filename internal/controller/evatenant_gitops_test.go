@@ -34,10 +34,6 @@ func gitOpsOperator(t *testing.T, bare string, window time.Duration) *publish.Ba
 	ensureFluxNamespace(t)
 	sink := &publish.GitRemote{URL: bare, Branch: "main", CacheDir: filepath.Join(t.TempDir(), "cache")}
 	batcher := &publish.Batcher{Sink: sink, Window: window}
-	// Each reconcile waits for its batch: the batch holds at most as many tenants as run
-	// at once, so GitOps mode runs more reconciles in parallel.
-	operatorConcurrency = 16
-	defer func() { operatorConcurrency = 4 }()
 	startOperatorWith(t, "", func(r *EvaTenantReconciler, _ ctrl.Manager) {
 		r.GitOps = &GitOps{Batcher: batcher, Revisions: sink}
 	})
@@ -97,7 +93,10 @@ func TestGitOpsBatchesCommits(t *testing.T) {
 	var count int
 	fmt.Sscan(commits, &count)
 	t.Logf("%d tenants applied together were published in %d commits", n, count)
-	if count > n/4 {
-		t.Errorf("%d commits for %d tenants: not batched", count, n)
+	// Reconciles do not wait for their batch: a batch gathers far more tenants than the
+	// operator's 4 concurrent reconciles (reconciles waiting for their batch make 50
+	// commits of 4; the tenants are created over a few batch windows).
+	if count > n/8 {
+		t.Errorf("%d commits for %d tenants: batches no larger than the reconciles running at once", count, n)
 	}
 }

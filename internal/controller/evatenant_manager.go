@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
@@ -78,7 +79,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	hasCapsule := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[tenant.LabelCapsule] != ""
 	}))
-	return ctrl.NewControllerManagedBy(mgr).
+	b := ctrl.NewControllerManagedBy(mgr).
 		Named("evatenant").
 		For(&evav1.EvaTenant{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
@@ -88,6 +89,10 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Watches(&networkingv1.Ingress{}, toTenant, hasCapsule).
 		Watches(&nackv1beta2.Stream{}, toTenant, hasCapsule).
 		Watches(&kustomizev1.Kustomization{}, toTenant, hasCapsule).
-		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency}).
-		Complete(r)
+		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	if r.GitOps != nil {
+		// A finished publish wakes its tenant: reconciles do not wait for their batch.
+		b = b.WatchesRawSource(source.Channel(r.GitOps.wakeups(), &handler.EnqueueRequestForObject{}))
+	}
+	return b.Complete(r)
 }

@@ -77,7 +77,7 @@ func TestDirectMessagingOutage(t *testing.T) {
 	}
 	eventually(t, waitFor, "stream deletion failure recorded", func() error {
 		c := condition(getTenant(t, tn), evav1.ConditionReady)
-		if c.Reason != ReasonStepFailed || !strings.Contains(c.Message, "messaging unavailable") {
+		if c.Reason != status.ReasonStepFailed || !strings.Contains(c.Message, "messaging unavailable") {
 			return fmt.Errorf("Ready %s: %s", c.Reason, c.Message)
 		}
 		return nil

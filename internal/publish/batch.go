@@ -24,19 +24,34 @@ type Batcher struct {
 	publishing sync.Mutex
 	mu         sync.Mutex
 	pending    map[string][]render.File
-	waiters    []chan batchResult
-}
-
-type batchResult struct {
-	revision string
-	err      error
+	waiters    []func(revision string, err error)
 }
 
 // Publish submits one tenant's files (nil removes the tenant) and waits for the batch
 // holding them to be published; it returns the published revision.
 func (b *Batcher) Publish(ctx context.Context, dir string, files []render.File) (string, error) {
-	ch := make(chan batchResult, 1)
+	type result struct {
+		revision string
+		err      error
+	}
+	ch := make(chan result, 1)
+	b.Submit(dir, files, func(revision string, err error) { ch <- result{revision, err} })
+	select {
+	case r := <-ch:
+		return r.revision, r.err
+	case <-ctx.Done():
+		return "", ctx.Err()
+	}
+}
+
+// Submit queues one tenant's files (nil removes the tenant) for the next batch and
+// returns at once: a reconcile does not wait for the window, so a batch gathers every
+// tenant that changed meanwhile, however few reconciles run at once. done is called once
+// the batch holding them was published (with its revision) or failed; it runs on the
+// publishing goroutine and must not block.
+func (b *Batcher) Submit(dir string, files []render.File, done func(revision string, err error)) {
 	b.mu.Lock()
+	defer b.mu.Unlock()
 	if b.pending == nil {
 		b.pending = map[string][]render.File{}
 		window := b.Window
@@ -46,14 +61,7 @@ func (b *Batcher) Publish(ctx context.Context, dir string, files []render.File) 
 		time.AfterFunc(window, b.flush)
 	}
 	b.pending[dir] = files
-	b.waiters = append(b.waiters, ch)
-	b.mu.Unlock()
-	select {
-	case r := <-ch:
-		return r.revision, r.err
-	case <-ctx.Done():
-		return "", ctx.Err()
-	}
+	b.waiters = append(b.waiters, done)
 }
 
 func (b *Batcher) flush() {
@@ -68,14 +76,14 @@ func (b *Batcher) flush() {
 	defer cancel()
 	res, err := b.Sink.Publish(ctx, Update{Tenants: pending}, b.Safety)
 	took := time.Since(start)
-	r := batchResult{err: err}
+	revision := ""
 	if err == nil {
-		r.revision = res.Revision
+		revision = res.Revision
 	}
-	// The waiting reconciles first; then whatever OnPublish does (metrics, asking Flux
-	// to fetch) delays only the next batch.
-	for _, ch := range waiters {
-		ch <- r
+	// The submitters first; then whatever OnPublish does (metrics, asking Flux to fetch)
+	// delays only the next batch.
+	for _, done := range waiters {
+		done(revision, err)
 	}
 	if b.OnPublish != nil {
 		b.OnPublish(took, res, err)

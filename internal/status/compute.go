@@ -10,26 +10,6 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
 
-// Reasons of the tenant's conditions.
-const (
-	ReasonReady            = "Ready"
-	ReasonProgressing      = "Progressing"
-	ReasonNotFound         = "NotFound"
-	ReasonTerminating      = "Terminating"
-	ReasonApplyFailed      = "ApplyFailed"
-	ReasonStreamsNotReady  = "StreamsNotReady"
-	ReasonMessagingDown    = "MessagingUnavailable"
-	ReasonSeedJobComplete  = "SeedJobComplete"
-	ReasonSeedAnnotated    = "SeedLoadedAnnotation"
-	ReasonSeedJobFailed    = "SeedJobFailed"
-	ReasonNoSeedData       = "NoSeedData"
-	ReasonReleaseStalled   = "ReleaseStalled"
-	ReasonReleaseFailed    = "ReleaseFailed"
-	ReasonReleaseBlocked   = "ReleaseBlocked"
-	ReasonNoAddress        = "NoLoadBalancerAddress"
-	ReasonDependencyFailed = "DependencyFailed"
-)
-
 // maxMessage bounds condition messages: they carry a dependency's message up, and that
 // is for humans, not for storing logs.
 const maxMessage = 512

@@ -1,0 +1,90 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+// fleetSize is how many tenants TestGitOpsFleetWithStuckRelease provisions, and stuckSize
+// how many of them have a release that never becomes ready: as many as
+// kustomize-controller has workers (--concurrent, 4 by default), so that a layout whose
+// health checks wait on releases would hold every worker.
+const (
+	fleetSize = 50
+	stuckSize = 4
+)
+
+// TestGitOpsFleetWithStuckRelease provisions 50 Starter tenants through the operator in
+// GitOps mode, on the real Flux controllers, 4 of them with a release that never becomes
+// ready: crm pinned to a chart version the repository does not have, which
+// helm-controller only retries (SourceNotReady) without holding one of its own workers.
+// The other 46 reach Active without waiting for any timeout: no kustomize-controller
+// worker sits in a stuck tenant's health check (a layout whose health checks wait on the
+// releases holds all four for the Kustomization's 5-minute timeout, again and again).
+// Each stuck tenant is Provisioned (its foundation applied) while its ModulesDeployed
+// waits on the release.
+func TestGitOpsFleetWithStuckRelease(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	const source = "eva-fleet"
+	url := newGitRepository(t, "fleet50.git")
+	if err := bootstrapSource(ctx, "GitRepository", source, url, "main", "10m"); err != nil {
+		t.Fatal(err)
+	}
+	ns := tenantNamespace(t, "e2e-fleet")
+	startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
+		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
+
+	start := time.Now()
+	var stuck []*unstructured.Unstructured
+	for i := range stuckSize {
+		tn := evaTenant(ns, fmt.Sprintf("FLSTU%c", 'A'+i), evav1.TierStarter)
+		if err := unstructured.SetNestedField(tn.Object, map[string]any{"crm": "9.9.9"}, "spec", "versions"); err != nil {
+			t.Fatal(err)
+		}
+		if err := cluster.Client.Create(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+		stuck = append(stuck, tn)
+	}
+	var healthy []*unstructured.Unstructured
+	for i := range fleetSize - stuckSize {
+		tn := evaTenant(ns, fmt.Sprintf("FL%c%cOK", 'A'+i/26, 'A'+i%26), evav1.TierStarter)
+		if err := cluster.Client.Create(ctx, tn); err != nil {
+			t.Fatal(err)
+		}
+		healthy = append(healthy, tn)
+	}
+	// Well under what four health checks of the stuck tenants' releases would hold every
+	// kustomize-controller worker for (5 minutes each, retried every 30 s).
+	kubectlWaitReady(t, 8*time.Minute, healthy...)
+	elapsed := time.Since(start)
+	t.Logf("%d of %d tenants Active %s after they were created (%d with a stuck release)", len(healthy), fleetSize, elapsed.Round(time.Second), stuckSize)
+	for _, tn := range healthy[:3] {
+		assertActive(t, tn)
+	}
+
+	for _, tn := range stuck {
+		got, err := current(ctx, tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		code := codeOf(got)
+		if phase, _, _ := unstructured.NestedString(got.Object, "status", "phase"); phase == string(evav1.PhaseActive) {
+			t.Fatalf("%s: a stuck tenant is Active: %v", code, conditionsOf(got))
+		}
+		if c := conditionsOf(got)[evav1.ConditionProvisioned]; !strings.HasPrefix(c, "True") {
+			t.Errorf("%s: Provisioned %s, want True (its foundation is applied)", code, c)
+		}
+		if modules := conditionOf(got, evav1.ConditionModulesDeployed); modules.Status != "False" || !strings.Contains(modules.Message, "/crm") {
+			t.Errorf("%s: ModulesDeployed %+v, want False naming crm", code, modules)
+		}
+	}
+}

@@ -1,0 +1,171 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/object"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/publish"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// Competing publishers: writers operator processes, each with its own tenants.
+const (
+	writers          = 4
+	tenantsPerWriter = 200
+)
+
+// TestFourOperatorsShareOneGitBranch runs 4 operator processes in GitOps mode, each
+// accepting its own namespace of 200 tenants, all publishing to one branch through the
+// git server with their own caches: their pushes race, are rejected and merged again.
+// In the end the branch holds all 800 tenants and the root kustomization lists them.
+// (No Flux source reads this repository: the test is about the publishers.)
+func TestFourOperatorsShareOneGitBranch(t *testing.T) {
+	t.Parallel()
+	url := newGitRepository(t, "writers.git")
+	codes := startWriters(t, "e2e-git-writer", func(i int) []string {
+		return []string{"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + t.TempDir()}
+	})
+	repo, err := git.PlainOpen(filepath.Join(gitRoot, "writers.git"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := repo.Reference(plumbing.NewBranchReferenceName("main"), true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	commit, err := repo.CommitObject(ref.Hash())
+	if err != nil {
+		t.Fatal(err)
+	}
+	tree, err := commit.Tree()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	if err := tree.Files().ForEach(func(f *object.File) error {
+		content, err := f.Contents()
+		files[f.Name] = content
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	assertTreeHolds(t, files, codes)
+	n := 0
+	iter, err := repo.Log(&git.LogOptions{From: ref.Hash()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := iter.ForEach(func(*object.Commit) error {
+		n++
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("%d tenants from %d operators in %d commits", len(codes), writers, n)
+}
+
+// TestFourOperatorsShareOneOCITag is the same with one OCI tag: each publish reads the
+// artifact, merges its tenants, and pushes only if the tag still points where it read
+// it, else merges again.
+func TestFourOperatorsShareOneOCITag(t *testing.T) {
+	t.Parallel()
+	ref := "oci://" + registry.Host() + "/eva/writers:e2e"
+	codes := startWriters(t, "e2e-oci-writer", func(int) []string {
+		return []string{"--publish=oci", "--oci-ref=" + ref, "--oci-insecure"}
+	})
+	tree, err := (&publish.OCI{Ref: ref, Insecure: true}).Pull(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{}
+	for p, data := range tree {
+		files[p] = string(data)
+	}
+	assertTreeHolds(t, files, codes)
+}
+
+// startWriters starts the operators (args gives each its publishing flags), creates each
+// one's tenants in its own namespace, waits until every tenant has a published revision
+// and returns the codes.
+func startWriters(t *testing.T, prefix string, args func(i int) []string) []string {
+	t.Helper()
+	ctx := context.Background()
+	var codes []string
+	var namespaces []string
+	// A Flux source nobody created: nothing applies these tenants (the operators' requests
+	// to fetch fail and are only logged).
+	overlays := environment(t, gitOpsSource("GitRepository", prefix))
+	for i := range writers {
+		ns := tenantNamespace(t, fmt.Sprintf("%s-%d", prefix, i))
+		namespaces = append(namespaces, ns)
+		startOperator(t, ns, append([]string{"--overlays=" + overlays}, args(i)...)...)
+	}
+	letter := strings.ToUpper(prefix[4:5]) // G or O
+	for i, ns := range namespaces {
+		for k := range tenantsPerWriter {
+			code := fmt.Sprintf("W%s%cX%c%c", letter, 'A'+i, 'A'+k/26%26, 'A'+k%26)
+			tn := evaTenant(ns, code, evav1.TierStarter)
+			if err := cluster.Client.Create(ctx, tn); err != nil {
+				t.Fatal(err)
+			}
+			codes = append(codes, code)
+		}
+	}
+	start := time.Now()
+	poll(t, "every tenant published", 6*time.Minute, func() error {
+		published := 0
+		for _, ns := range namespaces {
+			list := &unstructured.UnstructuredList{}
+			list.SetAPIVersion("eva.aidonow.com/v1alpha1")
+			list.SetKind("EvaTenantList")
+			if err := cluster.Client.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			for _, tn := range list.Items {
+				if rev, _, _ := unstructured.NestedString(tn.Object, "status", "revision"); rev != "" {
+					published++
+				}
+			}
+		}
+		if published != len(codes) {
+			return fmt.Errorf("%d of %d tenants published", published, len(codes))
+		}
+		return nil
+	})
+	t.Logf("%d tenants published by %d operators in %s", len(codes), writers, time.Since(start).Round(time.Second))
+	return codes
+}
+
+// assertTreeHolds checks the published tree holds every tenant's files and the root
+// kustomization lists each one.
+func assertTreeHolds(t *testing.T, files map[string]string, codes []string) {
+	t.Helper()
+	root := files[render.RootKustomization]
+	lost := 0
+	for _, code := range codes {
+		dir := render.DirName(code)
+		_, manifests := files[render.TenantsDir+"/"+dir+"/"+render.ManifestsFile]
+		_, flux := files[render.FluxDir+"/"+dir+".yaml"]
+		if !manifests || !flux || !strings.Contains(root, "- "+render.FluxDir+"/"+dir+".yaml\n") {
+			lost++
+			if lost <= 5 {
+				t.Errorf("tenant %s lost: manifests %v, flux file %v, in the root kustomization %v", code, manifests, flux,
+					strings.Contains(root, dir))
+			}
+		}
+	}
+	if lost > 0 {
+		t.Errorf("%d of %d tenants lost", lost, len(codes))
+	}
+}

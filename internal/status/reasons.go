@@ -1,0 +1,54 @@
+package status
+
+// The reasons of a tenant's conditions (its five conditions, Ready, Reconciling and
+// Stalled) and of the events that go with them, all in one place: what users match on in
+// alerts and `kubectl wait`, and what the tests assert.
+const (
+	// A condition's own progress.
+	ReasonReady       = "Ready"
+	ReasonProgressing = "Progressing"
+	ReasonNotFound    = "NotFound"
+	ReasonTerminating = "Terminating"
+
+	// Provisioned.
+	ReasonApplyFailed     = "ApplyFailed"
+	ReasonStreamsNotReady = "StreamsNotReady"
+	ReasonMessagingDown   = "MessagingUnavailable"
+
+	// SeedLoaded.
+	ReasonSeedJobComplete = "SeedJobComplete"
+	ReasonSeedAnnotated   = "SeedLoadedAnnotation"
+	ReasonSeedJobFailed   = "SeedJobFailed"
+	ReasonNoSeedData      = "NoSeedData"
+
+	// ModulesDeployed: helm-controller gave up (ReleaseFailed), marks the release Stalled
+	// (ReleaseStalled), or waits on something only a person can fix (ReleaseBlocked).
+	ReasonReleaseStalled = "ReleaseStalled"
+	ReasonReleaseFailed  = "ReleaseFailed"
+	ReasonReleaseBlocked = "ReleaseBlocked"
+
+	// IngressReady.
+	ReasonNoAddress = "NoLoadBalancerAddress"
+
+	// Ready, when a condition failed.
+	ReasonDependencyFailed = "DependencyFailed"
+
+	// The spec: refused by the catalog's validation (terminal until the spec changes).
+	ReasonInvalidSpec = "InvalidSpec"
+
+	// The tenant boundary.
+	// ReasonCapsuleCodeInUse: another EvaTenant holds the capsule code.
+	ReasonCapsuleCodeInUse = "CapsuleCodeInUse"
+	// ReasonNamespaceInUse: the tenant's namespace exists and belongs to someone else.
+	ReasonNamespaceInUse = "NamespaceInUse"
+	// ReasonNamespaceNotAllowed: the EvaTenant lives in a namespace the platform does not
+	// accept tenants from.
+	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+
+	// The decommission saga.
+	ReasonDeletionProtected    = "DeletionProtected"
+	ReasonDecommissioning      = "Decommissioning"
+	ReasonDecommissioned       = "Decommissioned"
+	ReasonStepFailed           = "DecommissionStepFailed"
+	ReasonNamespaceTerminating = "NamespaceTerminating"
+)
