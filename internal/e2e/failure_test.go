@@ -8,7 +8,9 @@ import (
 	"time"
 
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -183,6 +185,47 @@ func TestMissingChartVersionFailsTenant(t *testing.T) {
 	}
 
 	setSpec(t, tn, map[string]any{"crm": "1.4.0"}, "versions")
+	kubectlWaitReady(t, 4*time.Minute, tn)
+	assertActive(t, tn)
+}
+
+// TestMissingValuesSecretFailsTenant: a tenant's crm takes its database password from a
+// Secret (valuesFrom) nobody created. The real helm-controller cannot compose the values
+// (ValuesError) and only retries; once that has lasted status.BlockedGrace the tenant is
+// Failed with helm-controller's reason and message, Stalled for kstatus. Creating the
+// Secret, as the tenant's owner does, brings it to Active.
+func TestMissingValuesSecretFailsTenant(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := tenantNamespace(t, "e2e-missing-values")
+	startOperator(t, ns)
+	const code = "NOVALS"
+	tn := evaTenant(ns, code, evav1.TierStarter)
+	ref := map[string]any{"module": "crm", "kind": "Secret", "name": "novals-crm-database",
+		"valuesKey": "password", "targetPath": "database.password"}
+	if err := unstructured.SetNestedSlice(tn.Object, []any{ref}, "spec", "valuesFrom"); err != nil {
+		t.Fatal(err)
+	}
+	if err := cluster.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	failed := waitFailed(t, tn, status.BlockedGrace+3*time.Minute)
+	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
+	if modules.Reason != status.ReasonReleaseBlocked || !strings.Contains(modules.Message, "/crm: ValuesError since ") ||
+		!strings.Contains(modules.Message, "novals-crm-database") {
+		t.Errorf("ModulesDeployed %+v: want helm-controller's ValuesError naming the missing Secret", modules)
+	}
+	if res, err := kstatus.Compute(failed); err != nil || res.Status != kstatus.FailedStatus {
+		t.Errorf("kstatus of the blocked tenant: %v (%v), want Failed", res, err)
+	}
+
+	// Labelled so helm-controller watches it (valuesFrom change detection) and tries again
+	// at once rather than at its next backoff.
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: "novals-crm-database",
+		Labels: map[string]string{"reconcile.fluxcd.io/watch": "Enabled"}}, StringData: map[string]string{"password": "e2e-password"}}
+	if err := cluster.Client.Create(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
 	kubectlWaitReady(t, 4*time.Minute, tn)
 	assertActive(t, tn)
 }

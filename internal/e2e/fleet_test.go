@@ -70,6 +70,22 @@ func TestGitOpsFleetWithStuckRelease(t *testing.T) {
 	for _, tn := range healthy[:3] {
 		assertActive(t, tn)
 	}
+	// How long after provisioning started each condition first turned True, slowest
+	// tenant: Provisioned is the foundation, seconds, whatever the releases do.
+	slowest := map[string]time.Duration{}
+	for _, tn := range healthy {
+		got, err := current(ctx, tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		startedAt, _, _ := unstructured.NestedString(got.Object, "status", "provisioningStartedAt")
+		started, _ := time.Parse(time.RFC3339, startedAt)
+		for _, ct := range []string{evav1.ConditionProvisioned, evav1.ConditionModulesDeployed} {
+			slowest[ct] = max(slowest[ct], firstTrue(got, ct).Sub(started))
+		}
+	}
+	t.Logf("slowest of the %d: Provisioned after %s, ModulesDeployed after %s", len(healthy),
+		slowest[evav1.ConditionProvisioned], slowest[evav1.ConditionModulesDeployed])
 
 	for _, tn := range stuck {
 		got, err := current(ctx, tn)

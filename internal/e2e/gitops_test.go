@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"regexp"
 	"testing"
 	"time"
@@ -10,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 )
 
@@ -55,6 +57,10 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 		} else {
 			t.Logf("%s: Provisioned %v before ModulesDeployed", codeOf(got), modules.Sub(provisioned))
 		}
+		// ModulesDeployed follows helm-controller within seconds, not at a Flux interval.
+		if lastReady := lastReleaseReady(t, codeOf(got)); modules.Sub(lastReady) > 30*time.Second {
+			t.Errorf("%s: ModulesDeployed at %v, %v after the last HelmRelease became Ready", codeOf(got), modules, modules.Sub(lastReady))
+		}
 		codes = append(codes, codeOf(got))
 	}
 	order := watchSagaOrder(true, codes...)
@@ -82,4 +88,28 @@ func firstTrue(u *unstructured.Unstructured, condition string) time.Time {
 	at, _, _ := unstructured.NestedString(u.Object, "status", "firstTrue", condition)
 	parsed, _ := time.Parse(time.RFC3339, at)
 	return parsed
+}
+
+// lastReleaseReady is when the last of a tenant's HelmReleases became Ready.
+func lastReleaseReady(t *testing.T, code string) time.Time {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(helmReleaseGVK.GroupVersion().WithKind("HelmReleaseList"))
+	if err := cluster.Client.List(context.Background(), list, client.InNamespace(tenant.Namespace(code))); err != nil {
+		t.Fatal(err)
+	}
+	var last time.Time
+	for _, hr := range list.Items {
+		raw, _, _ := unstructured.NestedSlice(hr.Object, "status", "conditions")
+		for _, item := range raw {
+			m, _ := item.(map[string]any)
+			if m["type"] == "Ready" && m["status"] == "True" {
+				at, _ := time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
+				if at.After(last) {
+					last = at
+				}
+			}
+		}
+	}
+	return last
 }
