@@ -148,7 +148,14 @@ func commitFiles(t *testing.T, bare string, files map[string]string) {
 	if _, err := wt.Commit("tenants", &git.CommitOptions{Author: sig}); err != nil {
 		t.Fatal(err)
 	}
-	if err := repo.Push(&git.PushOptions{RemoteURL: bare, RefSpecs: []config.RefSpec{"HEAD:refs/heads/main"}}); err != nil {
+	head, err := repo.Head()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.CreateRemote(&config.RemoteConfig{Name: "origin", URLs: []string{bare}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := repo.Push(&git.PushOptions{RefSpecs: []config.RefSpec{config.RefSpec(head.Name().String() + ":refs/heads/main")}}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -112,6 +112,7 @@ func startWriters(t *testing.T, prefix string, args func(i int) []string) []stri
 		startOperator(t, ns, append([]string{"--overlays=" + overlays}, args(i)...)...)
 	}
 	letter := strings.ToUpper(prefix[4:5]) // G or O
+	start := time.Now()
 	for i, ns := range namespaces {
 		for k := range tenantsPerWriter {
 			code := fmt.Sprintf("W%s%cX%c%c", letter, 'A'+i, 'A'+k/26%26, 'A'+k%26)
@@ -122,7 +123,6 @@ func startWriters(t *testing.T, prefix string, args func(i int) []string) []stri
 			codes = append(codes, code)
 		}
 	}
-	start := time.Now()
 	poll(t, "every tenant published", 6*time.Minute, func() error {
 		published := 0
 		for _, ns := range namespaces {
@@ -143,7 +143,7 @@ func startWriters(t *testing.T, prefix string, args func(i int) []string) []stri
 		}
 		return nil
 	})
-	t.Logf("%d tenants published by %d operators in %s", len(codes), writers, time.Since(start).Round(time.Second))
+	t.Logf("%d tenants created and published by %d operators in %s", len(codes), writers, time.Since(start).Round(time.Second))
 	return codes
 }
 
