@@ -257,7 +257,7 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, source overlay.
 			return nil, fmt.Errorf("--publish=oci needs --oci-ref")
 		}
 		o := &publish.OCI{Ref: cfg.ociRef, Insecure: cfg.ociInsecure}
-		sink, revisions = o, digestsOnly{}
+		sink, revisions = o, o
 	default:
 		return nil, fmt.Errorf("--publish must be none, git or oci, not %q", cfg.publishMode)
 	}
@@ -276,11 +276,4 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, source overlay.
 		}
 	}}
 	return &controller.GitOps{Batcher: batcher, Revisions: revisions}, nil
-}
-
-// digestsOnly compares OCI digests: an artifact is applied when Flux reports its digest.
-type digestsOnly struct{}
-
-func (digestsOnly) Contains(_ context.Context, applied, published string) (bool, error) {
-	return applied == published, nil
 }

@@ -37,9 +37,10 @@ func newRenderCommand(opts *options) *cobra.Command {
 		Short: "Render tenants into a GitOps tree (committed to a local git repository)",
 		Long: `Render every tenant into the GitOps tree Flux applies:
 
-  kustomization.yaml             lists each tenant's Flux Kustomization
-  flux/<code>.yaml               the tenant's Flux Kustomization
-  tenants/<code>/                the tenant bundle and its kustomization.yaml
+  kustomization.yaml             lists each tenant's Flux file
+  flux/<code>.yaml               the tenant's applier account and two Flux Kustomizations
+  tenants/<code>/                the foundation (namespace, limits, streams, rules)
+  tenants/<code>/workloads/      the workloads (releases, seed Job, Ingress)
 
 The tenants are validated first; nothing is written if any is invalid. Each module
 release is rendered through its chart with the Helm SDK (--verify-charts). The output

@@ -143,6 +143,9 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, 
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
+	if r.GitOps != nil {
+		r.GitOps.forget(t.UID)
+	}
 	r.flushEvents(s)
 	// 5. The finalizer.
 	return ctrl.Result{}, r.releaseFinalizer(ctx, t)

@@ -43,7 +43,7 @@ type GitOps struct {
 	wake         chan event.GenericEvent
 }
 
-// publication is one submitted publish of a tenant's files.
+// publication is the last publish this process submitted for a tenant.
 type publication struct {
 	digest   string
 	done     bool
@@ -61,16 +61,18 @@ func (g *GitOps) wakeups() chan event.GenericEvent {
 // publish submits the tenant's files (digest names them) to the next batch unless the
 // same files are already under way, and reports the outcome once that batch was
 // published: done false means not yet, and the tenant is reconciled again when it is.
-// An outcome is handed out once; a reconcile that loses it (its status write failed)
-// submits again, which publishes nothing new.
+// A failed outcome is handed out once (the next call submits again); a successful one
+// stays, as the record of what was last published for the tenant (lastSubmitted).
 func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File) (done bool, revision string, err error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if p := g.publications[t.UID]; p != nil && p.digest == digest {
-		if !p.done {
+		switch {
+		case !p.done:
 			return false, "", nil
+		case p.err != nil:
+			delete(g.publications, t.UID)
 		}
-		delete(g.publications, t.UID)
 		return true, p.revision, p.err
 	}
 	if g.publications == nil {
@@ -84,9 +86,31 @@ func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File)
 		g.mu.Lock()
 		p.done, p.revision, p.err = true, revision, err
 		g.mu.Unlock()
-		go func() { wake <- event.GenericEvent{Object: who} }() // never hold up the publisher
+		select {
+		case wake <- event.GenericEvent{Object: who}:
+		default: // never hold up the publisher; the tenant's periodic requeue covers it
+		}
 	})
 	return false, "", nil
+}
+
+// lastSubmitted returns the digest this process last submitted for the tenant, if any:
+// when it differs from what the tenant's status records as published, the tree may hold
+// those other files (a spec changed back, a lifecycle flipped mid-saga).
+func (g *GitOps) lastSubmitted(uid types.UID) (string, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if p := g.publications[uid]; p != nil {
+		return p.digest, true
+	}
+	return "", false
+}
+
+// forget drops a decommissioned tenant's record.
+func (g *GitOps) forget(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.publications, uid)
 }
 
 // Markers an operator before status.decommissionStep kept in status.appliedDigest; read
@@ -116,8 +140,10 @@ func (r *EvaTenantReconciler) publishTenant(s *scope, t *evav1.EvaTenant) error 
 	}
 	digest := filesDigest(files)
 	if s.tenant.Status.AppliedDigest == digest && s.tenant.Status.Revision != "" {
-		s.observed.Applied.Revision = s.tenant.Status.Revision
-		return nil
+		if last, ok := r.GitOps.lastSubmitted(t.UID); !ok || last == digest {
+			s.observed.Applied.Revision = s.tenant.Status.Revision
+			return nil
+		}
 	}
 	done, rev, err := r.GitOps.publish(t, digest, files)
 	if !done {
@@ -212,7 +238,14 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 	case legacyDigestRemoved:
 		t.Status.DecommissionStep, t.Status.AppliedDigest = evav1.StepRemoved, ""
 	}
+	namespaceGone := func() (bool, error) {
+		var namespace corev1.Namespace
+		found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace)
+		return !found, err
+	}
 	// applied says whether Flux applied the last published step through a Kustomization.
+	// A Kustomization that is not there has applied nothing: the saga waits, unless the
+	// namespace is gone too (nothing is left to order).
 	applied := func(workloads bool) (bool, string, error) {
 		if err := r.observeKustomization(ctx, s); err != nil {
 			return false, "", err
@@ -221,16 +254,38 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		if workloads {
 			k = s.observed.GitOps.Workloads
 		}
-		if k.Found && !k.Applied {
-			return false, "waiting for Kustomization " + k.Name + " to apply " + t.Status.Revision, nil
+		switch {
+		case k.Applied:
+			return true, "", nil
+		case !k.Found:
+			gone, err := namespaceGone()
+			return gone, "waiting for Kustomization " + k.Name + " to exist and apply " + t.Status.Revision, err
 		}
-		return true, "", nil
+		return false, "waiting for Kustomization " + k.Name + " to apply " + t.Status.Revision, nil
 	}
-	publish := func(step evav1.DecommissionStep, files []render.File, err error) (ctrl.Result, error) {
+	// The files of each step.
+	stepFiles := func(step evav1.DecommissionStep) ([]render.File, error) {
+		switch step {
+		case evav1.StepStreamsRemoved:
+			return r.Renderer.TenantFilesAt(t, render.TeardownMessaging)
+		case evav1.StepReleasesRemoved:
+			return r.Renderer.TenantFilesAt(t, render.TeardownWorkloads)
+		case evav1.StepNamespaceOnly:
+			final := t.DeepCopy()
+			final.Spec.Lifecycle = evav1.LifecycleDecommissioned
+			return r.Renderer.TenantFiles(final)
+		}
+		return nil, nil // Removed: out of the tree
+	}
+	stepDigest := func(step evav1.DecommissionStep, files []render.File) string {
+		return string(step) + ":" + filesDigest(files)
+	}
+	publish := func(step evav1.DecommissionStep) (ctrl.Result, error) {
+		files, err := stepFiles(step)
 		if err != nil {
 			return ctrl.Result{}, err
 		}
-		done, rev, err := r.GitOps.publish(t, string(step)+":"+filesDigest(files), files)
+		done, rev, err := r.GitOps.publish(t, stepDigest(step, files), files)
 		if !done {
 			return wait(fmt.Sprintf("publishing step %s", step), nil)
 		}
@@ -242,13 +297,46 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		return wait(fmt.Sprintf("published step %s; waiting for Flux to apply it", step), nil)
 	}
 
-	switch t.Status.DecommissionStep {
+	step := t.Status.DecommissionStep
+	if step != "" {
+		// Something else was submitted since this step was (the tenant was brought back
+		// and decommissioned again before that publish was recorded): publish the step
+		// again before waiting on it.
+		files, err := stepFiles(step)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if last, ok := r.GitOps.lastSubmitted(t.UID); ok && last != stepDigest(step, files) {
+			return publish(step)
+		}
+	}
+	switch step {
 	case "":
-		files, err := r.Renderer.TenantFilesAt(t, render.TeardownMessaging)
-		return publish(evav1.StepStreamsRemoved, files, err)
+		// Never published (deleted before its first publish landed) and nothing of it in
+		// the cluster: nothing to take apart.
+		if _, submitted := r.GitOps.lastSubmitted(t.UID); t.Status.Revision == "" && !submitted {
+			if err := r.observeKustomization(ctx, s); err != nil {
+				return ctrl.Result{}, err
+			}
+			gone, err := namespaceGone()
+			if err != nil {
+				return ctrl.Result{}, err
+			}
+			if gone && !s.observed.GitOps.Foundation.Found && !s.observed.GitOps.Workloads.Found {
+				return r.finishDecommission(ctx, s, now)
+			}
+		}
+		return publish(evav1.StepStreamsRemoved)
 	case evav1.StepStreamsRemoved:
 		if ok, msg, err := applied(false); err != nil || !ok {
 			return wait(msg, err)
+		}
+		if r.Streams != nil {
+			// Direct messaging: the streams live in JetStream only, the operator deletes them.
+			if err := r.deleteStreams(ctx, code); err != nil {
+				s.log.Error(err, "deleting the tenant's streams")
+				return wait("deleting the streams in JetStream failed: see operator logs", nil)
+			}
 		}
 		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 			var st nackv1beta2.Stream
@@ -256,8 +344,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 				return wait("waiting for Stream "+stream+" to be deleted", err)
 			}
 		}
-		files, err := r.Renderer.TenantFilesAt(t, render.TeardownWorkloads)
-		return publish(evav1.StepReleasesRemoved, files, err)
+		return publish(evav1.StepReleasesRemoved)
 	case evav1.StepReleasesRemoved:
 		if ok, msg, err := applied(true); err != nil || !ok {
 			return wait(msg, err)
@@ -273,18 +360,14 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 			}
 			return wait("waiting for HelmReleases to be uninstalled: "+strings.Join(names, ", "), nil)
 		}
-		final := t.DeepCopy()
-		final.Spec.Lifecycle = evav1.LifecycleDecommissioned
-		files, err := r.Renderer.TenantFiles(final)
-		return publish(evav1.StepNamespaceOnly, files, err)
+		return publish(evav1.StepNamespaceOnly)
 	case evav1.StepNamespaceOnly:
 		if ok, msg, err := applied(false); err != nil || !ok {
 			return wait(msg, err)
 		}
-		return publish(evav1.StepRemoved, nil, nil)
+		return publish(evav1.StepRemoved)
 	}
-	var namespace corev1.Namespace
-	if found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil || found {
+	if gone, err := namespaceGone(); err != nil || !gone {
 		return wait("waiting for Flux to prune Namespace "+ns, err)
 	}
 	return r.finishDecommission(ctx, s, now)

@@ -58,7 +58,9 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 			t.Logf("%s: Provisioned %v before ModulesDeployed", codeOf(got), modules.Sub(provisioned))
 		}
 		// ModulesDeployed follows helm-controller within seconds, not at a Flux interval.
-		if lastReady := lastReleaseReady(t, codeOf(got)); modules.Sub(lastReady) > 30*time.Second {
+		if lastReady := lastReleaseReady(t, codeOf(got)); lastReady.IsZero() {
+			t.Errorf("%s: no HelmRelease is Ready", codeOf(got))
+		} else if modules.Sub(lastReady) > 30*time.Second {
 			t.Errorf("%s: ModulesDeployed at %v, %v after the last HelmRelease became Ready", codeOf(got), modules, modules.Sub(lastReady))
 		}
 		codes = append(codes, codeOf(got))

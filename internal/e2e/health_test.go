@@ -14,11 +14,15 @@ import (
 	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/testcluster"
 )
+
+// gitRepositoryGVK is Flux's GitRepository.
+var gitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "GitRepository"}
 
 // healthCheckTimeout is the Kustomization's timeout in TestFluxHealthCheckFailsFast: the
 // failure must be reported well before it.
@@ -79,6 +83,15 @@ spec:
 `, testcluster.FluxNamespace, url, healthCheckTimeout)); err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() {
+		for _, gvk := range []schema.GroupVersionKind{kustomizationGVK, gitRepositoryGVK} {
+			u := &unstructured.Unstructured{}
+			u.SetGroupVersionKind(gvk)
+			u.SetNamespace(testcluster.FluxNamespace)
+			u.SetName("eva-health")
+			_ = cluster.Client.Delete(context.Background(), u) // the suite's cluster goes anyway
+		}
+	})
 	start := time.Now()
 	var failedAfter time.Duration
 	poll(t, "the health check fails", healthCheckTimeout, func() error {

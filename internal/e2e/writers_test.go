@@ -155,13 +155,25 @@ func assertTreeHolds(t *testing.T, files map[string]string, codes []string) {
 	lost := 0
 	for _, code := range codes {
 		dir := render.DirName(code)
-		_, manifests := files[render.TenantsDir+"/"+dir+"/"+render.ManifestsFile]
-		_, flux := files[render.FluxDir+"/"+dir+".yaml"]
-		if !manifests || !flux || !strings.Contains(root, "- "+render.FluxDir+"/"+dir+".yaml\n") {
+		var missing []string
+		for _, p := range []string{
+			render.FluxDir + "/" + dir + ".yaml",
+			render.TenantsDir + "/" + dir + "/" + render.KustomizationFile,
+			render.TenantsDir + "/" + dir + "/" + render.ManifestsFile,
+			render.TenantsDir + "/" + dir + "/" + render.WorkloadsDir + "/" + render.KustomizationFile,
+			render.TenantsDir + "/" + dir + "/" + render.WorkloadsDir + "/" + render.ManifestsFile,
+		} {
+			if _, ok := files[p]; !ok {
+				missing = append(missing, p)
+			}
+		}
+		if !strings.Contains(root, "- "+render.FluxDir+"/"+dir+".yaml\n") {
+			missing = append(missing, "its line in the root kustomization")
+		}
+		if len(missing) > 0 {
 			lost++
 			if lost <= 5 {
-				t.Errorf("tenant %s lost: manifests %v, flux file %v, in the root kustomization %v", code, manifests, flux,
-					strings.Contains(root, dir))
+				t.Errorf("tenant %s lost: missing %s", code, strings.Join(missing, ", "))
 			}
 		}
 	}

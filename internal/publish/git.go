@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -44,6 +45,11 @@ type GitRemote struct {
 
 	// beforePush, in tests, runs between the merge and the push to stage a race.
 	beforePush func()
+
+	// mu keeps go-git operations on the cache one at a time (publishes and Contains).
+	mu sync.Mutex
+	// ancestry remembers answers of Contains: commit ancestry never changes.
+	ancestry map[[2]string]bool
 }
 
 const remoteName = "origin"
@@ -53,6 +59,8 @@ func (g *GitRemote) Publish(ctx context.Context, u Update, s Safety) (*Result, e
 	if _, err := RepoPath(g.Path); err != nil {
 		return nil, err
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	repo, err := g.open()
 	if err != nil {
 		return nil, err
@@ -262,20 +270,37 @@ func (g *GitRemote) Contains(ctx context.Context, applied, published string) (bo
 	if applied == published {
 		return true, nil
 	}
+	key := [2]string{applied, published}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if known, ok := g.ancestry[key]; ok {
+		return known, nil
+	}
 	repo, err := g.open()
 	if err != nil {
 		return false, err
 	}
-	if _, err := g.fetch(ctx, repo); err != nil {
+	// Fetch only when a commit is not in the cache yet (the publisher's own commits are).
+	a, errA := object.GetCommit(repo.Storer, plumbing.NewHash(applied))
+	p, errP := object.GetCommit(repo.Storer, plumbing.NewHash(published))
+	if errA != nil || errP != nil {
+		if _, err := g.fetch(ctx, repo); err != nil {
+			return false, err
+		}
+		if a, err = object.GetCommit(repo.Storer, plumbing.NewHash(applied)); err != nil {
+			return false, nil // not known: not (yet) a descendant
+		}
+		if p, err = object.GetCommit(repo.Storer, plumbing.NewHash(published)); err != nil {
+			return false, nil
+		}
+	}
+	contains, err := p.IsAncestor(a)
+	if err != nil {
 		return false, err
 	}
-	a, err := object.GetCommit(repo.Storer, plumbing.NewHash(applied))
-	if err != nil {
-		return false, nil // not known: not (yet) a descendant
+	if g.ancestry == nil || len(g.ancestry) > 1<<14 {
+		g.ancestry = map[[2]string]bool{}
 	}
-	p, err := object.GetCommit(repo.Storer, plumbing.NewHash(published))
-	if err != nil {
-		return false, nil
-	}
-	return p.IsAncestor(a)
+	g.ancestry[key] = contains
+	return contains, nil
 }

@@ -14,6 +14,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/go-containerregistry/pkg/authn"
@@ -61,6 +62,10 @@ type OCI struct {
 	Created time.Time
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
+
+	// published lists, oldest first, the digests this publisher put on the tag.
+	mu        sync.Mutex
+	published []string
 }
 
 func (o *OCI) reference() (name.Reference, error) {
@@ -90,6 +95,43 @@ func (o *OCI) options(ctx context.Context) []remote.Option {
 
 // Publish implements Sink. The revision returned is the artifact's digest.
 func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) {
+	res, err := o.publish(ctx, u, s)
+	if err == nil {
+		o.mu.Lock()
+		if n := len(o.published); n == 0 || o.published[n-1] != res.Revision {
+			o.published = append(o.published, res.Revision)
+			if len(o.published) > 1<<12 {
+				o.published = o.published[len(o.published)-1<<11:]
+			}
+		}
+		o.mu.Unlock()
+	}
+	return res, err
+}
+
+// Contains reports whether the artifact Flux applied (applied, a digest) holds what was
+// published as published: the same digest, or one this publisher pushed later (each push
+// merges onto the tag's content, so it keeps every tenant of the earlier one). An
+// artifact another writer pushed is known only once Flux applies one of ours.
+func (o *OCI) Contains(_ context.Context, applied, published string) (bool, error) {
+	// Digests as Flux reports them may lack the algorithm.
+	full := func(d string) string {
+		if strings.Contains(d, ":") {
+			return d
+		}
+		return "sha256:" + d
+	}
+	applied, published = full(applied), full(published)
+	if applied == published {
+		return true, nil
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	a, p := slices.Index(o.published, applied), slices.Index(o.published, published)
+	return a >= 0 && p >= 0 && a > p, nil
+}
+
+func (o *OCI) publish(ctx context.Context, u Update, s Safety) (*Result, error) {
 	ref, err := o.reference()
 	if err != nil {
 		return nil, err

@@ -170,7 +170,7 @@ func (r *Renderer) FluxKustomizations(t *evav1.EvaTenant) []*kustomizev1.Kustomi
 	return []*kustomizev1.Kustomization{foundation, workloads}
 }
 
-// applierAccount is the service account the tenant's Kustomization impersonates. It is
+// applierAccount is the service account the tenant's Kustomizations impersonate. It is
 // never pruned: kustomize-controller skips the garbage collection of a deleted
 // Kustomization whose account is gone, and the root prunes the account and the
 // Kustomization together, so a pruned account would leave the tenant's namespace behind.
@@ -196,11 +196,11 @@ func toAnyMap(m map[string]string) map[string]any {
 	return out
 }
 
-// ApplierName is the service account (in the Flux namespace) a tenant's Kustomization
-// impersonates: eva-tenant-<code>, the name of the one namespace it may write to.
+// ApplierName is the service account (in the Flux namespace) a tenant's Kustomizations
+// impersonate: eva-tenant-<code>, the name of the one namespace it may write to.
 func ApplierName(code string) string { return tenant.Namespace(code) }
 
-// RootKustomizationFile lists every tenant's Flux Kustomization, sorted, so the tree's
+// RootKustomizationFile lists every tenant's Flux file (its two Kustomizations), sorted, so the tree's
 // root can be handed to one Flux Kustomization.
 func RootKustomizationFile(codes []string) File {
 	dirs := make([]string, len(codes))

@@ -84,7 +84,10 @@ func Provisioned(o Observed) Verdict {
 
 // kustomizationVerdict says why Flux has not yet applied the published revision
 // through one Kustomization, or nil once it has. kustomize-controller records
-// lastAppliedRevision only after a successful apply (and, when it waits, health check).
+// lastAppliedRevision only after a successful apply (and, when it waits, health check),
+// so an applied revision that includes the published one settles it: Ready is not read
+// then, because Flux sets it Unknown (and the workloads DependencyNotReady) while it
+// works on any later commit to the branch, someone else's included.
 func kustomizationVerdict(k KustomizationState, published string) *Verdict {
 	name := "Kustomization " + k.Name
 	var v Verdict
@@ -93,12 +96,12 @@ func kustomizationVerdict(k KustomizationState, published string) *Verdict {
 		v = wait(ReasonProgressing, "bundle not yet published")
 	case !k.Found:
 		v = wait(ReasonNotFound, name+": not found")
+	case k.Applied:
+		return nil
 	case k.Ready == nil:
 		v = wait(ReasonProgressing, name+": not reconciled yet")
 	case k.Ready.Status != metav1.ConditionTrue:
 		v = wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, k.Ready.Reason, k.Ready.Message))
-	case k.Applied:
-		return nil
 	default:
 		v = wait(ReasonProgressing, fmt.Sprintf("%s: applied %s, waiting for %s", name, firstNonEmpty(k.LastAppliedRevision), published))
 	}

@@ -80,8 +80,16 @@ func TestCompute(t *testing.T) {
 			o.GitOps.Workloads.Applied, o.GitOps.Workloads.LastAppliedRevision = false, "main@sha1:old"
 		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing,
 			"Kustomization flux-system/eva-tenant-devusr-workloads: applied main@sha1:old, waiting for sha256:abc"}},
+		// Flux works on a later commit (anyone's): the applied revision still includes
+		// the tenant's, so nothing flaps.
+		"gitops reconciling a later commit": {func(o *Observed) {
+			o.GitOps = gitOps(applied("eva-tenant-devusr"))
+			o.GitOps.Foundation.Ready = cond("Ready", metav1.ConditionUnknown, "Progressing")
+			o.GitOps.Workloads.Ready = cond("Ready", metav1.ConditionFalse, "DependencyNotReady")
+		}, want{evav1.PhaseActive, evav1.ConditionReady, metav1.ConditionTrue, ReasonReady, ""}},
 		"gitops workloads failing": {func(o *Observed) {
 			o.GitOps = gitOps(applied("eva-tenant-devusr"))
+			o.GitOps.Workloads.Applied = false
 			o.GitOps.Workloads.Ready = cond("Ready", metav1.ConditionFalse, "ReconciliationFailed")
 		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing,
 			"Kustomization flux-system/eva-tenant-devusr-workloads: ReconciliationFailed"}},

@@ -40,7 +40,8 @@ type Observed struct {
 }
 
 // GitOpsState is what Flux applied of the tenant: its foundation (Provisioned) and its
-// workloads (the releases, seed Job and Ingress read afterwards are the published ones).
+// workloads (ModulesDeployed reads the releases only once these applied the published
+// revision, so a release's state is about the published spec).
 type GitOpsState struct {
 	Foundation, Workloads KustomizationState
 }

@@ -1,8 +1,8 @@
 package status
 
 // The reasons of a tenant's conditions (its five conditions, Ready, Reconciling and
-// Stalled) and of the events that go with them, all in one place: what users match on in
-// alerts and `kubectl wait`, and what the tests assert.
+// Stalled), all in one place: what users match on in alerts and `kubectl wait`, and what
+// the tests assert. Events that repeat a condition's reason use the same constant.
 const (
 	// A condition's own progress.
 	ReasonReady       = "Ready"
