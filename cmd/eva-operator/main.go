@@ -4,6 +4,8 @@ package main
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"flag"
 	"fmt"
 	"os"
@@ -23,6 +25,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/aidonow/eva/internal/leaselock"
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/overlay"
@@ -188,7 +191,7 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" {
 		r.Streams = streams
 	}
-	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), env.Settings.GitOpsSource)
+	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), env.Settings.GitOpsSource)
 	if err != nil {
 		return err
 	}
@@ -230,7 +233,7 @@ func splitList(v string) []string {
 
 // gitOpsFrom builds GitOps mode from the flags (nil in pure-cluster mode). After each
 // publish that committed something, Flux is asked to fetch source at once.
-func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, source overlay.SourceRef) (*controller.GitOps, error) {
+func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.Reader, source overlay.SourceRef) (*controller.GitOps, error) {
 	var sink publish.Sink
 	var revisions interface {
 		Contains(ctx context.Context, applied, published string) (bool, error)
@@ -257,7 +260,13 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, source overlay.
 			return nil, fmt.Errorf("--publish=oci needs --oci-ref")
 		}
 		o := &publish.OCI{Ref: cfg.ociRef, Insecure: cfg.ociInsecure}
-		sink, revisions = o, o
+		// Operators publishing to one tag take turns through a Lease in the claims
+		// namespace: the registry cannot refuse a push made on a stale read.
+		holder, _ := os.Hostname()
+		sum := sha256.Sum256([]byte(strings.TrimPrefix(cfg.ociRef, "oci://")))
+		lock := &leaselock.Lock{Client: c, Reader: reader, Namespace: cfg.claimsNS,
+			Name: "eva-publish-" + hex.EncodeToString(sum[:8]), Holder: fmt.Sprintf("%s/%d", holder, os.Getpid())}
+		sink, revisions = &publish.Locked{Sink: o, Acquire: lock.Acquire}, o
 	default:
 		return nil, fmt.Errorf("--publish must be none, git or oci, not %q", cfg.publishMode)
 	}

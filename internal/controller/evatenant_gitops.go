@@ -113,6 +113,9 @@ func (g *GitOps) forget(uid types.UID) {
 	delete(g.publications, uid)
 }
 
+// sagaDigestPrefix marks the digests of decommission steps among a tenant's submissions.
+const sagaDigestPrefix = "saga/"
+
 // Markers an operator before status.decommissionStep kept in status.appliedDigest; read
 // once to resume such a saga.
 const (
@@ -278,7 +281,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		return nil, nil // Removed: out of the tree
 	}
 	stepDigest := func(step evav1.DecommissionStep, files []render.File) string {
-		return string(step) + ":" + filesDigest(files)
+		return sagaDigestPrefix + string(step) + ":" + filesDigest(files)
 	}
 	publish := func(step evav1.DecommissionStep) (ctrl.Result, error) {
 		files, err := stepFiles(step)
@@ -298,17 +301,11 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 	}
 
 	step := t.Status.DecommissionStep
-	if step != "" {
-		// Something else was submitted since this step was (the tenant was brought back
+	if last, ok := r.GitOps.lastSubmitted(t.UID); step != "" && ok && !strings.HasPrefix(last, sagaDigestPrefix) {
+		// The live files were submitted after this step was (the tenant was brought back
 		// and decommissioned again before that publish was recorded): publish the step
-		// again before waiting on it.
-		files, err := stepFiles(step)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		if last, ok := r.GitOps.lastSubmitted(t.UID); ok && last != stepDigest(step, files) {
-			return publish(step)
-		}
+		// again before waiting on it. (The next step in flight is no reason to.)
+		return publish(step)
 	}
 	switch step {
 	case "":

@@ -198,7 +198,9 @@ func waitGone(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unst
 		code := codeOf(tn)
 		poll(t, code+": tenant, namespace and streams gone", timeout, func() error {
 			if got, err := current(ctx, tn); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("tenant still there (%v): %v", err, conditionsOf(got))
+				step, _, _ := unstructured.NestedString(got.Object, "status", "decommissionStep")
+				return fmt.Errorf("tenant still there (%v): %v, step %q, Ready: %s", err, conditionsOf(got), step,
+					conditionOf(got, "Ready").Message)
 			}
 			var ns corev1.Namespace
 			if err := cluster.Client.Get(ctx, client.ObjectKey{Name: tenant.Namespace(code)}, &ns); !apierrors.IsNotFound(err) {

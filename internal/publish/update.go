@@ -101,3 +101,22 @@ func merge(old gitrepo.Files, u Update, hash func([]byte) (gitrepo.Entry, error)
 	next[root.Path] = e
 	return next, nil
 }
+
+// Locked is a sink whose publishes hold a lock shared with the other publishers to the
+// same destination (an OCI tag: registries have no conditional tag write, so two
+// writers checking the tag at once could both push and one lose the other's tenants).
+type Locked struct {
+	Sink
+	// Acquire blocks until the lock is held and returns its release.
+	Acquire func(ctx context.Context) (release func(), err error)
+}
+
+// Publish implements Sink.
+func (l *Locked) Publish(ctx context.Context, u Update, s Safety) (*Result, error) {
+	release, err := l.Acquire(ctx)
+	if err != nil {
+		return nil, err
+	}
+	defer release()
+	return l.Sink.Publish(ctx, u, s)
+}
