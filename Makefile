@@ -9,7 +9,7 @@ CONTROLLER_GEN := $(BIN)/tools/controller-gen-$(CONTROLLER_GEN_VERSION)
 TENANTS        ?= tenants
 ENV            ?= dev
 OUT            ?= out/gitops
-GO_TEST_FLAGS  ?= -race -count=1 -timeout=20m
+GO_TEST_FLAGS  ?= -race -count=1 -timeout=30m -parallel=4
 FUZZTIME       ?= 30s
 SLA_TENANTS    ?= 3
 # A realistic time from scheduling to Ready for a module pod: image already on the node,
