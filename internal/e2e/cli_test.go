@@ -149,8 +149,9 @@ func assertExamplesDeployed(t *testing.T, root, customer, starter, enterprise st
 	poll(t, "every tenant Kustomization Ready", 6*time.Minute, func() error {
 		return allReady(ctx, kustomizationGVK, 6, client.InNamespace(testcluster.FluxNamespace), client.MatchingLabelsSelector{Selector: codes})
 	})
-	// Customer 4 modules, Starter 2, Enterprise 6.
-	poll(t, "every HelmRelease Ready", 2*time.Minute, func() error {
+	// Customer 4 modules, Starter 2, Enterprise 6. The workloads Kustomizations do not
+	// wait for them: helm-controller installs them after.
+	poll(t, "every HelmRelease Ready", 6*time.Minute, func() error {
 		return allReady(ctx, helmReleaseGVK, 12, client.MatchingLabelsSelector{Selector: codes})
 	})
 	available := 0

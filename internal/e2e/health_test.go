@@ -28,9 +28,20 @@ var gitRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io"
 // failure must be reported well before it.
 const healthCheckTimeout = 4 * time.Minute
 
+// evaTenantHealthCheck is how a Flux Kustomization health-checks EvaTenants (README):
+// kstatus alone reads a tenant the operator has not looked at yet (no status) as Current,
+// so a health check racing the operator passes; these expressions wait for the
+// operator's verdict on the tenant's current generation.
+const evaTenantHealthCheck = `  healthCheckExprs:
+  - apiVersion: eva.aidonow.com/v1alpha1
+    kind: EvaTenant
+    failed: has(status.conditions) && status.conditions.exists(c, c.type == 'Stalled' && c.status == 'True')
+    current: has(status.observedGeneration) && status.observedGeneration == metadata.generation && has(status.conditions) && status.conditions.exists(c, c.type == 'Ready' && c.status == 'True')
+`
+
 // TestFluxHealthCheckFailsFast is the `kubectl apply` way in, through Flux: a platform
 // team keeps EvaTenants in git and applies them with a Flux Kustomization that waits for
-// them (wait: true, so kustomize-controller health-checks them with kstatus). One of them
+// them (wait: true, with the health check expressions the README gives). One of them
 // pins a module its tier does not have, which the operator judges invalid: the tenant is
 // Stalled, kstatus computes Failed, and the real kustomize-controller fails the health
 // check naming the tenant well before its timeout, instead of waiting it out.
@@ -38,7 +49,6 @@ func TestFluxHealthCheckFailsFast(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-health")
-	startOperator(t, ns)
 
 	const name = "invalid"
 	url := newGitRepository(t, "health.git")
@@ -80,7 +90,7 @@ spec:
   sourceRef:
     kind: GitRepository
     name: eva-health
-`, testcluster.FluxNamespace, url, healthCheckTimeout)); err != nil {
+%[4]s`, testcluster.FluxNamespace, url, healthCheckTimeout, evaTenantHealthCheck)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -93,6 +103,27 @@ spec:
 		}
 	})
 	start := time.Now()
+	// The operator starts only once Flux applied the tenant: until it judged it, the
+	// tenant has no status, and the health check must not pass on that.
+	tn := &unstructured.Unstructured{}
+	tn.SetAPIVersion("eva.aidonow.com/v1alpha1")
+	tn.SetKind("EvaTenant")
+	tn.SetNamespace(ns)
+	tn.SetName(name)
+	poll(t, "Flux applied the tenant", time.Minute, func() error {
+		_, err := current(ctx, tn)
+		return err
+	})
+	time.Sleep(5 * time.Second) // long enough for a kstatus-only health check to pass
+	ks := &unstructured.Unstructured{}
+	ks.SetGroupVersionKind(kustomizationGVK)
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: testcluster.FluxNamespace, Name: "eva-health"}, ks); err != nil {
+		t.Fatal(err)
+	}
+	if ready := conditionOf(ks, "Ready"); ready.Status == "True" {
+		t.Fatalf("the health check passed on a tenant nobody judged yet: %+v", ready)
+	}
+	startOperator(t, ns)
 	var failedAfter time.Duration
 	poll(t, "the health check fails", healthCheckTimeout, func() error {
 		ks := &unstructured.Unstructured{}
@@ -114,11 +145,6 @@ spec:
 	if failedAfter > healthCheckTimeout/2 {
 		t.Errorf("the health check failed after %s: not before its timeout (%s) by much", failedAfter, healthCheckTimeout)
 	}
-	tn := &unstructured.Unstructured{}
-	tn.SetAPIVersion("eva.aidonow.com/v1alpha1")
-	tn.SetKind("EvaTenant")
-	tn.SetNamespace(ns)
-	tn.SetName(name)
 	got, err := current(ctx, tn)
 	if err != nil {
 		t.Fatal(err)
