@@ -136,8 +136,10 @@ func filesDigest(files []render.File) string {
 // publishTenant publishes the tenant's files (through the batcher, so tenants changing
 // together share commits) unless what is published is already current. It does not wait
 // for the batch: until the publish is done, no revision is observed.
-func (r *EvaTenantReconciler) publishTenant(s *scope, t *evav1.EvaTenant) error {
-	files, err := r.Renderer.TenantFiles(t)
+func (r *EvaTenantReconciler) publishTenant(s *scope) error {
+	t := s.tenant
+	// The bundle renderPhase rendered: one render per reconcile.
+	files, err := r.Renderer.FilesOf(t, s.bundle, render.TeardownNone)
 	if err != nil {
 		return err
 	}

@@ -125,7 +125,7 @@ func (r *EvaTenantReconciler) applyPhase(ctx context.Context, s *scope) (ctrl.Re
 
 // publishPhase publishes the tenant's files for Flux (GitOps mode), like applyPhase.
 func (r *EvaTenantReconciler) publishPhase(_ context.Context, s *scope) (ctrl.Result, error) {
-	return r.delivered(s, r.publishTenant(s, s.tenant))
+	return r.delivered(s, r.publishTenant(s))
 }
 
 func (r *EvaTenantReconciler) delivered(s *scope, err error) (ctrl.Result, error) {

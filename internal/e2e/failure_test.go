@@ -174,15 +174,7 @@ func TestMissingChartVersionFailsTenant(t *testing.T) {
 	if err := cluster.Client.Create(ctx, tn); err != nil {
 		t.Fatal(err)
 	}
-	failed := waitFailed(t, tn, status.BlockedGrace+3*time.Minute)
-	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
-	if modules.Reason != status.ReasonReleaseBlocked || !strings.Contains(modules.Message, "/crm: SourceNotReady since ") ||
-		!strings.Contains(modules.Message, "9.9.9") {
-		t.Errorf("ModulesDeployed %+v: want helm-controller's SourceNotReady naming the missing version", modules)
-	}
-	if res, err := kstatus.Compute(failed); err != nil || res.Status != kstatus.FailedStatus {
-		t.Errorf("kstatus of the blocked tenant: %v (%v), want Failed", res, err)
-	}
+	waitBlocked(t, tn, "SourceNotReady", "9.9.9")
 
 	setSpec(t, tn, map[string]any{"crm": "1.4.0"}, "versions")
 	kubectlWaitReady(t, 4*time.Minute, tn)
@@ -209,15 +201,7 @@ func TestMissingValuesSecretFailsTenant(t *testing.T) {
 	if err := cluster.Client.Create(ctx, tn); err != nil {
 		t.Fatal(err)
 	}
-	failed := waitFailed(t, tn, status.BlockedGrace+3*time.Minute)
-	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
-	if modules.Reason != status.ReasonReleaseBlocked || !strings.Contains(modules.Message, "/crm: ValuesError since ") ||
-		!strings.Contains(modules.Message, "novals-crm-database") {
-		t.Errorf("ModulesDeployed %+v: want helm-controller's ValuesError naming the missing Secret", modules)
-	}
-	if res, err := kstatus.Compute(failed); err != nil || res.Status != kstatus.FailedStatus {
-		t.Errorf("kstatus of the blocked tenant: %v (%v), want Failed", res, err)
-	}
+	waitBlocked(t, tn, "ValuesError", "novals-crm-database")
 
 	// Labelled so helm-controller watches it (valuesFrom change detection) and tries again
 	// at once rather than at its next backoff.
@@ -228,4 +212,21 @@ func TestMissingValuesSecretFailsTenant(t *testing.T) {
 	}
 	kubectlWaitReady(t, 4*time.Minute, tn)
 	assertActive(t, tn)
+}
+
+// waitBlocked waits until the tenant is Failed because its crm release is blocked: once
+// helm-controller's reason (SourceNotReady, ValuesError) has lasted status.BlockedGrace,
+// ModulesDeployed is ReleaseBlocked with that reason and a message mentioning what is
+// missing, and kstatus computes Failed.
+func waitBlocked(t *testing.T, tn *unstructured.Unstructured, reason, mentions string) {
+	t.Helper()
+	failed := waitFailed(t, tn, status.BlockedGrace+3*time.Minute)
+	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
+	if modules.Reason != status.ReasonReleaseBlocked || !strings.Contains(modules.Message, "/crm: "+reason+" since ") ||
+		!strings.Contains(modules.Message, mentions) {
+		t.Errorf("ModulesDeployed %+v: want helm-controller's %s naming %s", modules, reason, mentions)
+	}
+	if res, err := kstatus.Compute(failed); err != nil || res.Status != kstatus.FailedStatus {
+		t.Errorf("kstatus of the blocked tenant: %v (%v), want Failed", res, err)
+	}
 }

@@ -31,14 +31,7 @@ const (
 func TestGitOpsFleetWithStuckRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	const source = "eva-fleet"
-	url := newGitRepository(t, "fleet50.git")
-	if err := bootstrapSource(ctx, "GitRepository", source, url, "main", "10m"); err != nil {
-		t.Fatal(err)
-	}
-	ns := tenantNamespace(t, "e2e-fleet")
-	startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
-		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
+	ns := startGitOpsOperator(t, "e2e-fleet", "eva-fleet")
 
 	start := time.Now()
 	var stuck []*unstructured.Unstructured

@@ -29,15 +29,7 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const source = "eva-operator"
-	url := newGitRepository(t, "operator.git")
-	// Fetched only every 10 minutes: the tenants reach Active within the test's minutes
-	// only because the operator asks Flux to fetch each publish at once.
-	if err := bootstrapSource(ctx, "GitRepository", source, url, "main", "10m"); err != nil {
-		t.Fatal(err)
-	}
-	ns := tenantNamespace(t, "e2e-gitops")
-	startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
-		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
+	ns := startGitOpsOperator(t, "e2e-gitops", source)
 
 	tenants := provisionEveryTier(t, ns, "GIT", 8*time.Minute)
 	var codes []string
@@ -114,4 +106,21 @@ func lastReleaseReady(t *testing.T, code string) time.Time {
 		}
 	}
 	return last
+}
+
+// startGitOpsOperator gives a scenario its own fleet repository (source.git), the Flux
+// source and root Kustomization of that name reading it, a tenant namespace ns, and an
+// operator publishing the tenants of ns there. The source fetches only every 10 minutes:
+// tenants reach Active within a test's minutes only because the operator asks Flux to
+// fetch each publish at once.
+func startGitOpsOperator(t *testing.T, ns, source string) string {
+	t.Helper()
+	url := newGitRepository(t, source+".git")
+	if err := bootstrapSource(context.Background(), "GitRepository", source, url, "main", "10m"); err != nil {
+		t.Fatal(err)
+	}
+	tenantNamespace(t, ns)
+	startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
+		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
+	return ns
 }

@@ -75,6 +75,12 @@ func (r *Renderer) TenantFilesAt(t *evav1.EvaTenant, td Teardown) ([]File, error
 	if err != nil {
 		return nil, err
 	}
+	return r.FilesOf(t, b, td)
+}
+
+// FilesOf lays out an already rendered bundle of t (Renderer.Bundle) as the tenant's
+// files of the GitOps tree, without rendering it again.
+func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, error) {
 	var without []string
 	if td >= TeardownMessaging {
 		without = []string{"Stream", "PrometheusRule"}
