@@ -75,9 +75,11 @@ func TestGitOpsFleetWithStuckRelease(t *testing.T) {
 	}
 	t.Logf("slowest of the %d: Provisioned after %s, ModulesDeployed after %s", len(healthy),
 		slowest[evav1.ConditionProvisioned], slowest[evav1.ConditionModulesDeployed])
-	// The foundation does not wait for releases: Provisioned comes well before the
-	// releases are Ready (28 s measured, against 2m22s when it waited for them).
-	if p, m := slowest[evav1.ConditionProvisioned], slowest[evav1.ConditionModulesDeployed]; p > 2*time.Minute || p >= m {
+	// The foundation does not wait for releases: Provisioned comes before the releases
+	// are Ready (28 s against 2m22s measured alone; 3m33s against 6m20s in the loaded
+	// full suite, so no time bound here). The stuck tenants below prove it outright:
+	// Provisioned True while crm never installs.
+	if p, m := slowest[evav1.ConditionProvisioned], slowest[evav1.ConditionModulesDeployed]; p >= m {
 		t.Errorf("slowest Provisioned after %s (ModulesDeployed %s): Provisioned waits for the releases", p, m)
 	}
 
