@@ -8,34 +8,14 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
+
+	"github.com/aidonow/eva/internal/registry"
 )
 
-// Registry options for pin and mirror.
-type Registry struct {
-	// Insecure allows plain-HTTP registries.
-	Insecure bool
-	// Keychain resolves credentials (the Docker config file by default).
-	Keychain authn.Keychain
-}
-
-func (r Registry) nameOpts() []name.Option {
-	opts := []name.Option{name.StrictValidation}
-	if r.Insecure {
-		opts = append(opts, name.Insecure)
-	}
-	return opts
-}
-
-func (r Registry) remoteOpts(ctx context.Context) []remote.Option {
-	kc := r.Keychain
-	if kc == nil {
-		kc = authn.DefaultKeychain
-	}
-	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
-}
+// Registry says how pin and mirror reach registries.
+type Registry = registry.Options
 
 var placeholderRE = regexp.MustCompile(`@sha256:[A-Za-z0-9]+`)
 
@@ -59,12 +39,12 @@ func Pin(ctx context.Context, path string, reg Registry) (int, error) {
 		if at := strings.LastIndex(line, "@"); at >= 0 {
 			base = line[:at]
 		}
-		tag, err := name.NewTag(base, reg.nameOpts()...)
+		tag, err := name.NewTag(base, reg.NameOpts()...)
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("line %d: %v", i+1, err))
 			continue
 		}
-		desc, err := remote.Head(tag, reg.remoteOpts(ctx)...)
+		desc, err := remote.Head(tag, reg.RemoteOpts(ctx)...)
 		if err != nil {
 			failures = append(failures, fmt.Sprintf("line %d: %s: %v", i+1, base, err))
 			continue
@@ -96,7 +76,7 @@ func Mirror(ctx context.Context, entries []Entry, to string, reg Registry, paral
 	copies := make([]Copy, len(entries))
 	for i, e := range entries {
 		path := e.Repository
-		if ref, err := name.NewRepository(e.Repository, reg.nameOpts()...); err == nil {
+		if ref, err := name.NewRepository(e.Repository, reg.NameOpts()...); err == nil {
 			path = ref.RepositoryStr()
 		}
 		dst := strings.TrimSuffix(to, "/") + "/" + path
@@ -132,15 +112,15 @@ func Mirror(ctx context.Context, entries []Entry, to string, reg Registry, paral
 }
 
 func copyOne(ctx context.Context, from, to string, reg Registry) error {
-	src, err := name.NewDigest(from, reg.nameOpts()...)
+	src, err := name.NewDigest(from, reg.NameOpts()...)
 	if err != nil {
 		return err
 	}
-	dst, err := name.ParseReference(to, reg.nameOpts()...)
+	dst, err := name.ParseReference(to, reg.NameOpts()...)
 	if err != nil {
 		return err
 	}
-	opts := reg.remoteOpts(ctx)
+	opts := reg.RemoteOpts(ctx)
 	desc, err := remote.Get(src, opts...)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", from, err)

@@ -7,24 +7,33 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"os"
 	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
 
 	"helm.sh/helm/v3/pkg/chart"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/engine"
 	sigsyaml "sigs.k8s.io/yaml"
+
+	"github.com/aidonow/eva/internal/chartrepo"
 )
 
-// Checker verifies releases against the charts of one folder.
+// Checker verifies releases against the module charts: the versions the chart source
+// offers (the charts folder's published.yaml, or the folder's own versions when it has
+// none), each rendered from exactly the archive of the version pinned.
 type Checker struct {
-	charts map[string]*chart.Chart
+	// local are the charts of the folder, packaged as `evactl charts push` packages them.
+	local map[string]*chartrepo.Archive
+	// published lists the versions pushed to the chart source (nil: no published.yaml).
+	published *chartrepo.Lock
+	lockPath  string
+	fetch     Fetcher
 
 	mu sync.Mutex
+	// resolved remembers each chart version looked up (by name@version).
+	resolved map[string]resolution
 	// verified remembers value sets already rendered (by chart and values digest), so
 	// a fleet whose tenants share values renders each distinct set once.
 	verified map[string]error
@@ -32,34 +41,119 @@ type Checker struct {
 	Renders, Checks int
 }
 
-// Load reads every chart folder (holding a Chart.yaml) directly under dir.
+type resolution struct {
+	chart *chart.Chart
+	err   error
+}
+
+// Fetcher returns the archive of a published chart version that the charts folder does
+// not hold (pulled from the environment's chart source). The checker verifies its
+// digest.
+type Fetcher func(chart string, p chartrepo.Published) ([]byte, error)
+
+// MissingVersionError says a release pins a chart version the chart source does not
+// offer.
+type MissingVersionError struct {
+	Chart, Version string
+	// Offered are the versions there are; From says where they were read.
+	Offered []string
+	From    string
+}
+
+func (e *MissingVersionError) Error() string {
+	offered := "none"
+	if len(e.Offered) > 0 {
+		offered = strings.Join(e.Offered, ", ")
+	}
+	return fmt.Sprintf("chart %s has no version %s (versions: %s; from %s)", e.Chart, e.Version, offered, e.From)
+}
+
+// Load reads every chart folder (holding a Chart.yaml) directly under dir, and the
+// published versions (dir/published.yaml) when the folder has them.
 func Load(dir string) (*Checker, error) {
-	entries, err := os.ReadDir(dir)
+	archives, err := chartrepo.PackageAll(dir)
 	if err != nil {
-		return nil, fmt.Errorf("reading charts: %w", err)
+		return nil, err
 	}
-	c := &Checker{charts: map[string]*chart.Chart{}, verified: map[string]error{}}
-	for _, e := range entries {
-		path := filepath.Join(dir, e.Name())
-		if _, err := os.Stat(filepath.Join(path, "Chart.yaml")); !e.IsDir() || err != nil {
-			continue
-		}
-		ch, err := loader.LoadDir(path)
-		if err != nil {
-			return nil, fmt.Errorf("loading chart %s: %w", path, err)
-		}
-		c.charts[ch.Name()] = ch
+	c := &Checker{local: map[string]*chartrepo.Archive{}, resolved: map[string]resolution{}, verified: map[string]error{}}
+	for _, a := range archives {
+		c.local[a.Name] = a
 	}
-	if len(c.charts) == 0 {
-		return nil, fmt.Errorf("no charts found in %s", dir)
+	c.lockPath = filepath.Join(dir, chartrepo.LockFile)
+	if c.published, err = chartrepo.ReadLockIfPresent(c.lockPath); err != nil {
+		return nil, err
 	}
 	return c, nil
 }
 
-// Chart returns a loaded chart by name.
+// SetFetcher lets the checker pull published versions the charts folder does not hold.
+func (c *Checker) SetFetcher(f Fetcher) { c.fetch = f }
+
+// Chart returns a loaded chart of the folder by name.
 func (c *Checker) Chart(name string) (*chart.Chart, bool) {
-	ch, ok := c.charts[name]
-	return ch, ok
+	a, ok := c.local[name]
+	if !ok {
+		return nil, false
+	}
+	return a.Chart, true
+}
+
+// chartFor returns the chart of exactly the version given, once per version.
+func (c *Checker) chartFor(name, version string) (*chart.Chart, error) {
+	key := name + "@" + chartrepo.NormalVersion(version)
+	c.mu.Lock()
+	r, ok := c.resolved[key]
+	c.mu.Unlock()
+	if ok {
+		return r.chart, r.err
+	}
+	ch, err := c.resolve(name, version)
+	c.mu.Lock()
+	c.resolved[key] = resolution{ch, err}
+	c.mu.Unlock()
+	return ch, err
+}
+
+func (c *Checker) resolve(name, version string) (*chart.Chart, error) {
+	local, hasLocal := c.local[name]
+	sameAsLocal := hasLocal && chartrepo.NormalVersion(local.Version) == chartrepo.NormalVersion(version)
+	if c.published == nil {
+		if !hasLocal {
+			return nil, fmt.Errorf("chart %s not found among the local charts", name)
+		}
+		if !sameAsLocal {
+			return nil, &MissingVersionError{Chart: name, Version: version, Offered: []string{local.Version},
+				From: "the charts folder, which has no " + chartrepo.LockFile}
+		}
+		return local.Chart, nil
+	}
+	p, ok := c.published.Find(name, version)
+	if !ok {
+		return nil, &MissingVersionError{Chart: name, Version: version, Offered: c.published.Versions(name), From: c.lockPath}
+	}
+	if sameAsLocal {
+		if local.Digest != p.Archive {
+			return nil, fmt.Errorf("%s is version %s but packages to %s, not the published %s: raise its version in Chart.yaml (published versions are immutable)",
+				local.Dir, local.Version, local.Digest, p.Archive)
+		}
+		return local.Chart, nil
+	}
+	if c.fetch == nil {
+		return nil, fmt.Errorf("chart %s %s is published (%s), but the charts folder holds another version and the environment names no chartSource.url to pull it from",
+			name, version, p.Archive)
+	}
+	data, err := c.fetch(name, p)
+	if err != nil {
+		return nil, fmt.Errorf("chart %s %s: %w", name, version, err)
+	}
+	a, err := chartrepo.Load(data, name, version)
+	if err != nil {
+		return nil, err
+	}
+	if a.Digest != p.Archive {
+		return nil, fmt.Errorf("chart %s %s: fetched archive %s, published %s", name, version, a.Digest, p.Archive)
+	}
+	return a.Chart, nil
 }
 
 // Release describes one HelmRelease to check.
@@ -79,16 +173,16 @@ func (c *Checker) Check(r Release) error {
 // check renders a release's chart once per distinct chart and values, and returns the
 // unwrapped failure (a *schemaError or *templateError when the values are at fault).
 func (c *Checker) check(r Release) error {
-	ch, ok := c.charts[r.Chart]
-	if !ok {
-		return fmt.Errorf("chart %s not found among the local charts", r.Chart)
+	ch, err := c.chartFor(r.Chart, r.Version)
+	if err != nil {
+		return err
 	}
 	raw, err := json.Marshal(r.Values)
 	if err != nil {
 		return fmt.Errorf("values: %w", err)
 	}
 	sum := sha256.Sum256(raw)
-	key := r.Chart + "@" + string(sum[:])
+	key := r.Chart + "@" + chartrepo.NormalVersion(r.Version) + "@" + string(sum[:])
 	c.mu.Lock()
 	c.Checks++
 	prev, seen := c.verified[key]
@@ -113,9 +207,9 @@ func wrap(r Release, err error) error {
 
 // Render renders a release's chart and returns its manifests by template name.
 func (c *Checker) Render(r Release) (map[string]string, error) {
-	ch, ok := c.charts[r.Chart]
-	if !ok {
-		return nil, fmt.Errorf("chart %s not found among the local charts", r.Chart)
+	ch, err := c.chartFor(r.Chart, r.Version)
+	if err != nil {
+		return nil, err
 	}
 	return renderChart(ch, r)
 }

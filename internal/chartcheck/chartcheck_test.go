@@ -40,7 +40,7 @@ func TestCheckRendersEveryChart(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, m := range modules {
-		r := Release{Tenant: "DEVUSR", Module: m, Namespace: "eva-tenant-devusr", Chart: "eva-" + m, Values: identity()}
+		r := Release{Tenant: "DEVUSR", Module: m, Namespace: "eva-tenant-devusr", Chart: "eva-" + m, Version: localVersion(t, c, "eva-"+m), Values: identity()}
 		if err := c.Check(r); err != nil {
 			t.Errorf("%s: %v", m, err)
 		}
@@ -73,7 +73,7 @@ func TestCheckNamesTheFault(t *testing.T) {
 				}
 				values[k] = v
 			}
-			err := c.Check(Release{Tenant: "DEVUSR", Module: "crm", Namespace: "eva-tenant-devusr", Chart: "eva-crm", Values: values})
+			err := c.Check(Release{Tenant: "DEVUSR", Module: "crm", Namespace: "eva-tenant-devusr", Chart: "eva-crm", Version: "1.4.0", Values: values})
 			if err == nil {
 				t.Fatal("bad values accepted")
 			}
@@ -87,4 +87,13 @@ func TestCheckNamesTheFault(t *testing.T) {
 	if err := c.Check(Release{Tenant: "DEVUSR", Module: "erp", Chart: "eva-erp"}); err == nil || !strings.Contains(err.Error(), "eva-erp not found") {
 		t.Errorf("unknown chart: %v", err)
 	}
+}
+
+func localVersion(t *testing.T, c *Checker, chart string) string {
+	t.Helper()
+	ch, ok := c.Chart(chart)
+	if !ok {
+		t.Fatalf("no chart %s", chart)
+	}
+	return ch.Metadata.Version
 }

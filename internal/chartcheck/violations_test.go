@@ -26,7 +26,7 @@ func TestViolationsPointAtTheValue(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			values := identity()
 			tc.set(values)
-			vs, err := c.Violations(Release{Tenant: "DEVUSR", Module: "crm", Namespace: "eva-tenant-devusr", Chart: "eva-crm", Values: values})
+			vs, err := c.Violations(Release{Tenant: "DEVUSR", Module: "crm", Namespace: "eva-tenant-devusr", Chart: "eva-crm", Version: "1.4.0", Values: values})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,7 +41,7 @@ func TestViolationsPointAtTheValue(t *testing.T) {
 			}
 		})
 	}
-	if vs, err := c.Violations(Release{Tenant: "DEVUSR", Module: "crm", Namespace: "eva-tenant-devusr", Chart: "eva-crm", Values: identity()}); err != nil || len(vs) != 0 {
+	if vs, err := c.Violations(Release{Tenant: "DEVUSR", Module: "crm", Namespace: "eva-tenant-devusr", Chart: "eva-crm", Version: "1.4.0", Values: identity()}); err != nil || len(vs) != 0 {
 		t.Errorf("valid values: %v, %v", vs, err)
 	}
 	if _, err := c.Violations(Release{Module: "erp", Chart: "eva-erp"}); err == nil {

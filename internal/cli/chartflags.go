@@ -1,15 +1,22 @@
 package cli
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/registry"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
@@ -63,8 +70,43 @@ func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *ten
 		}
 		env = &overlay.Environment{Name: "validate", Settings: *settings}
 	}
+	checker.SetFetcher(chartFetcher(cmd.Context(), env))
 	r := &render.Renderer{Catalog: catalog, Env: env}
 	res.Problems = append(res.Problems, chartProblems(res, r, checker)...)
 	tenantfile.SortProblems(res.Problems)
 	return nil
+}
+
+// chartFetcher pulls published chart versions the charts folder does not hold from the
+// environment's chart source (nil when the environment names no chartSource.url). Pulled
+// archives are kept by digest in the user's cache folder: charts hold no secrets, and
+// a digest never changes its content.
+func chartFetcher(ctx context.Context, env *overlay.Environment) chartcheck.Fetcher {
+	src := env.Settings.ChartSource
+	if !src.PerTenant() {
+		return nil
+	}
+	reg := registry.Options{Insecure: src.Insecure}
+	return func(chart string, p chartrepo.Published) ([]byte, error) {
+		cache := ""
+		if dir, err := os.UserCacheDir(); err == nil {
+			cache = filepath.Join(dir, "eva", "charts", strings.ReplaceAll(p.Archive, ":", "-")+".tgz")
+			if data, err := os.ReadFile(cache); err == nil && digestOf(data) == p.Archive {
+				return data, nil
+			}
+		}
+		data, err := chartrepo.Pull(ctx, src.URL, chart, p, reg)
+		if err != nil {
+			return nil, err
+		}
+		if cache != "" && os.MkdirAll(filepath.Dir(cache), 0o755) == nil {
+			_ = os.WriteFile(cache, data, 0o644)
+		}
+		return data, nil
+	}
+}
+
+func digestOf(data []byte) string {
+	sum := sha256.Sum256(data)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }

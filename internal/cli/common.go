@@ -85,6 +85,7 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 		if j.checker, err = chartcheck.Load(ri.charts); err != nil {
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 		}
+		j.checker.SetFetcher(chartFetcher(cmd.Context(), env))
 		if res.Valid() {
 			// What the charts would refuse is found before anything is opened or
 			// written, with the file and line that set the value.

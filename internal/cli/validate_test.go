@@ -438,3 +438,25 @@ func mustRead(t *testing.T, path string) []byte {
 	}
 	return data
 }
+
+// TestValidateRefusesPinsThatDoNotExist: a pin to a chart version the chart source does
+// not offer passed validate and render before, and failed only in helm-controller ("no
+// 'eva-itsm' chart with version matching 'v0.7.3'"). It is refused at its line.
+func TestValidateRefusesPinsThatDoNotExist(t *testing.T) {
+	tenant := tenantWith("PINNED", "Customer", "  versions:\n    itsm: v0.7.3\n")
+	dir := writeFiles(t, map[string]string{"PINNED.yaml": tenant})
+	file := filepath.Join(dir, "PINNED.yaml")
+	code, out, errOut := runValidate(t, "--charts=../../charts", "--overlays=../../overlays", file)
+	if code != ExitInvalid {
+		t.Fatalf("exit status %d\n%s%s", code, out, errOut)
+	}
+	want := file + ":9:11: spec.versions[itsm]: module itsm: chart eva-itsm has no version v0.7.3"
+	if !strings.HasPrefix(out, want) {
+		t.Fatalf("output:\n got %q\nwant prefix %q", out, want)
+	}
+	// The same file pinning the version that exists is valid.
+	ok := writeFiles(t, map[string]string{"PINNED.yaml": strings.Replace(tenant, "v0.7.3", "v1.2.0", 1)})
+	if code, out, errOut := runValidate(t, "--charts=../../charts", "--overlays=../../overlays", ok); code != ExitOK {
+		t.Fatalf("exit status %d\n%s%s", code, out, errOut)
+	}
+}

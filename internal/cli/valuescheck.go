@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"runtime"
 	"strconv"
@@ -69,7 +70,12 @@ func tenantChartProblems(t *tenantfile.Tenant, r *render.Renderer, checker *char
 	var out []tenantfile.Problem
 	for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
 		violations, err := checker.Violations(rel)
-		if err != nil {
+		var missing *chartcheck.MissingVersionError
+		switch {
+		case errors.As(err, &missing):
+			out = append(out, missingVersionProblem(t, rel.Module, missing))
+			continue
+		case err != nil:
 			out = append(out, t.ProblemAt(modulePath(rel.Module).String(), fmt.Sprintf("module %s: %v", rel.Module, err)))
 			continue
 		}
@@ -89,6 +95,17 @@ func tenantChartProblems(t *tenantfile.Tenant, r *render.Renderer, checker *char
 		}
 	}
 	return out
+}
+
+// missingVersionProblem points at the tenant's pin of the module, or, when the tenant
+// pins nothing, at its tier (whose catalog default is the version missing).
+func missingVersionProblem(t *tenantfile.Tenant, module string, err *chartcheck.MissingVersionError) tenantfile.Problem {
+	if _, pinned := t.Object.Spec.Versions[module]; pinned {
+		return t.ProblemAt(field.NewPath("spec", "versions").Key(module).String(),
+			fmt.Sprintf("module %s: %v: pin a published version", module, err))
+	}
+	return t.ProblemAt(field.NewPath("spec", "tier").String(),
+		fmt.Sprintf("module %s: the catalog's version: %v: publish it (evactl charts push) or fix the catalog", module, err))
 }
 
 // modulePath is where a module's overrides live in a tenant file.

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"strings"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,24 @@ type SourceRef struct {
 	Namespace string `json:"namespace,omitempty"`
 }
 
+// ChartSource is the Flux source of the module charts.
+type ChartSource struct {
+	SourceRef `json:",inline"`
+	// URL, when set, is the chart source's address: oci://host/path, where
+	// `evactl charts push` publishes. Eva then renders the source itself, a
+	// HelmRepository of type oci named Name, into every tenant namespace, so that no
+	// HelmRelease refers to anything outside its own namespace, as Flux's
+	// --no-cross-namespace-refs lockdown requires. Namespace must then be left out.
+	// Without URL, the releases refer to a source the platform team created in
+	// Namespace (default: the Flux namespace).
+	URL string `json:"url,omitempty"`
+	// Insecure lets source-controller pull the charts over plain HTTP.
+	Insecure bool `json:"insecure,omitempty"`
+}
+
+// PerTenant reports whether each tenant namespace gets its own chart source.
+func (c ChartSource) PerTenant() bool { return c.URL != "" }
+
 // Settings are the per-environment parameters of rendering.
 type Settings struct {
 	// Domain under which each tenant gets the host <code lower>.<domain>.
@@ -40,7 +59,7 @@ type Settings struct {
 	// MessagingNamespace is where NATS runs (allowed out by NetworkPolicy); empty denies it.
 	MessagingNamespace string `json:"messagingNamespace,omitempty"`
 	// ChartSource is the Flux source of the module charts (a HelmRepository).
-	ChartSource SourceRef `json:"chartSource"`
+	ChartSource ChartSource `json:"chartSource"`
 	// GitOpsSource is the Flux source (GitRepository or OCIRepository) holding the
 	// rendered tree, referenced by each tenant's Flux Kustomization.
 	GitOpsSource SourceRef `json:"gitopsSource"`
@@ -123,7 +142,9 @@ func (s *Settings) applyDefaults() {
 	def(&s.FluxNamespace, "flux-system")
 	def(&s.DeployerClusterRole, "eva-tenant-deployer")
 	def(&s.ChartSource.Kind, "HelmRepository")
-	def(&s.ChartSource.Namespace, s.FluxNamespace)
+	if !s.ChartSource.PerTenant() {
+		def(&s.ChartSource.Namespace, s.FluxNamespace)
+	}
 	def(&s.GitOpsSource.Kind, "GitRepository")
 	def(&s.GitOpsSource.Namespace, s.FluxNamespace)
 	durDef := func(d *metav1.Duration, v time.Duration) {
@@ -153,6 +174,16 @@ func (s *Settings) check() error {
 	}
 	if s.ChartSource.Kind != "HelmRepository" {
 		return fmt.Errorf("chartSource.kind: %q: only HelmRepository is supported", s.ChartSource.Kind)
+	}
+	if s.ChartSource.PerTenant() {
+		if !strings.HasPrefix(s.ChartSource.URL, "oci://") || len(s.ChartSource.URL) <= len("oci://") {
+			return fmt.Errorf("chartSource.url: %q: must be an oci:// URL (a chart source rendered into every tenant namespace is an OCI repository, which needs no index fetched per tenant)", s.ChartSource.URL)
+		}
+		if s.ChartSource.Namespace != "" {
+			return fmt.Errorf("chartSource.namespace: %q: leave it out with chartSource.url, which renders the source into each tenant namespace", s.ChartSource.Namespace)
+		}
+	} else if s.ChartSource.Insecure {
+		return fmt.Errorf("chartSource.insecure: only with chartSource.url (the shared source's settings are the platform team's)")
 	}
 	if k := s.GitOpsSource.Kind; k != "GitRepository" && k != "OCIRepository" && k != "Bucket" {
 		return fmt.Errorf("gitopsSource.kind: %q: must be GitRepository, OCIRepository or Bucket", k)

@@ -28,14 +28,36 @@ func TestLoadRepositoryOverlays(t *testing.T) {
 	}
 }
 
+// TestPerTenantChartSource: with chartSource.url the source has no namespace of its own
+// (each tenant namespace gets one); without it, the Flux namespace is the default.
+func TestPerTenantChartSource(t *testing.T) {
+	s, err := ParseSettings([]byte("domain: a.com\nseedImage: x\nchartSource: {name: c, url: 'oci://r.example.com/eva/charts'}\ngitopsSource: {name: g}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.ChartSource.PerTenant() || s.ChartSource.Namespace != "" || s.ChartSource.Kind != "HelmRepository" {
+		t.Fatalf("per-tenant chart source: %+v", s.ChartSource)
+	}
+	s, err = ParseSettings([]byte("domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\n"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.ChartSource.PerTenant() || s.ChartSource.Namespace != "flux-system" {
+		t.Fatalf("shared chart source: %+v", s.ChartSource)
+	}
+}
+
 func TestSettingsErrors(t *testing.T) {
 	cases := map[string]struct{ yaml, want string }{
-		"unknown field":  {"domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\nfoo: 1\n", "unknown field"},
-		"bad domain":     {"domain: A_B\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\n", "domain"},
-		"missing seed":   {"domain: a.com\nchartSource: {name: c}\ngitopsSource: {name: g}\n", "seedImage"},
-		"bad source":     {"domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {kind: Git, name: g}\n", "gitopsSource.kind"},
-		"chart source":   {"domain: a.com\nseedImage: x\nchartSource: {kind: OCIRepository, name: c}\ngitopsSource: {name: g}\n", "chartSource.kind"},
-		"missing source": {"domain: a.com\nseedImage: x\nchartSource: {name: c}\n", "gitopsSource.name"},
+		"unknown field":     {"domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\nfoo: 1\n", "unknown field"},
+		"bad domain":        {"domain: A_B\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\n", "domain"},
+		"missing seed":      {"domain: a.com\nchartSource: {name: c}\ngitopsSource: {name: g}\n", "seedImage"},
+		"bad source":        {"domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {kind: Git, name: g}\n", "gitopsSource.kind"},
+		"chart source":      {"domain: a.com\nseedImage: x\nchartSource: {kind: OCIRepository, name: c}\ngitopsSource: {name: g}\n", "chartSource.kind"},
+		"missing source":    {"domain: a.com\nseedImage: x\nchartSource: {name: c}\n", "gitopsSource.name"},
+		"http per tenant":   {"domain: a.com\nseedImage: x\nchartSource: {name: c, url: 'https://charts.example.com'}\ngitopsSource: {name: g}\n", "chartSource.url"},
+		"url and namespace": {"domain: a.com\nseedImage: x\nchartSource: {name: c, namespace: flux-system, url: 'oci://r.example.com/c'}\ngitopsSource: {name: g}\n", "chartSource.namespace"},
+		"insecure shared":   {"domain: a.com\nseedImage: x\nchartSource: {name: c, insecure: true}\ngitopsSource: {name: g}\n", "chartSource.insecure"},
 	}
 	for name, tc := range cases {
 		if _, err := ParseSettings([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -31,11 +32,9 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 			Interval:    env.ReleaseInterval,
 			ReleaseName: module,
 			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
-				Chart:   mod.Chart,
-				Version: s.r.Catalog.ModuleVersion(s.t, module),
-				SourceRef: helmv2.CrossNamespaceObjectReference{
-					Kind: env.ChartSource.Kind, Name: env.ChartSource.Name, Namespace: env.ChartSource.Namespace,
-				},
+				Chart:     mod.Chart,
+				Version:   s.r.Catalog.ModuleVersion(s.t, module),
+				SourceRef: s.chartSourceRef(),
 			}},
 			ServiceAccountName: DeployerName,
 			Timeout:            &metav1.Duration{Duration: env.ReleaseTimeout.Duration},
@@ -68,6 +67,35 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 	sum := sha256.Sum256(spec)
 	hr.Annotations = map[string]string{tenant.AnnotationSpecDigest: "sha256:" + hex.EncodeToString(sum[:8])}
 	return hr, nil
+}
+
+// chartSourceRef points a release at the environment's chart source: the tenant's own
+// HelmRepository (chartSource.url) or the platform's shared one.
+func (s *scope) chartSourceRef() helmv2.CrossNamespaceObjectReference {
+	src := s.r.Env.Settings.ChartSource
+	ns := src.Namespace
+	if src.PerTenant() {
+		ns = s.ns
+	}
+	return helmv2.CrossNamespaceObjectReference{Kind: src.Kind, Name: src.Name, Namespace: ns}
+}
+
+// chartRepository renders the tenant's own chart source when the environment gives
+// chartSource.url (nil otherwise): an OCI HelmRepository in the tenant namespace, which
+// keeps every reference of the tenant's releases inside that namespace.
+func (s *scope) chartRepository() (runtime.Object, error) {
+	src := s.r.Env.Settings.ChartSource
+	if !src.PerTenant() {
+		return nil, nil
+	}
+	return &sourcev1.HelmRepository{
+		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmRepositoryKind},
+		ObjectMeta: s.meta(src.Name),
+		Spec: sourcev1.HelmRepositorySpec{
+			URL: src.URL, Type: sourcev1.HelmRepositoryTypeOCI, Insecure: src.Insecure,
+			Interval: s.r.Env.Settings.ReleaseInterval,
+		},
+	}, nil
 }
 
 // values merges, in order: the module's catalog values, the tier's values for the

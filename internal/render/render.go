@@ -74,7 +74,8 @@ type Layer int
 
 const (
 	// Foundation: the namespace and what confines it (deployer account and binding,
-	// quota, limits, network policy), the streams and the alert rules. Quick to apply
+	// quota, limits, network policy), the tenant's chart source when the environment
+	// renders one per tenant, the streams and the alert rules. Quick to apply
 	// and to become healthy.
 	Foundation Layer = iota
 	// Workloads: the module HelmReleases, the seed Job and the Ingress, whose readiness
@@ -99,7 +100,7 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	builders := []builder{{s.namespace, Foundation}}
 	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
 		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.resourceQuota,
-			s.limitRange, s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules} {
+			s.limitRange, s.networkPolicy, s.chartRepository, s.eventsStream, s.commandsStream, s.alertRules} {
 			builders = append(builders, builder{build, Foundation})
 		}
 		for _, module := range s.tier.Modules {

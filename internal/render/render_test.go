@@ -306,3 +306,51 @@ func FuzzRender(f *testing.F) {
 		}
 	})
 }
+
+// TestPerTenantChartSource: with chartSource.url every tenant gets its own OCI
+// HelmRepository in the foundation, and its releases refer to nothing outside their
+// namespace (what Flux's --no-cross-namespace-refs allows). Without it, the releases
+// refer to the shared source and no HelmRepository is rendered.
+func TestPerTenantChartSource(t *testing.T) {
+	r := renderer(t)
+	shared, err := r.Bundle(tenantFor("ABCDEF"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if slices.ContainsFunc(kindsOf(shared), func(k string) bool { return strings.HasPrefix(k, "HelmRepository/") }) {
+		t.Fatalf("a shared chart source rendered a HelmRepository: %v", kindsOf(shared))
+	}
+	env := *r.Env
+	env.Settings.ChartSource.URL = "oci://registry.example.com/eva/charts"
+	env.Settings.ChartSource.Namespace = ""
+	perTenant := &Renderer{Catalog: r.Catalog, Env: &env}
+	b, err := perTenant.Bundle(tenantFor("ABCDEF"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	foundation, err := b.LayerManifest(Foundation)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(foundation), "kind: HelmRepository") || !strings.Contains(string(foundation), "type: oci") {
+		t.Fatalf("the foundation holds no OCI HelmRepository:\n%s", foundation)
+	}
+	releases := 0
+	for _, o := range b.Objects() {
+		meta := o["metadata"].(map[string]any)
+		if meta["namespace"] != nil && meta["namespace"] != b.Namespace {
+			t.Errorf("%v %v outside the tenant namespace", o["kind"], meta["name"])
+		}
+		if o["kind"] != "HelmRelease" {
+			continue
+		}
+		releases++
+		ref := o["spec"].(map[string]any)["chart"].(map[string]any)["spec"].(map[string]any)["sourceRef"].(map[string]any)
+		if ref["namespace"] != b.Namespace || ref["name"] != env.Settings.ChartSource.Name {
+			t.Errorf("release %v refers to %v", meta["name"], ref)
+		}
+	}
+	if releases == 0 {
+		t.Fatal("no releases")
+	}
+}
