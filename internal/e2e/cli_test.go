@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -17,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
@@ -90,7 +92,7 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	t.Parallel()
 	repo := gitSrv.URL + "/" + fleetRepo
 	publish := exec.Command(evactl, "publish", "git", "--repo", repo, "--branch", "main", "--env", "dev",
-		"--cache-dir", t.TempDir())
+		"--overlays", overlays, "--charts", chartsDir, "--cache-dir", t.TempDir())
 	publish.Dir = testenv.RepoRoot()
 	if out, err := publish.CombinedOutput(); err != nil {
 		t.Fatalf("evactl publish git: %v\n%s", err, out)
@@ -99,6 +101,47 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	// the suite's; ask Flux to fetch the new commit now rather than at its next interval.
 	requestReconcile(t, "GitRepository", "eva-tenants")
 	assertExamplesDeployed(t, "eva-tenants", "ACMECO", "DEVUSR", "GLOBEX")
+	assertChartsArePublished(t, "ACMECO", "DEVUSR", "GLOBEX")
+}
+
+// assertChartsArePublished checks that what the real source-controller fetched and
+// helm-controller installed, with both in lockdown mode, is exactly what `evactl
+// charts push` published: every tenant's HelmCharts live in its own namespace, come
+// from its own chart source there, and their artifacts have the archive digest of
+// published.yaml for the version installed.
+func assertChartsArePublished(t *testing.T, codes ...string) {
+	t.Helper()
+	ctx := context.Background()
+	lock, err := chartrepo.ReadLock(filepath.Join(chartsDir, chartrepo.LockFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range codes {
+		ns := tenant.Namespace(code)
+		charts := &unstructured.UnstructuredList{}
+		charts.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "HelmChartList"})
+		if err := cluster.Client.List(ctx, charts, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		releases := &unstructured.UnstructuredList{}
+		releases.SetGroupVersionKind(helmReleaseGVK.GroupVersion().WithKind("HelmReleaseList"))
+		if err := cluster.Client.List(ctx, releases, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		if len(charts.Items) == 0 || len(charts.Items) != len(releases.Items) {
+			t.Fatalf("%s: %d HelmCharts for %d HelmReleases", ns, len(charts.Items), len(releases.Items))
+		}
+		for _, hc := range charts.Items {
+			chart, _, _ := unstructured.NestedString(hc.Object, "spec", "chart")
+			source, _, _ := unstructured.NestedString(hc.Object, "spec", "sourceRef", "name")
+			version, _, _ := unstructured.NestedString(hc.Object, "status", "artifact", "revision")
+			digest, _, _ := unstructured.NestedString(hc.Object, "status", "artifact", "digest")
+			p, ok := lock.Find(chart, version)
+			if !ok || digest != p.Archive || source != "eva-charts" {
+				t.Errorf("%s/%s: chart %s %s from %s, artifact %s; published: %+v (%v)", ns, hc.GetName(), chart, version, source, digest, p, ok)
+			}
+		}
+	}
 }
 
 // TestCLIPublishOCIReachesRealFlux is the same path through an OCI artifact: `evactl
@@ -114,7 +157,7 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 	}
 	tenants := renamedTenants(t, map[string]string{"ACMECO": "OCIACM", "DEVUSR": "OCIDEV", "GLOBEX": "OCIGLO"})
 	publish := exec.Command(evactl, "publish", "oci", "--ref", ref+":e2e", "--insecure", "--env", "dev",
-		"--overlays", environment(t, gitOpsSource("OCIRepository", source)), "--tenants", tenants)
+		"--overlays", environment(t, gitOpsSource("OCIRepository", source)), "--charts", chartsDir, "--tenants", tenants)
 	publish.Dir = testenv.RepoRoot()
 	if out, err := publish.CombinedOutput(); err != nil {
 		t.Fatalf("evactl publish oci: %v\n%s", err, out)

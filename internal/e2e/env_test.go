@@ -18,35 +18,39 @@ import (
 	"github.com/aidonow/eva/internal/testenv"
 )
 
-// environment copies the dev environment's tenant overlay with some settings changed
-// (another Flux source, a shorter release timeout) and returns the folder to pass as
-// --overlays; the environment keeps the name dev.
+// environment copies the suite's dev environment (its charts from the suite's
+// registry) with some settings changed (another Flux source, a shorter release timeout)
+// and returns the folder to pass as --overlays; the environment keeps the name dev.
 func environment(t *testing.T, settings map[string]any) string {
 	t.Helper()
 	root := t.TempDir()
 	dst := filepath.Join(root, "dev", "tenant")
-	if err := os.CopyFS(dst, os.DirFS(filepath.Join(testenv.RepoRoot(), "overlays", "dev", "tenant"))); err != nil {
+	if err := os.CopyFS(dst, os.DirFS(filepath.Join(overlays, "dev", "tenant"))); err != nil {
 		t.Fatal(err)
 	}
-	file := filepath.Join(dst, overlay.SettingsFile)
+	if err := setSettings(filepath.Join(dst, overlay.SettingsFile), settings); err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// setSettings replaces top-level settings of an environment.yaml.
+func setSettings(file string, settings map[string]any) error {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		t.Fatal(err)
+		return err
 	}
 	m := map[string]any{}
 	if err := yaml.Unmarshal(data, &m); err != nil {
-		t.Fatal(err)
+		return err
 	}
 	for k, v := range settings {
 		m[k] = v
 	}
 	if data, err = yaml.Marshal(m); err != nil {
-		t.Fatal(err)
+		return err
 	}
-	if err := os.WriteFile(file, data, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	return root
+	return os.WriteFile(file, data, 0o644)
 }
 
 // gitOpsSource names the Flux source an environment's tenant Kustomizations read.

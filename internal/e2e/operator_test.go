@@ -33,7 +33,7 @@ func startOperator(t *testing.T, tenantNS string, extraArgs ...string) *testenv.
 	if err != nil {
 		t.Fatal(err)
 	}
-	args := append([]string{"--overlays=overlays", "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+	args := append([]string{"--overlays=" + overlays, "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
 		"--tenant-namespaces=" + tenantNS}, extraArgs...)
 	return testenv.StartOperator(t, kubeconfig, []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace}, args...)
 }

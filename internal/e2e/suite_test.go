@@ -17,7 +17,9 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -35,9 +37,16 @@ var podStartDelay = 2 * time.Second
 var (
 	cluster *testcluster.Cluster
 	gitSrv  *testcluster.Server
-	charts  *testcluster.Server
-	// registry is the OCI registry `evactl publish oci` pushes to.
+	// registry is the OCI registry `evactl publish oci` and `evactl charts push` push to.
 	registry *testcluster.Server
+	// chartsDir is a copy of the repository's charts/ whose published.yaml lists what
+	// `evactl charts push` pushed to the registry (the repository's own stays untouched).
+	chartsDir string
+	// overlays is a copy of the repository's overlays/ whose dev environment takes its
+	// charts from there (chartSource.url): every scenario runs with kustomize- and
+	// helm-controller in lockdown mode (--no-cross-namespace-refs), where a shared chart
+	// source in flux-system is refused.
+	overlays string
 	gitRoot  string
 	evactl   string
 	// jetstream reaches the embedded JetStream server the NACK stand-in creates streams in.
@@ -87,25 +96,10 @@ func run(m *testing.M) (int, error) {
 		return 0, err
 	}
 	defer gitSrv.Close()
-	if charts, err = testcluster.ChartRepository(filepath.Join(root, "charts"), cluster.Dir); err != nil {
-		return 0, err
-	}
-	defer charts.Close()
 	if registry, err = testcluster.OCIRegistry(); err != nil {
 		return 0, err
 	}
 	defer registry.Close()
-	if err := applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: HelmRepository
-metadata:
-  name: eva-charts
-  namespace: %s
-spec:
-  url: %s
-  interval: 1m
-`, testcluster.FluxNamespace, charts.URL)); err != nil {
-		return 0, err
-	}
 	// The dev environment's gitopsSource, fed by `evactl publish git` (cli_test.go).
 	if err := bootstrapSource(ctx, "GitRepository", "eva-tenants", gitSrv.URL+"/"+fleetRepo, "main", "10s"); err != nil {
 		return 0, err
@@ -138,8 +132,36 @@ spec:
 	if out, err := build.CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("building evactl: %v\n%s", err, out)
 	}
+	if err := publishCharts(root); err != nil {
+		return 0, err
+	}
 	return m.Run(), nil
 }
+
+// publishCharts publishes the module charts as a platform team does, with `evactl
+// charts push` (from a copy of charts/) to the suite's registry, and writes the suite's
+// overlays: the repository's, with the dev environment's chartSource pointing there.
+func publishCharts(root string) error {
+	chartsDir = filepath.Join(cluster.Dir, "charts")
+	if err := os.CopyFS(chartsDir, os.DirFS(filepath.Join(root, "charts"))); err != nil {
+		return err
+	}
+	_ = os.Remove(filepath.Join(chartsDir, chartrepo.LockFile))
+	push := exec.Command(evactl, "charts", "push", "--charts", chartsDir, "--to", chartSourceURL(), "--insecure")
+	if out, err := push.CombinedOutput(); err != nil {
+		return fmt.Errorf("evactl charts push: %v\n%s", err, out)
+	}
+	overlays = filepath.Join(cluster.Dir, "overlays")
+	if err := os.CopyFS(overlays, os.DirFS(filepath.Join(root, "overlays"))); err != nil {
+		return err
+	}
+	return setSettings(filepath.Join(overlays, "dev", "tenant", overlay.SettingsFile), map[string]any{
+		"chartSource": map[string]any{"kind": "HelmRepository", "name": "eva-charts", "url": chartSourceURL(), "insecure": true},
+	})
+}
+
+// chartSourceURL is where the suite's charts are published.
+func chartSourceURL() string { return "oci://" + registry.Host() + "/eva/charts" }
 
 // installOperatorBase installs the operator's base (kustomize build of base/: namespace,
 // CRD, RBAC, admission policy, network policy) as a user does, but its Deployment: the

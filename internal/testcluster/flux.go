@@ -19,7 +19,8 @@ const FluxNamespace = "flux-system"
 
 // StartFlux installs Flux's CRDs (generated from the API versions the controllers were
 // built against) and starts the real source-, kustomize- and helm-controller, watching
-// every namespace, without leader election, serving on 127.0.0.1.
+// every namespace, without leader election, serving on 127.0.0.1, kustomize- and
+// helm-controller in lockdown mode (--no-cross-namespace-refs).
 func (c *Cluster) StartFlux(ctx context.Context) error {
 	bins, err := Binaries()
 	if err != nil {
@@ -63,10 +64,12 @@ func (c *Cluster) StartFlux(ctx context.Context) error {
 		"--storage-path="+storage, "--storage-addr="+artifacts, "--storage-adv-addr="+artifacts)...); err != nil {
 		return err
 	}
-	if err := c.start("kustomize-controller", bins.KustomizeController, append(common(), "--concurrent=4")...); err != nil {
+	// Lockdown mode, as Flux recommends for multi-tenant clusters: no object may refer
+	// to a source or dependency in another namespace.
+	if err := c.start("kustomize-controller", bins.KustomizeController, append(common(), "--concurrent=4", "--no-cross-namespace-refs=true")...); err != nil {
 		return err
 	}
-	if err := c.start("helm-controller", bins.HelmController, append(common(), "--concurrent=4")...); err != nil {
+	if err := c.start("helm-controller", bins.HelmController, append(common(), "--concurrent=4", "--no-cross-namespace-refs=true")...); err != nil {
 		return err
 	}
 	// Give the controllers a moment to fail on a bad flag or a missing CRD.

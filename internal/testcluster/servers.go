@@ -7,15 +7,11 @@ import (
 	"net"
 	"net/http"
 	"net/http/cgi"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 
 	"github.com/google/go-containerregistry/pkg/registry"
-	"helm.sh/helm/v3/pkg/chart/loader"
-	"helm.sh/helm/v3/pkg/chartutil"
-	"helm.sh/helm/v3/pkg/repo"
 )
 
 // Server is an HTTP server on 127.0.0.1 started for the cluster.
@@ -52,47 +48,6 @@ func GitServer(root string) (*Server, error) {
 			"GIT_CONFIG_COUNT=1", "GIT_CONFIG_KEY_0=http.receivepack", "GIT_CONFIG_VALUE_0=true"},
 	}
 	return serve(backend)
-}
-
-// ChartRepository packages every chart folder under chartsDir with the Helm SDK and
-// serves them as a Helm repository (index.yaml and the chart archives), the way a
-// platform team publishes its module charts for Flux's HelmRepository.
-func ChartRepository(chartsDir, workDir string) (*Server, error) {
-	out := filepath.Join(workDir, "chart-repository")
-	if err := os.MkdirAll(out, 0o755); err != nil {
-		return nil, err
-	}
-	entries, err := os.ReadDir(chartsDir)
-	if err != nil {
-		return nil, err
-	}
-	for _, e := range entries {
-		if !e.IsDir() {
-			continue
-		}
-		ch, err := loader.LoadDir(filepath.Join(chartsDir, e.Name()))
-		if err != nil {
-			return nil, fmt.Errorf("loading chart %s: %w", e.Name(), err)
-		}
-		if _, err := chartutil.Save(ch, out); err != nil {
-			return nil, fmt.Errorf("packaging chart %s: %w", e.Name(), err)
-		}
-	}
-	s, err := serve(http.FileServer(http.Dir(out)))
-	if err != nil {
-		return nil, err
-	}
-	index, err := repo.IndexDirectory(out, s.URL)
-	if err != nil {
-		s.Close()
-		return nil, fmt.Errorf("indexing the chart repository: %w", err)
-	}
-	index.SortEntries()
-	if err := index.WriteFile(filepath.Join(out, "index.yaml"), 0o644); err != nil {
-		s.Close()
-		return nil, err
-	}
-	return s, nil
 }
 
 // OCIRegistry serves an OCI distribution registry (go-containerregistry's, blobs in
