@@ -61,7 +61,8 @@ func TestOverlaysBuild(t *testing.T) {
 }
 
 // TestAirgapTenantBundlesUseTheMirror renders a tenant for the air-gap environment: its
-// module releases take their images from the mirror by digest.
+// module releases take their images from the mirror by digest, and their charts from
+// the mirror's chart source.
 func TestAirgapTenantBundlesUseTheMirror(t *testing.T) {
 	env, err := overlay.Load(filepath.Join("..", "..", "overlays"), "airgap")
 	if err != nil {
@@ -82,6 +83,13 @@ func TestAirgapTenantBundlesUseTheMirror(t *testing.T) {
 		if !strings.HasPrefix(img, "registry.eva.internal/") || !strings.Contains(img, "@sha256:") {
 			t.Errorf("bundle image %q is not the mirror by digest", img)
 		}
+	}
+	// The charts come from the mirror too, through the tenant's own chart source.
+	if url := env.Settings.ChartSource.URL; !strings.HasPrefix(url, "oci://registry.eva.internal/") {
+		t.Errorf("chart source %q is not the mirror", url)
+	}
+	if !strings.Contains(string(manifest), "url: "+env.Settings.ChartSource.URL) {
+		t.Error("the bundle holds no chart source pointing at the mirror")
 	}
 	for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
 		img, _ := rel.Values["image"].(map[string]any)
