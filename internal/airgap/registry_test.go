@@ -2,34 +2,25 @@ package airgap
 
 import (
 	"context"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/google/go-containerregistry/pkg/name"
-	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/random"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
-)
 
-func loopbackRegistry(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
+	"github.com/aidonow/eva/internal/testenv"
+)
 
 // TestPinAndMirror seeds a source registry with random images and a multi-platform
 // index, pins images.txt against it, mirrors to a second registry, and checks every
 // digest there; an image missing from the source fails by name while the rest copy.
 func TestPinAndMirror(t *testing.T) {
 	ctx := context.Background()
-	src, dst := loopbackRegistry(t), loopbackRegistry(t)
+	src, dst := testenv.Registry(t), testenv.Registry(t)
 	reg := Registry{Insecure: true}
 	digests := map[string]v1.Hash{}
 	push := func(repoTag string, write func(name.Reference) (v1.Hash, error)) {
@@ -114,7 +105,7 @@ func TestPinAndMirror(t *testing.T) {
 }
 
 func TestPinFailsWithoutWriting(t *testing.T) {
-	src := loopbackRegistry(t)
+	src := testenv.Registry(t)
 	file := filepath.Join(t.TempDir(), "images.txt")
 	text := src + "/aidonow/nothing:1.0.0@sha256:PLACEHOLDER\n"
 	_ = os.WriteFile(file, []byte(text), 0o644)

@@ -2,28 +2,17 @@ package chartrepo
 
 import (
 	"context"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
-	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
 	helmregistry "helm.sh/helm/v3/pkg/registry"
 
 	"github.com/aidonow/eva/internal/registry"
 	"github.com/aidonow/eva/internal/testenv"
 )
-
-func loopbackRegistry(t *testing.T) string {
-	t.Helper()
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(srv.Close)
-	return strings.TrimPrefix(srv.URL, "http://")
-}
 
 // copyChart copies a module chart of the repository to a scratch folder.
 func copyChart(t *testing.T, name string) string {
@@ -76,7 +65,7 @@ func TestPackageIsReproducible(t *testing.T) {
 func TestPushPullAndHelm(t *testing.T) {
 	ctx := context.Background()
 	reg := registry.Options{Insecure: true}
-	source := "oci://" + loopbackRegistry(t) + "/eva/charts"
+	source := "oci://" + testenv.Registry(t) + "/eva/charts"
 	dir := copyChart(t, "eva-whisper")
 	a, err := Package(dir)
 	if err != nil {
@@ -116,7 +105,7 @@ func TestPushPullAndHelm(t *testing.T) {
 	}
 
 	// Mirror it by digest.
-	mirror := "oci://" + loopbackRegistry(t) + "/mirror"
+	mirror := "oci://" + testenv.Registry(t) + "/mirror"
 	if err := Copy(ctx, source, mirror, a.Name, p, reg); err != nil {
 		t.Fatal(err)
 	}

@@ -2,17 +2,13 @@ package cli
 
 import (
 	"bytes"
-	"io"
-	"log"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
-	ggcrregistry "github.com/google/go-containerregistry/pkg/registry"
-
 	"github.com/aidonow/eva/internal/chartrepo"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 func runCLI(t *testing.T, args ...string) (int, string, string) {
@@ -45,9 +41,7 @@ func TestChartsPackagePushMirror(t *testing.T) {
 		t.Fatalf("packaging twice:\n%s\n%s", outs[0], outs[1])
 	}
 
-	srv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
-	defer srv.Close()
-	source := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/eva/charts"
+	source := "oci://" + testenv.Registry(t) + "/eva/charts"
 	code, out, errOut := runCLI(t, "charts", "push", "--charts", charts, "--to", source, "--insecure")
 	if code != ExitOK {
 		t.Fatalf("push: %d %s%s", code, out, errOut)
@@ -85,9 +79,7 @@ func TestChartsPackagePushMirror(t *testing.T) {
 		t.Fatalf("validate on a changed published chart: %d %s", code, out)
 	}
 
-	mirrorSrv := httptest.NewServer(ggcrregistry.New(ggcrregistry.Logger(log.New(io.Discard, "", 0))))
-	defer mirrorSrv.Close()
-	mirror := "oci://" + strings.TrimPrefix(mirrorSrv.URL, "http://") + "/mirror"
+	mirror := "oci://" + testenv.Registry(t) + "/mirror"
 	code, out, errOut = runCLI(t, "charts", "mirror", "--charts", charts, "--from", source, "--to", mirror, "--insecure")
 	if code != ExitOK || strings.Count(out, " ok\n") != 6 {
 		t.Fatalf("mirror: %d %s%s", code, out, errOut)
