@@ -99,7 +99,7 @@ func Mirror(ctx context.Context, entries []Entry, to string, reg Registry, paral
 		sem <- struct{}{}
 		go func() {
 			defer func() { <-sem; wg.Done() }()
-			copies[i].Err = copyOne(ctx, copies[i].From, copies[i].To, reg)
+			copies[i].Err = reg.Copy(ctx, copies[i].From, copies[i].To)
 			if progress != nil {
 				mu.Lock()
 				progress(copies[i])
@@ -109,44 +109,4 @@ func Mirror(ctx context.Context, entries []Entry, to string, reg Registry, paral
 	}
 	wg.Wait()
 	return copies
-}
-
-func copyOne(ctx context.Context, from, to string, reg Registry) error {
-	src, err := name.NewDigest(from, reg.NameOpts()...)
-	if err != nil {
-		return err
-	}
-	dst, err := name.ParseReference(to, reg.NameOpts()...)
-	if err != nil {
-		return err
-	}
-	opts := reg.RemoteOpts(ctx)
-	desc, err := remote.Get(src, opts...)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", from, err)
-	}
-	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return err
-		}
-		err = remote.WriteIndex(dst, idx, opts...)
-	} else {
-		img, err2 := desc.Image()
-		if err2 != nil {
-			return err2
-		}
-		err = remote.Write(dst, img, opts...)
-	}
-	if err != nil {
-		return fmt.Errorf("writing %s: %w", to, err)
-	}
-	got, err := remote.Head(dst, opts...)
-	if err != nil {
-		return fmt.Errorf("verifying %s: %w", to, err)
-	}
-	if got.Digest != desc.Digest {
-		return fmt.Errorf("verifying %s: digest %s, want %s", to, got.Digest, desc.Digest)
-	}
-	return nil
 }

@@ -24,8 +24,9 @@ import (
 // offers (the charts folder's published.yaml, or the folder's own versions when it has
 // none), each rendered from exactly the archive of the version pinned.
 type Checker struct {
-	// local are the charts of the folder, packaged as `evactl charts push` packages them.
-	local map[string]*chartrepo.Archive
+	// local are the charts of the folder; each is packaged (as `evactl charts push`
+	// packages it) only to compare it with its published digest.
+	local map[string]*chartrepo.Folder
 	// published lists the versions pushed to the chart source (nil: no published.yaml).
 	published *chartrepo.Lock
 	lockPath  string
@@ -71,13 +72,13 @@ func (e *MissingVersionError) Error() string {
 // Load reads every chart folder (holding a Chart.yaml) directly under dir, and the
 // published versions (dir/published.yaml) when the folder has them.
 func Load(dir string) (*Checker, error) {
-	archives, err := chartrepo.PackageAll(dir)
+	folders, err := chartrepo.LoadFolders(dir)
 	if err != nil {
 		return nil, err
 	}
-	c := &Checker{local: map[string]*chartrepo.Archive{}, resolved: map[string]resolution{}, verified: map[string]error{}}
-	for _, a := range archives {
-		c.local[a.Name] = a
+	c := &Checker{local: map[string]*chartrepo.Folder{}, resolved: map[string]resolution{}, verified: map[string]error{}}
+	for _, f := range folders {
+		c.local[f.Chart.Name()] = f
 	}
 	c.lockPath = filepath.Join(dir, chartrepo.LockFile)
 	if c.published, err = chartrepo.ReadLockIfPresent(c.lockPath); err != nil {
@@ -91,11 +92,11 @@ func (c *Checker) SetFetcher(f Fetcher) { c.fetch = f }
 
 // Chart returns a loaded chart of the folder by name.
 func (c *Checker) Chart(name string) (*chart.Chart, bool) {
-	a, ok := c.local[name]
+	f, ok := c.local[name]
 	if !ok {
 		return nil, false
 	}
-	return a.Chart, true
+	return f.Chart, true
 }
 
 // chartFor returns the chart of exactly the version given, once per version.
@@ -116,13 +117,13 @@ func (c *Checker) chartFor(name, version string) (*chart.Chart, error) {
 
 func (c *Checker) resolve(name, version string) (*chart.Chart, error) {
 	local, hasLocal := c.local[name]
-	sameAsLocal := hasLocal && chartrepo.NormalVersion(local.Version) == chartrepo.NormalVersion(version)
+	sameAsLocal := hasLocal && chartrepo.NormalVersion(local.Chart.Metadata.Version) == chartrepo.NormalVersion(version)
 	if c.published == nil {
 		if !hasLocal {
 			return nil, fmt.Errorf("chart %s not found among the local charts", name)
 		}
 		if !sameAsLocal {
-			return nil, &MissingVersionError{Chart: name, Version: version, Offered: []string{local.Version},
+			return nil, &MissingVersionError{Chart: name, Version: version, Offered: []string{local.Chart.Metadata.Version},
 				From: "the charts folder, which has no " + chartrepo.LockFile}
 		}
 		return local.Chart, nil
@@ -132,9 +133,13 @@ func (c *Checker) resolve(name, version string) (*chart.Chart, error) {
 		return nil, &MissingVersionError{Chart: name, Version: version, Offered: c.published.Versions(name), From: c.lockPath}
 	}
 	if sameAsLocal {
-		if local.Digest != p.Archive {
+		a, err := local.Package()
+		if err != nil {
+			return nil, err
+		}
+		if a.Digest != p.Archive {
 			return nil, fmt.Errorf("%s is version %s but packages to %s, not the published %s: raise its version in Chart.yaml (published versions are immutable)",
-				local.Dir, local.Version, local.Digest, p.Archive)
+				a.Dir, a.Version, a.Digest, p.Archive)
 		}
 		return local.Chart, nil
 	}

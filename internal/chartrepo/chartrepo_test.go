@@ -86,8 +86,8 @@ func TestPushPullAndHelm(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if digestOf(data) != a.Digest {
-		t.Fatalf("pulled %s, pushed %s", digestOf(data), a.Digest)
+	if Digest(data) != a.Digest {
+		t.Fatalf("pulled %s, pushed %s", Digest(data), a.Digest)
 	}
 
 	// Helm reads it as a chart, by tag.
@@ -100,8 +100,8 @@ func TestPushPullAndHelm(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Helm cannot pull the pushed chart: %v", err)
 	}
-	if digestOf(res.Chart.Data) != a.Digest || res.Manifest.Digest != p.Digest {
-		t.Fatalf("Helm pulled chart %s manifest %s, want %s %s", digestOf(res.Chart.Data), res.Manifest.Digest, a.Digest, p.Digest)
+	if Digest(res.Chart.Data) != a.Digest || res.Manifest.Digest != p.Digest {
+		t.Fatalf("Helm pulled chart %s manifest %s, want %s %s", Digest(res.Chart.Data), res.Manifest.Digest, a.Digest, p.Digest)
 	}
 
 	// Mirror it by digest.
@@ -109,7 +109,7 @@ func TestPushPullAndHelm(t *testing.T) {
 	if err := Copy(ctx, source, mirror, a.Name, p, reg); err != nil {
 		t.Fatal(err)
 	}
-	if data, err := Pull(ctx, mirror, a.Name, p, reg); err != nil || digestOf(data) != a.Digest {
+	if data, err := Pull(ctx, mirror, a.Name, p, reg); err != nil || Digest(data) != a.Digest {
 		t.Fatalf("pulling from the mirror: %v", err)
 	}
 
@@ -124,7 +124,7 @@ func TestPushPullAndHelm(t *testing.T) {
 	if _, err := Push(ctx, source, changed, reg); err == nil || !strings.Contains(err.Error(), "immutable") {
 		t.Fatalf("pushing changed content as %s: %v, want refused", changed.Version, err)
 	}
-	if data, err := Pull(ctx, source, a.Name, p, reg); err != nil || digestOf(data) != a.Digest {
+	if data, err := Pull(ctx, source, a.Name, p, reg); err != nil || Digest(data) != a.Digest {
 		t.Fatalf("the published version changed: %v", err)
 	}
 	// A digest the registry does not hold is not pulled.

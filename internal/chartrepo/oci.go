@@ -170,7 +170,7 @@ func Pull(ctx context.Context, source, chart string, p Published, reg registry.O
 	if len(data) > maxArchive {
 		return nil, fmt.Errorf("%s: chart archive larger than %d bytes", ref, maxArchive)
 	}
-	if got := digestOf(data); got != p.Archive {
+	if got := Digest(data); got != p.Archive {
 		return nil, fmt.Errorf("%s: archive digest %s, want %s", ref, got, p.Archive)
 	}
 	return data, nil
@@ -179,8 +179,8 @@ func Pull(ctx context.Context, source, chart string, p Published, reg registry.O
 // maxArchive bounds a pulled chart archive (Helm's own limit for charts is 20 MiB).
 const maxArchive = 20 << 20
 
-// Copy copies a published version from one chart source to another by digest, under
-// its version tag, and verifies the digest the destination reports.
+// Copy copies a published version from one chart source to another by its manifest
+// digest, under its version tag, and verifies the digest the destination reports.
 func Copy(ctx context.Context, from, to, chart string, p Published, reg registry.Options) error {
 	src, err := Repository(from, chart)
 	if err != nil {
@@ -190,34 +190,7 @@ func Copy(ctx context.Context, from, to, chart string, p Published, reg registry
 	if err != nil {
 		return err
 	}
-	srcRef, err := name.NewDigest(src+"@"+p.Digest, reg.NameOpts()...)
-	if err != nil {
-		return err
-	}
-	dstRef, err := name.NewTag(dst+":"+Tag(p.Version), reg.NameOpts()...)
-	if err != nil {
-		return err
-	}
-	opts := reg.RemoteOpts(ctx)
-	desc, err := remote.Get(srcRef, opts...)
-	if err != nil {
-		return fmt.Errorf("reading %s: %w", srcRef, err)
-	}
-	img, err := desc.Image()
-	if err != nil {
-		return err
-	}
-	if err := remote.Write(dstRef, img, opts...); err != nil {
-		return fmt.Errorf("writing %s: %w", dstRef, err)
-	}
-	got, err := remote.Head(dstRef, opts...)
-	if err != nil {
-		return fmt.Errorf("verifying %s: %w", dstRef, err)
-	}
-	if got.Digest.String() != p.Digest {
-		return fmt.Errorf("verifying %s: digest %s, want %s", dstRef, got.Digest, p.Digest)
-	}
-	return nil
+	return reg.Copy(ctx, src+"@"+p.Digest, dst+":"+Tag(p.Version))
 }
 
 func isNotFound(err error) bool {

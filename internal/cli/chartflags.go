@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -91,7 +89,7 @@ func chartFetcher(ctx context.Context, env *overlay.Environment) chartcheck.Fetc
 		cache := ""
 		if dir, err := os.UserCacheDir(); err == nil {
 			cache = filepath.Join(dir, "eva", "charts", strings.ReplaceAll(p.Archive, ":", "-")+".tgz")
-			if data, err := os.ReadFile(cache); err == nil && digestOf(data) == p.Archive {
+			if data, err := os.ReadFile(cache); err == nil && chartrepo.Digest(data) == p.Archive {
 				return data, nil
 			}
 		}
@@ -104,9 +102,4 @@ func chartFetcher(ctx context.Context, env *overlay.Environment) chartcheck.Fetc
 		}
 		return data, nil
 	}
-}
-
-func digestOf(data []byte) string {
-	sum := sha256.Sum256(data)
-	return "sha256:" + hex.EncodeToString(sum[:])
 }

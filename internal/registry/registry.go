@@ -4,6 +4,7 @@ package registry
 
 import (
 	"context"
+	"fmt"
 
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
@@ -34,4 +35,47 @@ func (o Options) RemoteOpts(ctx context.Context) []remote.Option {
 		kc = authn.DefaultKeychain
 	}
 	return []remote.Option{remote.WithContext(ctx), remote.WithAuthFromKeychain(kc)}
+}
+
+// Copy copies what from names by digest (an image, a multi-platform index, or any other
+// OCI manifest such as a Helm chart's) with its blobs to the reference to, and verifies
+// the digest the destination reports.
+func (o Options) Copy(ctx context.Context, from, to string) error {
+	src, err := name.NewDigest(from, o.NameOpts()...)
+	if err != nil {
+		return err
+	}
+	dst, err := name.ParseReference(to, o.NameOpts()...)
+	if err != nil {
+		return err
+	}
+	opts := o.RemoteOpts(ctx)
+	desc, err := remote.Get(src, opts...)
+	if err != nil {
+		return fmt.Errorf("reading %s: %w", from, err)
+	}
+	if desc.MediaType.IsIndex() {
+		idx, err := desc.ImageIndex()
+		if err != nil {
+			return err
+		}
+		err = remote.WriteIndex(dst, idx, opts...)
+	} else {
+		img, err2 := desc.Image()
+		if err2 != nil {
+			return err2
+		}
+		err = remote.Write(dst, img, opts...)
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", to, err)
+	}
+	got, err := remote.Head(dst, opts...)
+	if err != nil {
+		return fmt.Errorf("verifying %s: %w", to, err)
+	}
+	if got.Digest != desc.Digest {
+		return fmt.Errorf("verifying %s: digest %s, want %s", to, got.Digest, desc.Digest)
+	}
+	return nil
 }
