@@ -27,11 +27,12 @@ export GONOSUMDB="${GONOSUMDB:+$GONOSUMDB,}github.com/fluxcd/pkg/http/transport,
 work="$(mktemp -d "${TMPDIR:-/tmp}/eva-e2e.XXXXXX")"
 trap 'rm -rf "$work"' EXIT
 
-# build NAME MODULE VERSION PACKAGE [COPY_REPLACES]
+# build NAME MODULE VERSION PACKAGE [copy|replaces]: copy also takes the module's replace
+# directives and generates its CRDs; replaces takes the replace directives only.
 build() {
   local name="$1" module="$2" ver="$3" pkg="$4" copy="${5:-}"
   local dest="$out/$name-$ver"
-  if [[ -x "$dest" && ( -z "$copy" || -d "$out/crds/$name-$ver" ) ]]; then return; fi
+  if [[ -x "$dest" && ( "$copy" != copy || -d "$out/crds/$name-$ver" ) ]]; then return; fi
   echo "building $name $ver from the module proxy" >&2
   local dir="$work/$name"
   mkdir -p "$dir"
@@ -54,7 +55,7 @@ for r in json.load(sys.stdin).get("Replace") or []:
     fi
     go get "$module@$ver" >&2
     go build -trimpath -o "$dest.tmp" "$pkg" >&2
-    if [[ -n "$copy" ]]; then
+    if [[ "$copy" == copy ]]; then
       # The controller's CRDs, generated from the API module version it was built
       # against (not the newer one Eva's go.mod uses), exactly as upstream generates them.
       "$CONTROLLER_GEN" crd paths="$module/api/..." output:crd:dir="$out/crds/$name-$ver.tmp" >&2
@@ -86,5 +87,9 @@ build kwok sigs.k8s.io/kwok "v$(version kwok)" sigs.k8s.io/kwok/cmd/kwok
 build source-controller github.com/fluxcd/source-controller "v$(version source-controller)" github.com/fluxcd/source-controller copy
 build kustomize-controller github.com/fluxcd/kustomize-controller "v$(version kustomize-controller)" github.com/fluxcd/kustomize-controller copy
 build helm-controller github.com/fluxcd/helm-controller "v$(version helm-controller)" github.com/fluxcd/helm-controller copy
+# The sops CLI as the kustomize-controller above links it (the same module graph, so the
+# build cache already holds nearly all of it): the tests encrypt tenant Secrets with the
+# tool users run, and kustomize-controller decrypts them.
+build sops github.com/fluxcd/kustomize-controller "v$(version kustomize-controller)" github.com/getsops/sops/v3/cmd/sops replaces
 
 echo "$out"

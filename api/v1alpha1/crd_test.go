@@ -66,6 +66,9 @@ func TestCRDAcceptsExampleTenants(t *testing.T) {
 	}
 	ns := newNamespace(t)
 	for _, f := range files {
+		if strings.HasSuffix(f, ".sops.yaml") {
+			continue // an encrypted Secret beside its tenant file
+		}
 		t.Run(filepath.Base(f), func(t *testing.T) {
 			data, err := os.ReadFile(f)
 			if err != nil {

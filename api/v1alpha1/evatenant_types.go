@@ -96,6 +96,25 @@ type ValuesReference struct {
 	Optional bool `json:"optional,omitempty"`
 }
 
+// EncryptedSecret is one of a tenant's Secrets, encrypted with SOPS.
+type EncryptedSecret struct {
+	// name of the Secret after the tenant's prefix: the Secret is <code>-<name> in the
+	// tenant's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Name string `json:"name"`
+
+	// sops is the whole Secret manifest as sops encrypted it (YAML), kept as text: SOPS'
+	// message authentication code covers every value in document order, the Secret's
+	// name and namespace included.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=65536
+	Sops string `json:"sops"`
+}
+
 // EvaTenantSpec is the desired state of one tenant ("capsule").
 // +kubebuilder:validation:XValidation:rule="!has(self.versions) || self.versions.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="versions keys must be module names"
 type EvaTenantSpec struct {
@@ -148,6 +167,17 @@ type EvaTenantSpec struct {
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
 	ValuesFrom []ValuesReference `json:"valuesFrom,omitempty"`
+
+	// secrets are the tenant's Secrets, each a whole Secret manifest encrypted with SOPS
+	// for the environment's age key, so that valuesFrom can read them. They are
+	// published still encrypted and decrypted by kustomize-controller through the
+	// tenant's Kustomization; the plaintext never passes through Eva. In tenant files
+	// they are usually kept beside the file instead, as <CODE>.<name>.sops.yaml.
+	// +optional
+	// +listType=map
+	// +listMapKey=name
+	// +kubebuilder:validation:MaxItems=16
+	Secrets []EncryptedSecret `json:"secrets,omitempty"`
 
 	// wave is the rollout wave: 1 internal, 2 pilot, 3 fleet.
 	// +optional

@@ -80,6 +80,8 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 		}
 		return nil, err
 	}
+	res.Problems = append(res.Problems, secretProblems(res, env)...)
+	tenantfile.SortProblems(res.Problems)
 	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}}
 	if ri.verifyCharts {
 		if j.checker, err = chartcheck.Load(ri.charts); err != nil {

@@ -104,6 +104,18 @@ func TestRenderCommitsToLocalRepository(t *testing.T) {
 	}
 }
 
+// removeTenant removes a tenant's file and its encrypted Secrets, as a pull request
+// removing the tenant does.
+func removeTenant(t *testing.T, dir, code string) {
+	t.Helper()
+	secrets, _ := filepath.Glob(filepath.Join(dir, code+".*.sops.yaml"))
+	for _, f := range append(secrets, filepath.Join(dir, code+".yaml")) {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
 func TestRenderRefusesUnsafeRemovals(t *testing.T) {
 	tenants := copyTenants(t)
 	out := filepath.Join(t.TempDir(), "gitops")
@@ -113,16 +125,14 @@ func TestRenderRefusesUnsafeRemovals(t *testing.T) {
 	head := gitOut(t, out, "rev-parse", "HEAD")
 
 	// Removing an active tenant is refused, naming it.
-	if err := os.Remove(filepath.Join(tenants, "ACMECO.yaml")); err != nil {
-		t.Fatal(err)
-	}
+	removeTenant(t, tenants, "ACMECO")
 	code, msg := runEvactl(t, renderArgs(tenants, out)...)
 	if code == ExitOK || !strings.Contains(msg, "ACMECO") || !strings.Contains(msg, "not Decommissioned") {
 		t.Fatalf("removal of an active tenant: exit %d\n%s", code, msg)
 	}
 	// Removing most of the fleet is refused even with every file gone.
-	for _, f := range []string{"DEVUSR.yaml", "GLOBEX.yaml"} {
-		_ = os.Remove(filepath.Join(tenants, f))
+	for _, code := range []string{"DEVUSR", "GLOBEX"} {
+		removeTenant(t, tenants, code)
 	}
 	if err := os.WriteFile(filepath.Join(tenants, "README.md"), []byte("x"), 0o644); err != nil {
 		t.Fatal(err)
@@ -150,9 +160,7 @@ func TestRenderRemovesDecommissionedTenant(t *testing.T) {
 	if code, msg := runEvactl(t, renderArgs(tenants, out)...); code != ExitOK {
 		t.Fatalf("render: exit %d\n%s", code, msg)
 	}
-	if err := os.Remove(acme); err != nil {
-		t.Fatal(err)
-	}
+	removeTenant(t, tenants, "ACMECO")
 	if code, msg := runEvactl(t, renderArgs(tenants, out)...); code != ExitOK {
 		t.Fatalf("removing a decommissioned tenant: exit %d\n%s", code, msg)
 	}

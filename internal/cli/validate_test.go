@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -28,7 +29,7 @@ spec:
   valuesFrom:
     - module: crm
       kind: Secret
-      name: acmeco-db
+      name: acmeco-crm-database
       valuesKey: password
       targetPath: database.password
 `
@@ -52,9 +53,23 @@ func runValidate(t *testing.T, args ...string) (int, string, string) {
 	return code, stdout.String(), stderr.String()
 }
 
+// exampleSecret is the example Customer's encrypted database password (for the dev
+// environment's recipient), which validTenant's valuesFrom reads.
+const exampleSecret = "ACMECO.crm-database.sops.yaml"
+
+// writeFiles writes the files into a new folder, with the example's encrypted Secret
+// beside a tenant file that reads it.
 func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
+	if _, ok := files[exampleSecret]; !ok && strings.Contains(files["ACMECO.yaml"], "acmeco-crm-database") {
+		data, err := os.ReadFile(filepath.Join(repoRoot, "tenants", exampleSecret))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = maps.Clone(files)
+		files[exampleSecret] = string(data)
+	}
 	for name, content := range files {
 		p := filepath.Join(dir, name)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
@@ -275,11 +290,11 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 			want:  []want{{"ACMECO.yaml", 17, "spec.valuesFrom[0].kind", `unsupported value "Vault"`}},
 		},
 		"valuesFrom missing name": {
-			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "      name: acmeco-db\n", "", 1)},
+			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "      name: acmeco-crm-database\n", "", 1)},
 			want:  []want{{"ACMECO.yaml", 16, "spec.valuesFrom[0].name", "required"}},
 		},
 		"valuesFrom duplicate reference": {
-			files: map[string]string{"ACMECO.yaml": validTenant + "    - module: crm\n      kind: Secret\n      name: acmeco-db\n      valuesKey: password\n      targetPath: database.password\n"},
+			files: map[string]string{"ACMECO.yaml": validTenant + "    - module: crm\n      kind: Secret\n      name: acmeco-crm-database\n      valuesKey: password\n      targetPath: database.password\n"},
 			want:  []want{{"ACMECO.yaml", 21, "spec.valuesFrom[1]", "duplicate"}},
 		},
 		"status in file": {

@@ -238,6 +238,23 @@ func TestTenantApplierIsFenced(t *testing.T) {
 	if err := applier.Create(ctx, deployerBinding("eva-tenant-applya", "eva-tenant-deployer")); err != nil {
 		t.Fatalf("a tenant's applier cannot bind its deployer: %v", err)
 	}
+	// A tenant with encrypted Secrets: its foundation grants its own applier the Secrets
+	// of its own namespace, and the decrypted Secret can then be applied there.
+	secretsFor := func(ns, subject string) *rbacv1.RoleBinding {
+		b := deployerBinding(ns, "eva-tenant-secrets")
+		b.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: subject, Namespace: "flux-system"}}
+		return b
+	}
+	secret := func(ns string) *corev1.Secret {
+		return &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "applya-db"}, StringData: map[string]string{"password": "x"}}
+	}
+	if err := applier.Get(ctx, client.ObjectKey{Namespace: "eva-tenant-applya", Name: "x"}, &corev1.Secret{}); !apierrors.IsForbidden(err) {
+		t.Fatalf("a tenant's applier reads Secrets before its foundation granted them: %v", err)
+	}
+	if err := applier.Create(ctx, secretsFor("eva-tenant-applya", "eva-tenant-applya")); err != nil {
+		t.Fatalf("a tenant's applier cannot grant itself its own namespace's Secrets: %v", err)
+	}
+	eventually(t, 10*time.Second, "the applier to write its own namespace's Secret", func() error { return applier.Create(ctx, secret("eva-tenant-applya")) })
 	denied := map[string]func() error{
 		"write in another tenant's namespace":     func() error { return applier.Create(ctx, sa(other)) },
 		"create another tenant's namespace":       func() error { return applier.Create(ctx, restrictedNamespace("eva-tenant-applyc")) },
@@ -245,8 +262,12 @@ func TestTenantApplierIsFenced(t *testing.T) {
 		"write in kube-system":                    func() error { return applier.Create(ctx, seedJob("kube-system")) },
 		"bind admin in its own namespace":         func() error { return applier.Create(ctx, deployerBinding("eva-tenant-applya", "admin")) },
 		"create a HelmRelease as helm-controller": func() error { return applier.Create(ctx, unboundRelease("eva-tenant-applya")) },
-		"read a Secret": func() error {
-			return applier.Get(ctx, client.ObjectKey{Namespace: "eva-tenant-applya", Name: "x"}, &corev1.Secret{})
+		"read a Secret of another tenant": func() error {
+			return applier.Get(ctx, client.ObjectKey{Namespace: other, Name: "x"}, &corev1.Secret{})
+		},
+		"write a Secret of another tenant": func() error { return applier.Create(ctx, secret(other)) },
+		"grant Secrets to another account": func() error {
+			return applier.Create(ctx, secretsFor("eva-tenant-applya", "eva-tenant-applyb"))
 		},
 	}
 	for what, do := range denied {

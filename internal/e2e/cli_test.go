@@ -88,20 +88,78 @@ func allReady(ctx context.Context, gvk schema.GroupVersionKind, want int, opts .
 // kustomize-controller applies each tenant's Kustomization, the real helm-controller
 // installs every module chart from the chart repository, and the module Deployments
 // become Available on kwok's nodes.
+//
+// The examples' secret values (the Customer's database password, the Enterprise's
+// certificate) are SOPS-encrypted files beside the tenant files, encrypted with the
+// sops CLI: kustomize-controller decrypts them, helm-controller reads them into the
+// releases, and rotating the password (a new encrypted file, published) upgrades the
+// release with it. Nothing published, logged or reported holds a value in plaintext.
 func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	repo := gitSrv.URL + "/" + fleetRepo
-	publish := exec.Command(evactl, "publish", "git", "--repo", repo, "--branch", "main", "--env", "dev",
-		"--overlays", overlays, "--charts", chartsDir, "--cache-dir", t.TempDir())
-	publish.Dir = testenv.RepoRoot()
-	if out, err := publish.CombinedOutput(); err != nil {
-		t.Fatalf("evactl publish git: %v\n%s", err, out)
+	tenants, secrets := exampleTenants(t, map[string]string{"ACMECO": "ACMECO", "DEVUSR": "DEVUSR", "GLOBEX": "GLOBEX"})
+	outputs := map[string]string{}
+	publish := func(what string) {
+		cmd := exec.Command(evactl, "publish", "git", "--repo", repo, "--branch", "main", "--env", "dev",
+			"--overlays", overlays, "--charts", chartsDir, "--tenants", tenants, "--cache-dir", t.TempDir())
+		cmd.Dir = testenv.RepoRoot()
+		out, err := cmd.CombinedOutput()
+		outputs["evactl publish git ("+what+")"] = string(out)
+		if err != nil {
+			t.Fatalf("evactl publish git: %v\n%s", err, out)
+		}
+		// The platform's Flux objects (chart source, GitOps source, root Kustomization)
+		// are the suite's; ask Flux to fetch the new commit now rather than at its next
+		// interval.
+		requestReconcile(t, "GitRepository", "eva-tenants")
 	}
-	// The platform's Flux objects (chart source, GitOps source, root Kustomization) are
-	// the suite's; ask Flux to fetch the new commit now rather than at its next interval.
-	requestReconcile(t, "GitRepository", "eva-tenants")
+	publish("the examples")
 	assertExamplesDeployed(t, "eva-tenants", "ACMECO", "DEVUSR", "GLOBEX")
 	assertChartsArePublished(t, "ACMECO", "DEVUSR", "GLOBEX")
+
+	// The Customer's database password went from the encrypted file to the release.
+	const ns, release = "eva-tenant-acmeco", "crm"
+	password := secrets[ns+"/acmeco-crm-database"]["password"]
+	assertReleasePassword(ctx, t, ns, release, password)
+
+	// Rotation: a new value, encrypted and published, upgrades the release.
+	_, before, _ := releaseValues(ctx, ns, release)
+	rotated := randomSecret()
+	encryptSecret(t, tenants, "ACMECO", "crm-database", map[string]string{"password": rotated})
+	publish("the password rotated")
+	revision := assertReleasePassword(ctx, t, ns, release, rotated)
+	if revision <= before {
+		t.Errorf("release %s/%s: revision %d after the rotation, %d before", ns, release, revision, before)
+	}
+
+	var values []string
+	for _, data := range secrets {
+		for _, v := range data {
+			values = append(values, v)
+		}
+	}
+	scanForPlaintext(t, filepath.Join(gitRoot, fleetRepo), outputs, append(values, rotated)...)
+}
+
+// assertReleasePassword waits until the latest deployed revision of a release holds the
+// password at database.password and returns that revision.
+func assertReleasePassword(ctx context.Context, t *testing.T, ns, release, password string) int {
+	t.Helper()
+	var revision int
+	poll(t, "release "+ns+"/"+release+" to hold the database password", 3*time.Minute, func() error {
+		values, rev, err := releaseValues(ctx, ns, release)
+		if err != nil {
+			return err
+		}
+		db, _ := values["database"].(map[string]any)
+		if db["password"] != password {
+			return fmt.Errorf("revision %d: database.password is not the encrypted file's value", rev)
+		}
+		revision = rev
+		return nil
+	})
+	return revision
 }
 
 // assertChartsArePublished checks that what the real source-controller fetched and
@@ -155,7 +213,7 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 	if err := bootstrapSource(ctx, "OCIRepository", source, ref, "e2e", "10s"); err != nil {
 		t.Fatal(err)
 	}
-	tenants := renamedTenants(t, map[string]string{"ACMECO": "OCIACM", "DEVUSR": "OCIDEV", "GLOBEX": "OCIGLO"})
+	tenants, _ := exampleTenants(t, map[string]string{"ACMECO": "OCIACM", "DEVUSR": "OCIDEV", "GLOBEX": "OCIGLO"})
 	publish := exec.Command(evactl, "publish", "oci", "--ref", ref+":e2e", "--insecure", "--env", "dev",
 		"--overlays", environment(t, gitOpsSource("OCIRepository", source)), "--charts", chartsDir, "--tenants", tenants)
 	publish.Dir = testenv.RepoRoot()
@@ -169,16 +227,14 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 // assertExamplesDeployed waits until the root Kustomization and the two Kustomizations
 // (foundation, workloads) of each of the three example tenants (Customer, Starter and Enterprise, under the given
 // codes) are Ready, their twelve HelmReleases are Ready and their Deployments Available.
-// It first creates what the examples' valuesFrom reference, as their owners do once Flux
-// made the namespaces (secret values never pass through Eva, git or OCI).
+// It first creates the ConfigMap an example's valuesFrom reads, as its owner does once
+// Flux made the namespace; the Secrets come encrypted with the tenants (exampleTenants).
 func assertExamplesDeployed(t *testing.T, root, customer, starter, enterprise string) {
 	t.Helper()
 	ctx := context.Background()
 	ns := func(code string) string { return "eva-tenant-" + strings.ToLower(code) }
 	lower := strings.ToLower
 	provideValues(t, map[string]map[string]string{
-		ns(customer) + "/Secret/" + lower(customer) + "-crm-database":        {"password": "e2e-password"},
-		ns(enterprise) + "/Secret/" + lower(enterprise) + "-gateway-tls":     {"tls.crt": "e2e-certificate"},
 		ns(enterprise) + "/ConfigMap/" + lower(enterprise) + "-crm-branding": {"theme": "dark"},
 	})
 	codes, err := labels.Parse(fmt.Sprintf("%s in (%s,%s,%s)", tenant.LabelCapsule, customer, starter, enterprise))

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 
 	git "github.com/go-git/go-git/v5"
@@ -15,7 +14,6 @@ import (
 
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/testcluster"
-	"github.com/aidonow/eva/internal/testenv"
 )
 
 // environment copies the suite's dev environment (its charts from the suite's
@@ -116,24 +114,4 @@ func tenantNamespace(t *testing.T, name string) string {
 		t.Fatal(err)
 	}
 	return name
-}
-
-// renamedTenants copies the example tenant files with each capsule code (and the
-// lower-case names derived from it) replaced, so one scenario can publish the examples
-// again next to another without the two fighting over a code.
-func renamedTenants(t *testing.T, codes map[string]string) string {
-	t.Helper()
-	dir := t.TempDir()
-	for from, to := range codes {
-		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "tenants", from+".yaml"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		text := strings.ReplaceAll(string(data), from, to)
-		text = strings.ReplaceAll(text, strings.ToLower(from), strings.ToLower(to))
-		if err := os.WriteFile(filepath.Join(dir, to+".yaml"), []byte(text), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return dir
 }

@@ -135,6 +135,14 @@ func run(m *testing.M) (int, error) {
 	if err := publishCharts(root); err != nil {
 		return 0, err
 	}
+	secrets, err := createDecryptionKey(ctx)
+	if err != nil {
+		return 0, err
+	}
+	// The dev environment decrypts the tenants' Secrets with the suite's key.
+	if err := setSettings(filepath.Join(overlays, "dev", "tenant", overlay.SettingsFile), map[string]any{"secrets": secrets}); err != nil {
+		return 0, err
+	}
 	return m.Run(), nil
 }
 

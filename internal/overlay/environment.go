@@ -68,6 +68,9 @@ type Settings struct {
 	// DeployerClusterRole is bound in each tenant namespace to the account Flux
 	// impersonates for the tenant's Helm releases.
 	DeployerClusterRole string `json:"deployerClusterRole,omitempty"`
+	// SecretsClusterRole is bound in the namespace of each tenant with encrypted Secrets
+	// to the tenant's applier account, so that kustomize-controller can apply them.
+	SecretsClusterRole string `json:"secretsClusterRole,omitempty"`
 	// SeedImage runs the seed Job.
 	SeedImage string `json:"seedImage"`
 	// ReleaseInterval, KustomizationInterval and KustomizationTimeout tune Flux.
@@ -81,6 +84,22 @@ type Settings struct {
 	// KustomizationRetryInterval is how soon Flux tries a tenant's Kustomization again
 	// after a failure (default 30s).
 	KustomizationRetryInterval metav1.Duration `json:"kustomizationRetryInterval,omitempty"`
+	// Secrets is how the tenants' SOPS-encrypted Secrets are decrypted in this
+	// environment; without it, a tenant with secrets is refused.
+	Secrets *Secrets `json:"secrets,omitempty"`
+}
+
+// Secrets are an environment's settings for the tenants' SOPS-encrypted Secrets
+// (tenants/<CODE>.<name>.sops.yaml), which reach the cluster still encrypted and are
+// decrypted by kustomize-controller.
+type Secrets struct {
+	// DecryptionSecret names the Secret in the Flux namespace holding the age private
+	// key (a key ending in .agekey) each tenant's foundation Kustomization decrypts
+	// with. The platform team creates it; Eva never sees the private key.
+	DecryptionSecret string `json:"decryptionSecret"`
+	// AgeRecipients are the public keys matching DecryptionSecret: every tenant Secret
+	// must be encrypted for at least one of them, or the cluster could not decrypt it.
+	AgeRecipients []string `json:"ageRecipients"`
 }
 
 // Environment is a loaded environment: its name, settings and patches.
@@ -89,6 +108,9 @@ type Environment struct {
 	Settings Settings
 	Patches  []Patch
 }
+
+// ageRecipientRE is an X25519 age recipient: "age1" and 58 bech32 characters.
+var ageRecipientRE = regexp.MustCompile(`^age1[02-9ac-hj-np-z]{58}$`)
 
 var envNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
@@ -141,6 +163,7 @@ func (s *Settings) applyDefaults() {
 	def(&s.IngressNamespace, "ingress-nginx")
 	def(&s.FluxNamespace, "flux-system")
 	def(&s.DeployerClusterRole, "eva-tenant-deployer")
+	def(&s.SecretsClusterRole, "eva-tenant-secrets")
 	def(&s.ChartSource.Kind, "HelmRepository")
 	if !s.ChartSource.PerTenant() {
 		def(&s.ChartSource.Namespace, s.FluxNamespace)
@@ -190,6 +213,19 @@ func (s *Settings) check() error {
 	}
 	if d := s.ReleaseTimeout.Duration; d < 10*time.Second || d > time.Hour {
 		return fmt.Errorf("releaseTimeout: %s: must be between 10s and 1h", d)
+	}
+	if s.Secrets != nil {
+		if msgs := validation.IsDNS1123Subdomain(s.Secrets.DecryptionSecret); len(msgs) > 0 {
+			return fmt.Errorf("secrets.decryptionSecret: %q: %s", s.Secrets.DecryptionSecret, msgs[0])
+		}
+		if len(s.Secrets.AgeRecipients) == 0 {
+			return fmt.Errorf("secrets.ageRecipients: at least one age public key (age1...) is required")
+		}
+		for i, r := range s.Secrets.AgeRecipients {
+			if !ageRecipientRE.MatchString(r) {
+				return fmt.Errorf("secrets.ageRecipients[%d]: %q is not an age public key (age1 followed by 58 bech32 characters)", i, r)
+			}
+		}
 	}
 	if s.SeedImage == "" {
 		return fmt.Errorf("seedImage: required")

@@ -6,6 +6,7 @@ import (
 	"path"
 	"runtime"
 	"slices"
+	"strings"
 	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -40,12 +41,18 @@ type File struct {
 	Data []byte
 }
 
-// kustomizationOf lists a folder's one manifests file, or nothing.
-func kustomizationOf(empty bool) []byte {
+// kustomizationOf lists a folder's one manifests file, or nothing, and any further
+// files (relative to the folder).
+func kustomizationOf(empty bool, more ...string) []byte {
 	if empty {
 		return []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n")
 	}
-	return []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + ManifestsFile + "\n")
+	var b strings.Builder
+	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + ManifestsFile + "\n")
+	for _, f := range more {
+		b.WriteString("- " + f + "\n")
+	}
+	return []byte(b.String())
 }
 
 // Teardown is how far a GitOps decommission has taken a tenant's published files: each
@@ -110,12 +117,18 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 		}
 	}
 	dir := path.Join(TenantsDir, DirName(b.Code))
+	secrets := secretFiles(dir, r.secretsOf(t))
+	var listed []string
+	for _, f := range secrets {
+		listed = append(listed, strings.TrimPrefix(f.Path, dir+"/"))
+	}
 	files := []File{
 		{path.Join(FluxDir, DirName(b.Code)+".yaml"), flux.Bytes()},
-		{path.Join(dir, KustomizationFile), kustomizationOf(false)},
+		{path.Join(dir, KustomizationFile), kustomizationOf(false, listed...)},
 		{path.Join(dir, ManifestsFile), foundation},
 		{path.Join(dir, WorkloadsDir, KustomizationFile), kustomizationOf(len(workloads) == 0)},
 	}
+	files = append(files, secrets...)
 	if len(workloads) > 0 {
 		files = append(files, File{path.Join(dir, WorkloadsDir, ManifestsFile), workloads})
 	}
@@ -171,6 +184,7 @@ func (r *Renderer) FluxKustomizations(t *evav1.EvaTenant) []*kustomizev1.Kustomi
 		}
 	}
 	foundation := one(FoundationName(code), dir, true)
+	foundation.Spec.Decryption = r.decryption(t)
 	workloads := one(WorkloadsName(code), dir+"/"+WorkloadsDir, false)
 	workloads.Spec.DependsOn = []kustomizev1.DependencyReference{{Name: foundation.Name}}
 	return []*kustomizev1.Kustomization{foundation, workloads}

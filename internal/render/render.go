@@ -90,6 +90,9 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 		return nil, fmt.Errorf("tenant %s is invalid: %w", t.Name, errs.ToAggregate())
 	}
 	code := t.Spec.CapsuleCode
+	if err := r.checkSecrets(t); err != nil {
+		return nil, err
+	}
 	b := &Bundle{Code: code, Namespace: tenant.Namespace(code)}
 	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier]}
 
@@ -99,7 +102,7 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	}
 	builders := []builder{{s.namespace, Foundation}}
 	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
-		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.resourceQuota,
+		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.secretsRoleBinding, s.resourceQuota,
 			s.limitRange, s.networkPolicy, s.chartRepository, s.eventsStream, s.commandsStream, s.alertRules} {
 			builders = append(builders, builder{build, Foundation})
 		}

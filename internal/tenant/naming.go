@@ -27,6 +27,10 @@ const (
 // Namespace returns the namespace of a tenant: eva-tenant-<code in lower case>.
 func Namespace(code string) string { return "eva-tenant-" + strings.ToLower(code) }
 
+// SecretName is the name of a tenant's encrypted Secret of the given short name:
+// <code>-<name>, in the tenant's namespace.
+func SecretName(code, name string) string { return strings.ToLower(code) + "-" + name }
+
 // EventsStream returns the JetStream stream name of a tenant's events.
 func EventsStream(code string) string { return "eva-" + code + "-events" }
 

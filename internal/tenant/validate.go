@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/sopsdoc"
 )
 
 // Size limits on Helm value overrides. A tenant object lives in etcd and its values are
@@ -92,6 +93,31 @@ func (c *Catalog) Validate(t *evav1.EvaTenant) field.ErrorList {
 	}
 	errs = append(errs, c.validateHelmValues(t, spec.Child("helmValues"), moduleOf)...)
 	errs = append(errs, c.validateValuesFrom(t.Spec.ValuesFrom, spec.Child("valuesFrom"), moduleOf)...)
+	errs = append(errs, validateSecrets(t, spec.Child("secrets"))...)
+	return errs
+}
+
+// validateSecrets checks each encrypted Secret against the rules that keep it the
+// tenant's own (sopsdoc.Check), without decrypting it; messages never quote a value.
+func validateSecrets(t *evav1.EvaTenant, p *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[string]bool{}
+	for i, s := range t.Spec.Secrets {
+		ip := p.Index(i)
+		if seen[s.Name] {
+			errs = append(errs, field.Duplicate(ip.Child("name"), s.Name))
+			continue
+		}
+		seen[s.Name] = true
+		_, issues := sopsdoc.Check([]byte(s.Sops), SecretName(t.Spec.CapsuleCode, s.Name), Namespace(t.Spec.CapsuleCode))
+		for _, is := range issues {
+			msg := is.Message
+			if is.Field != "" {
+				msg = fmt.Sprintf("line %d, %s: %s", is.Line, is.Field, msg)
+			}
+			errs = append(errs, field.Invalid(ip.Child("sops"), "(encrypted Secret)", msg))
+		}
+	}
 	return errs
 }
 

@@ -20,6 +20,9 @@ type Result struct {
 	Files int `json:"files"`
 	// Tenants holds every file that decoded, valid or not, in path order.
 	Tenants []*Tenant `json:"-"`
+	// Secrets holds every tenant's encrypted Secret files that passed their checks, in
+	// path order; each is also one of its tenant's spec.secrets.
+	Secrets []*SecretFile `json:"-"`
 	// Problems lists everything wrong, sorted by file and position.
 	Problems []Problem `json:"problems"`
 }
@@ -37,7 +40,9 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // Load reads the tenant files named by paths (files, or folders searched recursively
 // for *.yaml and *.yml, skipping hidden entries), validates each against the catalog,
 // and checks the set as a whole: capsule codes and object names are unique, and each
-// file is named after its capsule code. A folder holding no tenant file is a problem,
+// file is named after its capsule code. Files ending in .sops.yaml are the tenants'
+// encrypted Secrets (ParseSecret); each must belong to a tenant read with it, and
+// every Secret a tenant's valuesFrom requires must be one of them. A folder holding no tenant file is a problem,
 // since publishing an empty set would delete every tenant downstream.
 func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
 	files, res, err := collect(paths)
@@ -50,6 +55,14 @@ func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
 			res.Problems = append(res.Problems, Problem{File: f.path, Line: 1, Column: 1, Message: refusal}.clean())
 			continue
 		}
+		if IsSecretFile(f.path) {
+			s, problems := ParseSecret(f.path, data)
+			res.Problems = append(res.Problems, problems...)
+			if s != nil {
+				res.Secrets = append(res.Secrets, s)
+			}
+			continue
+		}
 		t, problems := Parse(f.path, data, catalog)
 		res.Files++
 		res.Problems = append(res.Problems, problems...)
@@ -57,7 +70,7 @@ func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
 			res.Tenants = append(res.Tenants, t)
 		}
 	}
-	for _, p := range crossFileProblems(res.Tenants) {
+	for _, p := range append(crossFileProblems(res.Tenants), attachSecrets(res.Tenants, res.Secrets)...) {
 		res.Problems = append(res.Problems, p.clean())
 	}
 	SortProblems(res.Problems)
@@ -88,6 +101,16 @@ func collect(paths []string) ([]tenantPath, *Result, error) {
 		if !info.IsDir() {
 			folder = filepath.Dir(p)
 			add(p)
+			// A tenant file named on its own brings its encrypted Secrets with it.
+			if base := filepath.Base(p); !IsSecretFile(p) && isYAML(p) {
+				code := strings.TrimSuffix(base, filepath.Ext(base))
+				if capsuleCodeValid(code) {
+					siblings, _ := filepath.Glob(filepath.Join(folder, code+".*"+SecretFileSuffix))
+					for _, s := range siblings {
+						add(s)
+					}
+				}
+			}
 			continue
 		}
 		folder = p

@@ -229,6 +229,15 @@ func (c *Cluster) Logs(name string, n int) string {
 	return ""
 }
 
+// Output returns everything a component has printed so far (empty when there is no
+// such component).
+func (c *Cluster) Output(name string) string {
+	if p := c.proc(name); p != nil {
+		return p.Output()
+	}
+	return ""
+}
+
 // Stop kills every component (SIGKILL), stops the API server and etcd and removes the
 // cluster's files.
 func (c *Cluster) Stop() {
@@ -265,6 +274,9 @@ func (c *Cluster) KubeConfigAs(user string, groups ...string) (string, error) {
 type Components struct {
 	ControllerManager, Scheduler, Kwok                    string
 	SourceController, KustomizeController, HelmController string
+	// Sops is the sops CLI as kustomize-controller links it: tests encrypt tenant
+	// Secrets with it, as users do.
+	Sops string
 }
 
 // Binaries finds the components built by hack/e2e-binaries.sh.
@@ -282,6 +294,7 @@ func Binaries() (Components, error) {
 		SourceController:    path("source-controller", "v"+versions["source-controller"]),
 		KustomizeController: path("kustomize-controller", "v"+versions["kustomize-controller"]),
 		HelmController:      path("helm-controller", "v"+versions["helm-controller"]),
+		Sops:                path("sops", "v"+versions["kustomize-controller"]),
 	}
 	return b, nil
 }

@@ -1,0 +1,27 @@
+package cli
+
+import (
+	"fmt"
+
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/tenantfile"
+)
+
+// secretProblems checks the tenants' encrypted Secret files against the environment
+// they are rendered for: it must say how to decrypt them, and each must be encrypted
+// for one of its age recipients (or the cluster could not decrypt it).
+func secretProblems(res *tenantfile.Result, env *overlay.Environment) []tenantfile.Problem {
+	if len(res.Secrets) == 0 {
+		return nil
+	}
+	settings := env.Settings.Secrets
+	if settings == nil {
+		var problems []tenantfile.Problem
+		for _, s := range res.Secrets {
+			problems = append(problems, tenantfile.Problem{File: s.File, Line: 1, Column: 1,
+				Message: fmt.Sprintf("environment %s cannot decrypt tenant Secrets: its environment.yaml has no secrets settings (decryptionSecret, ageRecipients)", env.Name)})
+		}
+		return problems
+	}
+	return tenantfile.CheckRecipients(res.Secrets, settings.AgeRecipients, env.Name)
+}

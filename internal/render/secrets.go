@@ -1,0 +1,91 @@
+package render
+
+import (
+	"fmt"
+	"path"
+
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/meta"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// EncryptedSecret is one of a tenant's SOPS-encrypted Secret manifests (spec.secrets).
+// It is published byte for byte beside the tenant's foundation and decrypted by
+// kustomize-controller: SOPS' message authentication code covers every value in document
+// order, so the manifest is never decoded and encoded again, and its plaintext never
+// passes through the renderer.
+type EncryptedSecret struct {
+	// Name is the Secret's name in the tenant's namespace.
+	Name string
+	// Data is the encrypted manifest as its author wrote it.
+	Data []byte
+}
+
+// SecretsDir is the folder of a tenant's encrypted Secrets, below its foundation.
+const SecretsDir = "secrets"
+
+// SecretsRoleBindingName lets the tenant's applier account write Secrets in the tenant's
+// namespace (and nowhere else): it is bound there, by the foundation, only for tenants
+// that have Secrets.
+const SecretsRoleBindingName = "eva-tenant-secrets"
+
+// secretsOf returns the tenant's encrypted Secrets to publish: none unless the tenant is
+// Active (a suspended or decommissioned tenant runs no release that reads them).
+func (r *Renderer) secretsOf(t *evav1.EvaTenant) []EncryptedSecret {
+	if t.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
+		return nil
+	}
+	out := make([]EncryptedSecret, 0, len(t.Spec.Secrets))
+	for _, s := range t.Spec.Secrets {
+		out = append(out, EncryptedSecret{Name: tenant.SecretName(t.Spec.CapsuleCode, s.Name), Data: []byte(s.Sops)})
+	}
+	return out
+}
+
+// checkSecrets refuses Secrets the environment cannot decrypt.
+func (r *Renderer) checkSecrets(t *evav1.EvaTenant) error {
+	if len(t.Spec.Secrets) > 0 && r.Env.Settings.Secrets == nil {
+		return fmt.Errorf("tenant %s has encrypted Secrets, but environment %s has no secrets settings (decryptionSecret, ageRecipients) to decrypt them with",
+			t.Spec.CapsuleCode, r.Env.Name)
+	}
+	return nil
+}
+
+// secretsRoleBinding grants the tenant's applier account (which kustomize-controller
+// impersonates) the Secrets of the tenant's namespace, so that it can apply the
+// decrypted Secrets; its ClusterRole grants nothing outside a namespace it is bound in.
+func (s *scope) secretsRoleBinding() (runtime.Object, error) {
+	if len(s.r.secretsOf(s.t)) == 0 {
+		return nil, nil
+	}
+	env := s.r.Env.Settings
+	return &rbacv1.RoleBinding{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
+		ObjectMeta: s.meta(SecretsRoleBindingName),
+		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: env.SecretsClusterRole},
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: ApplierName(s.code), Namespace: env.FluxNamespace}},
+	}, nil
+}
+
+// secretFiles lays out the tenant's encrypted Secrets below its foundation folder dir.
+func secretFiles(dir string, secrets []EncryptedSecret) []File {
+	files := make([]File, 0, len(secrets))
+	for _, s := range secrets {
+		files = append(files, File{Path: path.Join(dir, SecretsDir, s.Name+".yaml"), Data: s.Data})
+	}
+	return files
+}
+
+// decryption is the foundation Kustomization's SOPS decryption with the environment's
+// age key, for a tenant with Secrets.
+func (r *Renderer) decryption(t *evav1.EvaTenant) *kustomizev1.Decryption {
+	if len(r.secretsOf(t)) == 0 || r.Env.Settings.Secrets == nil {
+		return nil
+	}
+	return &kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: r.Env.Settings.Secrets.DecryptionSecret}}
+}

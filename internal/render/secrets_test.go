@@ -1,0 +1,80 @@
+package render
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
+)
+
+// TestEncryptedSecretsArePublishedAsWritten renders a tenant with an encrypted Secret:
+// the file is in the tree byte for byte (SOPS authenticates every value in document
+// order), listed by the foundation, decrypted by the foundation Kustomization with the
+// environment's key, and writable by the tenant's applier in its namespace only. A
+// tenant without Secrets gets none of it, and an environment that cannot decrypt is
+// refused.
+func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
+	base := renderer(t)
+	env := *base.Env
+	env.Settings.Secrets = &overlay.Secrets{DecryptionSecret: "sops-age", AgeRecipients: []string{"age1" + strings.Repeat("q", 58)}}
+	// What the sops CLI wrote (internal/tenantfile's fixture).
+	encrypted, err := os.ReadFile(filepath.Join("..", "tenantfile", "testdata", "ACMECO.crm-database.sops.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &Renderer{Catalog: base.Catalog, Env: &env}
+	withSecret := tenantFor("ACMECO")
+	withSecret.Spec.Secrets = []evav1.EncryptedSecret{{Name: "crm-database", Sops: string(encrypted)}}
+
+	files, err := r.TenantFiles(withSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	byPath := map[string][]byte{}
+	for _, f := range files {
+		byPath[f.Path] = f.Data
+	}
+	if got := byPath["tenants/acmeco/secrets/acmeco-crm-database.yaml"]; !bytes.Equal(got, encrypted) {
+		t.Fatalf("the encrypted Secret is not published as written: %q (files: %v)", got, keys(byPath))
+	}
+	if k := string(byPath["tenants/acmeco/kustomization.yaml"]); !strings.Contains(k, "- secrets/acmeco-crm-database.yaml") {
+		t.Errorf("the foundation does not list the Secret:\n%s", k)
+	}
+	flux := string(byPath["flux/acmeco.yaml"])
+	if strings.Count(flux, "decryption:") != 1 || !strings.Contains(flux, "provider: sops") || !strings.Contains(flux, "name: sops-age") {
+		t.Errorf("want decryption on the foundation Kustomization only:\n%s", flux)
+	}
+	foundation := string(byPath["tenants/acmeco/manifests.yaml"])
+	if !strings.Contains(foundation, "name: "+SecretsRoleBindingName) || !strings.Contains(foundation, "name: eva-tenant-secrets") {
+		t.Errorf("no RoleBinding granting the applier the namespace's Secrets:\n%s", foundation)
+	}
+
+	plain, err := r.TenantFiles(tenantFor("GHIJKL"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range plain {
+		if strings.Contains(string(f.Data), "decryption:") || strings.Contains(string(f.Data), SecretsRoleBindingName) || strings.Contains(f.Path, "/secrets/") {
+			t.Errorf("a tenant without Secrets got %s", f.Path)
+		}
+	}
+
+	without := *base.Env
+	without.Settings.Secrets = nil
+	noKey := &Renderer{Catalog: base.Catalog, Env: &without}
+	if _, err := noKey.TenantFiles(withSecret); err == nil || !strings.Contains(err.Error(), "no secrets settings") {
+		t.Errorf("an environment without secrets settings: %v", err)
+	}
+}
+
+func keys(m map[string][]byte) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
+}
