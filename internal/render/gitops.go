@@ -26,6 +26,7 @@ import (
 //	tenants/<code>/manifests.yaml
 //	tenants/<code>/workloads/kustomization.yaml
 //	tenants/<code>/workloads/manifests.yaml    absent when the tenant has no workloads
+//	tenants/<code>/workloads/secrets/<name>.yaml  the tenant's SOPS-encrypted Secrets
 const (
 	RootKustomization = "kustomization.yaml"
 	FluxDir           = "flux"
@@ -117,16 +118,21 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 		}
 	}
 	dir := path.Join(TenantsDir, DirName(b.Code))
-	secrets := secretFiles(dir, r.secretsOf(t))
+	// The encrypted Secrets go with the workloads that read them: the foundation, applied
+	// (and Ready) first, holds the RoleBinding that lets the applier write them.
+	var secrets []File
 	var listed []string
-	for _, f := range secrets {
-		listed = append(listed, strings.TrimPrefix(f.Path, dir+"/"))
+	if len(workloads) > 0 {
+		secrets = secretFiles(path.Join(dir, WorkloadsDir), r.secretsOf(t))
+		for _, f := range secrets {
+			listed = append(listed, strings.TrimPrefix(f.Path, path.Join(dir, WorkloadsDir)+"/"))
+		}
 	}
 	files := []File{
 		{path.Join(FluxDir, DirName(b.Code)+".yaml"), flux.Bytes()},
-		{path.Join(dir, KustomizationFile), kustomizationOf(false, listed...)},
+		{path.Join(dir, KustomizationFile), kustomizationOf(false)},
 		{path.Join(dir, ManifestsFile), foundation},
-		{path.Join(dir, WorkloadsDir, KustomizationFile), kustomizationOf(len(workloads) == 0)},
+		{path.Join(dir, WorkloadsDir, KustomizationFile), kustomizationOf(len(workloads) == 0, listed...)},
 	}
 	files = append(files, secrets...)
 	if len(workloads) > 0 {
@@ -184,8 +190,8 @@ func (r *Renderer) FluxKustomizations(t *evav1.EvaTenant) []*kustomizev1.Kustomi
 		}
 	}
 	foundation := one(FoundationName(code), dir, true)
-	foundation.Spec.Decryption = r.decryption(t)
 	workloads := one(WorkloadsName(code), dir+"/"+WorkloadsDir, false)
+	workloads.Spec.Decryption = r.decryption(t)
 	workloads.Spec.DependsOn = []kustomizev1.DependencyReference{{Name: foundation.Name}}
 	return []*kustomizev1.Kustomization{foundation, workloads}
 }

@@ -26,7 +26,8 @@ type EncryptedSecret struct {
 	Data []byte
 }
 
-// SecretsDir is the folder of a tenant's encrypted Secrets, below its foundation.
+// SecretsDir is the folder of a tenant's encrypted Secrets, below its workloads (the
+// foundation, applied first, grants the applier the right to write them).
 const SecretsDir = "secrets"
 
 // SecretsRoleBindingName lets the tenant's applier account write Secrets in the tenant's
@@ -72,7 +73,7 @@ func (s *scope) secretsRoleBinding() (runtime.Object, error) {
 	}, nil
 }
 
-// secretFiles lays out the tenant's encrypted Secrets below its foundation folder dir.
+// secretFiles lays out the tenant's encrypted Secrets below the folder dir.
 func secretFiles(dir string, secrets []EncryptedSecret) []File {
 	files := make([]File, 0, len(secrets))
 	for _, s := range secrets {
@@ -81,7 +82,7 @@ func secretFiles(dir string, secrets []EncryptedSecret) []File {
 	return files
 }
 
-// decryption is the foundation Kustomization's SOPS decryption with the environment's
+// decryption is the workloads Kustomization's SOPS decryption with the environment's
 // age key, for a tenant with Secrets.
 func (r *Renderer) decryption(t *evav1.EvaTenant) *kustomizev1.Decryption {
 	if len(r.secretsOf(t)) == 0 || r.Env.Settings.Secrets == nil {

@@ -13,8 +13,9 @@ import (
 
 // TestEncryptedSecretsArePublishedAsWritten renders a tenant with an encrypted Secret:
 // the file is in the tree byte for byte (SOPS authenticates every value in document
-// order), listed by the foundation, decrypted by the foundation Kustomization with the
-// environment's key, and writable by the tenant's applier in its namespace only. A
+// order), listed with the workloads, decrypted by the workloads Kustomization with the
+// environment's key, and writable by the tenant's applier in its namespace only (a
+// RoleBinding of the foundation, which is applied first). A
 // tenant without Secrets gets none of it, and an environment that cannot decrypt is
 // refused.
 func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
@@ -38,15 +39,15 @@ func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
 	for _, f := range files {
 		byPath[f.Path] = f.Data
 	}
-	if got := byPath["tenants/acmeco/secrets/acmeco-crm-database.yaml"]; !bytes.Equal(got, encrypted) {
+	if got := byPath["tenants/acmeco/workloads/secrets/acmeco-crm-database.yaml"]; !bytes.Equal(got, encrypted) {
 		t.Fatalf("the encrypted Secret is not published as written: %q (files: %v)", got, keys(byPath))
 	}
-	if k := string(byPath["tenants/acmeco/kustomization.yaml"]); !strings.Contains(k, "- secrets/acmeco-crm-database.yaml") {
-		t.Errorf("the foundation does not list the Secret:\n%s", k)
+	if k := string(byPath["tenants/acmeco/workloads/kustomization.yaml"]); !strings.Contains(k, "- secrets/acmeco-crm-database.yaml") {
+		t.Errorf("the workloads do not list the Secret:\n%s", k)
 	}
 	flux := string(byPath["flux/acmeco.yaml"])
 	if strings.Count(flux, "decryption:") != 1 || !strings.Contains(flux, "provider: sops") || !strings.Contains(flux, "name: sops-age") {
-		t.Errorf("want decryption on the foundation Kustomization only:\n%s", flux)
+		t.Errorf("want decryption on the workloads Kustomization only:\n%s", flux)
 	}
 	foundation := string(byPath["tenants/acmeco/manifests.yaml"])
 	if !strings.Contains(foundation, "name: "+SecretsRoleBindingName) || !strings.Contains(foundation, "name: eva-tenant-secrets") {
