@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -38,6 +39,8 @@ const defaultNamespace = "eva-system"
 
 // config is everything the operator reads at start-up, once.
 type config struct {
+	ownNamespace    string
+	sopsAgeSecret   string
 	metricsAddr     string
 	metricsSecure   bool
 	metricsCertDir  string
@@ -79,6 +82,7 @@ func main() {
 	flag.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
 	flag.StringVar(&cfg.environmentDir, "environment-dir", "", "folder holding the environment's tenant overlay (overrides --overlays; the deployment mounts it from a ConfigMap)")
 	flag.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
+	flag.StringVar(&cfg.sopsAgeSecret, "sops-age-secret", "", "Secret in the operator's namespace holding the age private key (a key ending in .agekey) the tenants' encrypted Secrets are decrypted with, in memory, in pure-cluster mode (GitOps mode leaves decryption to kustomize-controller)")
 	flag.StringVar(&cfg.publishMode, "publish", "none", "none: apply bundles to the cluster (pure-cluster mode); git or oci: publish them for Flux (GitOps mode)")
 	flag.StringVar(&cfg.gitURL, "git-url", "", "GitOps repository URL (--publish=git)")
 	flag.StringVar(&cfg.gitBranch, "git-branch", "main", "GitOps branch")
@@ -103,6 +107,7 @@ func main() {
 	if ownNamespace == "" {
 		ownNamespace = defaultNamespace
 	}
+	cfg.ownNamespace = ownNamespace
 	if cfg.tenantNS == "" {
 		cfg.tenantNS = ownNamespace
 	}
@@ -190,6 +195,9 @@ func run(cfg config) error {
 	}
 	if cfg.messagingMode == "direct" {
 		r.Streams = streams
+	}
+	if cfg.sopsAgeSecret != "" {
+		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Secret: types.NamespacedName{Namespace: cfg.ownNamespace, Name: cfg.sopsAgeSecret}}
 	}
 	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), env.Settings.GitOpsSource)
 	if err != nil {

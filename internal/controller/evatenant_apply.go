@@ -41,6 +41,12 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 		// Direct mode: the streams live in JetStream only, not as NACK objects.
 		objects = slices.DeleteFunc(objects, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Stream" })
 	}
+	secrets, err := r.decryptedSecrets(ctx, t)
+	if err != nil {
+		s.observed.Applied.Error = err.Error()
+		return err
+	}
+	objects = append(objects, secrets...)
 	inventory := make([]evav1.ObjectRef, len(objects))
 	for i, u := range objects {
 		inventory[i] = refOf(u)

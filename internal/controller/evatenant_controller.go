@@ -73,6 +73,9 @@ type EvaTenantReconciler struct {
 	// TenantNamespaces are the namespaces EvaTenants are accepted from; tenants elsewhere
 	// are ignored with an event. Empty accepts every namespace.
 	TenantNamespaces []string
+	// AgeKeys, when set, decrypts the tenants' encrypted Secrets in memory in
+	// pure-cluster mode (GitOps mode publishes them encrypted, for kustomize-controller).
+	AgeKeys *AgeKeys
 	// Metrics, when set, receive render timings and condition times.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).

@@ -111,8 +111,14 @@ func (r *EvaTenantReconciler) renderPhase(_ context.Context, s *scope) (ctrl.Res
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	sum := sha256.Sum256(manifest)
-	s.digest = "sha256:" + hex.EncodeToString(sum[:])
+	// The encrypted Secrets are part of what is applied (pure-cluster mode decrypts
+	// them): a rotated value is a new digest, applied at once.
+	h := sha256.New()
+	h.Write(manifest)
+	for _, secret := range s.tenant.Spec.Secrets {
+		h.Write([]byte(secret.Name + "\x00" + secret.Sops + "\x00"))
+	}
+	s.digest = "sha256:" + hex.EncodeToString(h.Sum(nil))
 	return ctrl.Result{}, nil
 }
 

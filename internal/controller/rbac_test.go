@@ -99,8 +99,18 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 		"read a Secret": func() error {
 			return op.Get(ctx, client.ObjectKey{Namespace: "kube-system", Name: "anything"}, &corev1.Secret{})
 		},
-		"create a Secret in a tenant namespace": func() error {
-			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "x"}})
+		"create a Secret not named for the tenant": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "sh.helm.release.v1.crm.v1"}})
+		},
+		"create a service account token Secret": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "fenced-token",
+				Annotations: map[string]string{"kubernetes.io/service-account.name": "default"}}, Type: corev1.SecretTypeServiceAccountToken})
+		},
+		"create a Secret outside tenant namespaces": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "kube-x"}})
+		},
+		"read a tenant's Secret back": func() error {
+			return op.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "fenced-db"}, &corev1.Secret{})
 		},
 	}
 	for what, do := range denied {
@@ -119,12 +129,16 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 		"bind eva-tenant-deployer in a tenant namespace": func() error { return op.Create(ctx, deployerBinding(tenantNS, "eva-tenant-deployer")) },
 		"create the seed Job in a tenant namespace":      func() error { return op.Create(ctx, seedJob(tenantNS)) },
 		"create a restricted tenant namespace":           func() error { return op.Create(ctx, restrictedNamespace("eva-tenant-allowd")) },
+		"create the tenant's own Secret": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "fenced-db"}, StringData: map[string]string{"password": "x"}})
+		},
 		"delete a tenant namespace": func() error {
 			return op.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "eva-tenant-allowd"}})
 		},
 	}
 	for _, what := range []string{"create a ServiceAccount in a tenant namespace", "bind eva-tenant-deployer in a tenant namespace",
-		"create the seed Job in a tenant namespace", "create a restricted tenant namespace", "delete a tenant namespace"} {
+		"create the seed Job in a tenant namespace", "create a restricted tenant namespace", "delete a tenant namespace",
+		"create the tenant's own Secret"} {
 		t.Run("allowed: "+what, func(t *testing.T) {
 			if err := allowed[what](); err != nil {
 				t.Fatal(err)

@@ -31,7 +31,7 @@ const (
 func TestGitOpsFleetWithStuckRelease(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	ns := startGitOpsOperator(t, "e2e-fleet", "eva-fleet")
+	ns, _ := startGitOpsOperator(t, "e2e-fleet", "eva-fleet")
 
 	start := time.Now()
 	var stuck []*unstructured.Unstructured

@@ -2,8 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -13,6 +16,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 // commitRE matches a git commit, alone or as Flux writes it (main@sha1:<commit>).
@@ -29,9 +33,12 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	const source = "eva-operator"
-	ns := startGitOpsOperator(t, "e2e-gitops", source)
+	ns, operator := startGitOpsOperator(t, "e2e-gitops", source)
 
-	tenants := provisionEveryTier(t, ns, "GIT", 8*time.Minute)
+	// The Customer tenant's database password comes encrypted in its spec.secrets: the
+	// operator publishes it as it is, and kustomize-controller decrypts it.
+	password := randomSecret()
+	tenants := provisionEveryTier(t, ns, "GIT", 8*time.Minute, withDatabasePassword(t, password))
 	var codes []string
 	for _, tn := range tenants {
 		got, err := current(ctx, tn)
@@ -61,6 +68,19 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 		}
 		codes = append(codes, codeOf(got))
 	}
+	assertReleasePassword(ctx, t, tenant.Namespace("GITCUS"), "crm", password)
+	for _, tn := range tenants {
+		got, err := current(ctx, tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		status, _ := json.Marshal(got.Object["status"])
+		if strings.Contains(string(status), password) {
+			t.Errorf("%s: the password is in plaintext in the tenant's status", tn.GetName())
+		}
+	}
+	scanForPlaintext(t, filepath.Join(gitRoot, source+".git"), map[string]string{"operator output": operator.Output()}, password)
+
 	order := watchSagaOrder(true, codes...)
 	deleteAndWaitGone(t, 5*time.Minute, tenants...)
 	order.check(t)
@@ -121,14 +141,14 @@ func lastReleaseReady(t *testing.T, code string) time.Time {
 // operator publishing the tenants of ns there. The source fetches only every 10 minutes:
 // tenants reach Active within a test's minutes only because the operator asks Flux to
 // fetch each publish at once.
-func startGitOpsOperator(t *testing.T, ns, source string) string {
+func startGitOpsOperator(t *testing.T, ns, source string) (string, *testenv.Process) {
 	t.Helper()
 	url := newGitRepository(t, source+".git")
 	if err := bootstrapSource(context.Background(), "GitRepository", source, url, "main", "10m"); err != nil {
 		t.Fatal(err)
 	}
 	tenantNamespace(t, ns)
-	startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
+	op := startOperator(t, ns, "--overlays="+environment(t, gitOpsSource("GitRepository", source)),
 		"--publish=git", "--git-url="+url, "--git-branch=main", "--git-cache="+t.TempDir())
-	return ns
+	return ns, op
 }

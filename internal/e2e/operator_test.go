@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"strings"
@@ -47,12 +48,16 @@ func evaTenant(ns, code string, tier evav1.Tier) *unstructured.Unstructured {
 	}}
 }
 
-// provisionEveryTier creates one tenant per tier (everyTier) as a user does, waits with
-// `kubectl wait --for=condition=Ready` and checks each is Active (assertActive).
-func provisionEveryTier(t *testing.T, ns, prefix string, timeout time.Duration) []*unstructured.Unstructured {
+// provisionEveryTier creates one tenant per tier (everyTier) as a user does, each
+// changed by edits first, waits with `kubectl wait --for=condition=Ready` and checks each
+// is Active (assertActive).
+func provisionEveryTier(t *testing.T, ns, prefix string, timeout time.Duration, edits ...func(*unstructured.Unstructured)) []*unstructured.Unstructured {
 	t.Helper()
 	tenants := everyTier(ns, prefix)
 	for _, tn := range tenants {
+		for _, edit := range edits {
+			edit(tn)
+		}
 		if err := cluster.Client.Create(context.Background(), tn); err != nil {
 			t.Fatal(err)
 		}
@@ -222,11 +227,29 @@ func waitGone(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unst
 // completed on a kwok node and its streams in JetStream; `kubectl wait
 // --for=condition=Ready` succeeds; deleting them runs the saga and
 // kube-controller-manager really deletes each namespace before the finalizer goes.
+//
+// The Customer tenant's database password comes encrypted with sops in its
+// spec.secrets: the operator decrypts it in memory with the age key of its own
+// namespace, applies the Secret, and the release's values hold the password, which no
+// log, event or status shows.
 func TestOperatorPureClusterEveryTier(t *testing.T) {
 	t.Parallel()
+	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-pure")
-	startOperator(t, ns)
-	tenants := provisionEveryTier(t, ns, "PUR", 6*time.Minute)
+	op := startOperator(t, ns, "--sops-age-secret="+decryptionSecret)
+	password := randomSecret()
+	tenants := provisionEveryTier(t, ns, "PUR", 6*time.Minute, withDatabasePassword(t, password))
+	assertReleasePassword(ctx, t, tenant.Namespace("PURCUS"), "crm", password)
+	for _, tn := range tenants {
+		got, err := current(ctx, tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if status, _ := json.Marshal(got.Object["status"]); strings.Contains(string(status), password) {
+			t.Errorf("%s: the password is in plaintext in the tenant's status", tn.GetName())
+		}
+	}
+	assertNoPlaintext(t, map[string]string{"operator output": op.Output()}, password)
 	var codes []string
 	for _, tn := range tenants {
 		codes = append(codes, codeOf(tn))

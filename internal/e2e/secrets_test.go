@@ -10,6 +10,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -55,13 +56,30 @@ func createDecryptionKey(ctx context.Context) (map[string]any, error) {
 	if err := cluster.Client.Create(ctx, key); err != nil {
 		return nil, fmt.Errorf("creating the decryption key: %w", err)
 	}
+	// The same key where the operator reads it in pure-cluster mode (--sops-age-secret).
+	key = &corev1.Secret{
+		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: decryptionSecret},
+		StringData: map[string]string{"identity.agekey": id.String()},
+	}
+	if err := cluster.Client.Create(ctx, key); err != nil {
+		return nil, fmt.Errorf("creating the operator's decryption key: %w", err)
+	}
 	return map[string]any{"decryptionSecret": decryptionSecret, "ageRecipients": []string{ageRecipient}}, nil
 }
 
 // encryptSecret writes the tenant's Secret <code>-<name> holding data, encrypted with
 // the real sops CLI for the suite's recipient, as tenants/<CODE>.<name>.sops.yaml in dir.
-// The plaintext reaches sops on its standard input only.
 func encryptSecret(t *testing.T, dir, code, name string, data map[string]string) {
+	t.Helper()
+	if err := os.WriteFile(filepath.Join(dir, code+"."+name+".sops.yaml"), sopsEncrypt(t, code, name, data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sopsEncrypt returns the tenant's Secret <code>-<name> holding data, encrypted with the
+// real sops CLI for the suite's recipient. The plaintext reaches sops on its standard
+// input only.
+func sopsEncrypt(t *testing.T, code, name string, data map[string]string) []byte {
 	t.Helper()
 	manifest, err := yaml.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
@@ -80,7 +98,7 @@ func encryptSecret(t *testing.T, dir, code, name string, data map[string]string)
 	}
 	cmd := exec.Command(bins.Sops, "--encrypt", "--age", ageRecipient, "--encrypted-regex", "^(data|stringData)$",
 		"--input-type", "yaml", "--output-type", "yaml", "/dev/stdin")
-	cmd.Dir = dir
+	cmd.Dir = t.TempDir() // no .sops.yaml to pick up
 	cmd.Stdin = bytes.NewReader(manifest)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
@@ -88,8 +106,21 @@ func encryptSecret(t *testing.T, dir, code, name string, data map[string]string)
 	if err != nil {
 		t.Fatalf("sops --encrypt: %v\n%s", err, stderr.String())
 	}
-	if err := os.WriteFile(filepath.Join(dir, code+"."+name+".sops.yaml"), out, 0o644); err != nil {
-		t.Fatal(err)
+	return out
+}
+
+// withDatabasePassword gives a Customer tenant its crm database password the way a user
+// applying an EvaTenant does: encrypted with sops into spec.secrets, read by valuesFrom.
+func withDatabasePassword(t *testing.T, password string) func(*unstructured.Unstructured) {
+	return func(tn *unstructured.Unstructured) {
+		if tierOf(tn) != evav1.TierCustomer {
+			return
+		}
+		code := codeOf(tn)
+		spec := tn.Object["spec"].(map[string]any)
+		spec["secrets"] = []any{map[string]any{"name": "crm-database", "sops": string(sopsEncrypt(t, code, "crm-database", map[string]string{"password": password}))}}
+		spec["valuesFrom"] = []any{map[string]any{"module": "crm", "kind": "Secret", "name": tenant.SecretName(code, "crm-database"),
+			"valuesKey": "password", "targetPath": "database.password"}}
 	}
 }
 
@@ -186,13 +217,11 @@ func releaseValues(ctx context.Context, ns, release string) (map[string]any, int
 
 // scanForPlaintext looks for each secret value in everything published, logged or
 // reported: every object ever written to the git repository (all of its history), the
-// given command outputs, the Flux controllers' whole output, every Event of the cluster,
-// and the status of every Flux Kustomization and HelmRelease. It fails the test for each
+// given command outputs, and what assertNoPlaintext scans. It fails the test for each
 // place a value is found, and also when the repository holds no SOPS-encrypted file (a
 // scan of the wrong repository finds nothing and proves nothing).
 func scanForPlaintext(t *testing.T, bare string, outputs map[string]string, secrets ...string) {
 	t.Helper()
-	ctx := context.Background()
 	places := map[string]string{}
 	for k, v := range outputs {
 		places[k] = v
@@ -228,6 +257,17 @@ func scanForPlaintext(t *testing.T, bare string, outputs map[string]string, secr
 	if encrypted == 0 {
 		t.Fatalf("%s holds no SOPS-encrypted file: the scan would prove nothing", bare)
 	}
+	t.Logf("%d git objects with SOPS-encrypted content", encrypted)
+	assertNoPlaintext(t, places, secrets...)
+}
+
+// assertNoPlaintext looks for each secret value in the given texts, the Flux
+// controllers' whole output, every Event of the cluster, and the status of every Flux
+// Kustomization and HelmRelease, and fails the test for each place a value is found.
+func assertNoPlaintext(t *testing.T, texts map[string]string, secrets ...string) {
+	t.Helper()
+	ctx := context.Background()
+	places := maps.Clone(texts)
 	for _, name := range []string{"source-controller", "kustomize-controller", "helm-controller"} {
 		places[name+" output"] = cluster.Output(name)
 	}
@@ -260,5 +300,5 @@ func scanForPlaintext(t *testing.T, bare string, outputs map[string]string, secr
 			}
 		}
 	}
-	t.Logf("scanned %d places (%d git objects with SOPS-encrypted content) for %d secret values", len(places), encrypted, len(secrets))
+	t.Logf("scanned %d places for %d secret values", len(places), len(secrets))
 }

@@ -97,6 +97,9 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 	if err != nil {
 		return nil, err
 	}
+	if foundation, err = r.withSecretsRoleBinding(foundation, t); err != nil {
+		return nil, err
+	}
 	var workloads []byte
 	if td < TeardownWorkloads {
 		if workloads, err = b.LayerManifest(Workloads); err != nil {

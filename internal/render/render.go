@@ -102,7 +102,7 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	}
 	builders := []builder{{s.namespace, Foundation}}
 	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
-		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.secretsRoleBinding, s.resourceQuota,
+		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.resourceQuota,
 			s.limitRange, s.networkPolicy, s.chartRepository, s.eventsStream, s.commandsStream, s.alertRules} {
 			builders = append(builders, builder{build, Foundation})
 		}

@@ -1,16 +1,19 @@
 package render
 
 import (
+	"bytes"
 	"fmt"
 	"path"
+	"strings"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/manifest"
+	"github.com/aidonow/eva/internal/sopsdoc"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -48,29 +51,56 @@ func (r *Renderer) secretsOf(t *evav1.EvaTenant) []EncryptedSecret {
 	return out
 }
 
-// checkSecrets refuses Secrets the environment cannot decrypt.
+// checkSecrets refuses Secrets the environment cannot decrypt: without secrets
+// settings, or not encrypted for one of its age recipients (kustomize-controller would
+// fail on them after publishing). The documents' own rules are the tenant's validation.
 func (r *Renderer) checkSecrets(t *evav1.EvaTenant) error {
-	if len(t.Spec.Secrets) > 0 && r.Env.Settings.Secrets == nil {
+	if len(t.Spec.Secrets) == 0 {
+		return nil
+	}
+	settings := r.Env.Settings.Secrets
+	if settings == nil {
 		return fmt.Errorf("tenant %s has encrypted Secrets, but environment %s has no secrets settings (decryptionSecret, ageRecipients) to decrypt them with",
 			t.Spec.CapsuleCode, r.Env.Name)
+	}
+	code := t.Spec.CapsuleCode
+	for _, s := range t.Spec.Secrets {
+		doc, issues := sopsdoc.Check([]byte(s.Sops), tenant.SecretName(code, s.Name), tenant.Namespace(code))
+		if len(issues) > 0 {
+			return fmt.Errorf("tenant %s: spec.secrets %s: %s", code, s.Name, issues[0].Message)
+		}
+		if !doc.ForRecipients(settings.AgeRecipients) {
+			return fmt.Errorf("tenant %s: Secret %s is not encrypted for any age recipient of environment %s (%s)",
+				code, doc.Name, r.Env.Name, strings.Join(settings.AgeRecipients, ", "))
+		}
 	}
 	return nil
 }
 
-// secretsRoleBinding grants the tenant's applier account (which kustomize-controller
-// impersonates) the Secrets of the tenant's namespace, so that it can apply the
-// decrypted Secrets; its ClusterRole grants nothing outside a namespace it is bound in.
-func (s *scope) secretsRoleBinding() (runtime.Object, error) {
-	if len(s.r.secretsOf(s.t)) == 0 {
-		return nil, nil
+// withSecretsRoleBinding appends to a GitOps foundation manifest, for a tenant with
+// Secrets, the RoleBinding that grants the tenant's applier account (which
+// kustomize-controller impersonates) the Secrets of the tenant's namespace, so that it
+// can apply them once decrypted; its ClusterRole grants nothing outside a namespace it
+// is bound in. Pure-cluster bundles do without: the operator applies the Secrets itself.
+func (r *Renderer) withSecretsRoleBinding(foundation []byte, t *evav1.EvaTenant) ([]byte, error) {
+	if len(r.secretsOf(t)) == 0 {
+		return foundation, nil
 	}
-	env := s.r.Env.Settings
-	return &rbacv1.RoleBinding{
+	env := r.Env.Settings
+	code := t.Spec.CapsuleCode
+	s := &scope{r: r, t: t, code: code, ns: tenant.Namespace(code)}
+	binding := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 		ObjectMeta: s.meta(SecretsRoleBindingName),
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: env.SecretsClusterRole},
-		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: ApplierName(s.code), Namespace: env.FluxNamespace}},
-	}, nil
+		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: ApplierName(code), Namespace: env.FluxNamespace}},
+	}
+	buf := bytes.NewBuffer(bytes.Clone(foundation))
+	buf.WriteString("---\n")
+	if err := manifest.EncodeTyped(buf, binding); err != nil {
+		return nil, fmt.Errorf("encoding the Secrets RoleBinding of %s: %w", code, err)
+	}
+	return buf.Bytes(), nil
 }
 
 // secretFiles lays out the tenant's encrypted Secrets below the folder dir.

@@ -21,7 +21,8 @@ import (
 func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
 	base := renderer(t)
 	env := *base.Env
-	env.Settings.Secrets = &overlay.Secrets{DecryptionSecret: "sops-age", AgeRecipients: []string{"age1" + strings.Repeat("q", 58)}}
+	const fixtureRecipient = "age100vamtj4ypar8tdvtralkclnhq0szhegad8pvvj2w7zlxrmz8s7snr94yr"
+	env.Settings.Secrets = &overlay.Secrets{DecryptionSecret: "sops-age", AgeRecipients: []string{fixtureRecipient}}
 	// What the sops CLI wrote (internal/tenantfile's fixture).
 	encrypted, err := os.ReadFile(filepath.Join("..", "tenantfile", "testdata", "ACMECO.crm-database.sops.yaml"))
 	if err != nil {
@@ -69,6 +70,11 @@ func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
 	noKey := &Renderer{Catalog: base.Catalog, Env: &without}
 	if _, err := noKey.TenantFiles(withSecret); err == nil || !strings.Contains(err.Error(), "no secrets settings") {
 		t.Errorf("an environment without secrets settings: %v", err)
+	}
+	otherKey := *base.Env
+	otherKey.Settings.Secrets = &overlay.Secrets{DecryptionSecret: "sops-age", AgeRecipients: []string{"age1" + strings.Repeat("q", 58)}}
+	if _, err := (&Renderer{Catalog: base.Catalog, Env: &otherKey}).TenantFiles(withSecret); err == nil || !strings.Contains(err.Error(), "not encrypted for any age recipient") {
+		t.Errorf("an environment with another key: %v", err)
 	}
 }
 
