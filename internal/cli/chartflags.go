@@ -68,9 +68,6 @@ func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *ten
 		}
 		env = &overlay.Environment{Name: "validate", Settings: *settings}
 	}
-	if env.Name != "validate" {
-		res.Problems = append(res.Problems, secretProblems(res, env)...)
-	}
 	checker.SetFetcher(chartFetcher(cmd.Context(), env))
 	r := &render.Renderer{Catalog: catalog, Env: env}
 	res.Problems = append(res.Problems, chartProblems(res, r, checker)...)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
 
@@ -57,6 +58,14 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 					return &ExitError{Code: ExitUsage, Err: err}
 				}
 				return err
+			}
+			// Encrypted Secrets must be decryptable in the environment, when there is one
+			// to check against (validate also runs outside a platform checkout).
+			if env, err := overlay.Load(charts.overlays, charts.env); err == nil {
+				res.Problems = append(res.Problems, secretProblems(res, env)...)
+				tenantfile.SortProblems(res.Problems)
+			} else if len(res.Secrets) > 0 && (cmd.Flags().Changed("overlays") || cmd.Flags().Changed("env")) {
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err := charts.check(cmd, catalog, res); err != nil {
 				return err

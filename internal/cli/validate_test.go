@@ -475,3 +475,25 @@ func TestValidateRefusesPinsThatDoNotExist(t *testing.T) {
 		t.Fatalf("exit status %d\n%s%s", code, out, errOut)
 	}
 }
+
+// TestValidateRefusesSecretsTheEnvironmentCannotDecrypt: an encrypted Secret written by
+// sops for a key the environment does not list is refused at its file, before anything
+// is published (kustomize-controller could not decrypt it); encrypted for the
+// environment's recipient, it passes.
+func TestValidateRefusesSecretsTheEnvironmentCannotDecrypt(t *testing.T) {
+	foreign, err := os.ReadFile(filepath.Join(repoRoot, "internal", "tenantfile", "testdata", exampleSecret))
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := []string{"--overlays", filepath.Join(repoRoot, "overlays"), "--env", "dev", "--verify-charts=false"}
+	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant, exampleSecret: string(foreign)})
+	code, out, _ := runValidate(t, append([]string{dir}, env...)...)
+	want := filepath.Join(dir, exampleSecret) + ":1:1: sops.age: not encrypted for environment dev"
+	if code != ExitInvalid || !strings.Contains(out, want) {
+		t.Fatalf("exit %d, output:\n%s\nwant %q", code, out, want)
+	}
+	dir = writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
+	if code, out, _ := runValidate(t, append([]string{dir}, env...)...); code != ExitOK {
+		t.Fatalf("the example's Secret, encrypted for dev: exit %d\n%s", code, out)
+	}
+}

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	evapublish "github.com/aidonow/eva/internal/publish"
 	"context"
 	"fmt"
 	"os/exec"
@@ -213,15 +214,41 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 	if err := bootstrapSource(ctx, "OCIRepository", source, ref, "e2e", "10s"); err != nil {
 		t.Fatal(err)
 	}
-	tenants, _ := exampleTenants(t, map[string]string{"ACMECO": "OCIACM", "DEVUSR": "OCIDEV", "GLOBEX": "OCIGLO"})
+	tenants, secrets := exampleTenants(t, map[string]string{"ACMECO": "OCIACM", "DEVUSR": "OCIDEV", "GLOBEX": "OCIGLO"})
 	publish := exec.Command(evactl, "publish", "oci", "--ref", ref+":e2e", "--insecure", "--env", "dev",
 		"--overlays", environment(t, gitOpsSource("OCIRepository", source)), "--charts", chartsDir, "--tenants", tenants)
 	publish.Dir = testenv.RepoRoot()
-	if out, err := publish.CombinedOutput(); err != nil {
+	out, err := publish.CombinedOutput()
+	if err != nil {
 		t.Fatalf("evactl publish oci: %v\n%s", err, out)
 	}
 	requestReconcile(t, "OCIRepository", source)
 	assertExamplesDeployed(t, source, "OCIACM", "OCIDEV", "OCIGLO")
+
+	// The Customer's password reached its release; the artifact holds it encrypted only.
+	var values []string
+	for _, data := range secrets {
+		for _, v := range data {
+			values = append(values, v)
+		}
+	}
+	assertReleasePassword(ctx, t, "eva-tenant-ociacm", "crm", secrets["eva-tenant-ociacm/ociacm-crm-database"]["password"])
+	tree, err := (&evapublish.OCI{Ref: ref + ":e2e", Insecure: true}).Pull(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	texts := map[string]string{"evactl publish oci": string(out)}
+	encrypted := 0
+	for path, data := range tree {
+		texts["artifact file "+path] = string(data)
+		if strings.Contains(string(data), "ENC[AES256_GCM,") {
+			encrypted++
+		}
+	}
+	if encrypted == 0 {
+		t.Fatalf("the artifact holds no SOPS-encrypted file: the scan would prove nothing")
+	}
+	assertNoPlaintext(t, texts, values...)
 }
 
 // assertExamplesDeployed waits until the root Kustomization and the two Kustomizations

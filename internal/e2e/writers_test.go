@@ -22,13 +22,13 @@ import (
 // Competing publishers: writers operator processes, each with its own tenants.
 const (
 	writers          = 4
-	tenantsPerWriter = 200
+	tenantsPerWriter = 100
 )
 
 // TestFourOperatorsShareOneGitBranch runs 4 operator processes in GitOps mode, each
-// accepting its own namespace of 200 tenants, all publishing to one branch through the
+// accepting its own namespace of 100 tenants, all publishing to one branch through the
 // git server with their own caches: their pushes race, are rejected and merged again.
-// In the end the branch holds all 800 tenants and the root kustomization lists them.
+// In the end the branch holds all 400 tenants and the root kustomization lists them.
 // (No Flux source reads this repository: the test is about the publishers.)
 func TestFourOperatorsShareOneGitBranch(t *testing.T) {
 	t.Parallel()
