@@ -1,9 +1,9 @@
 package e2e
 
 import (
-	evapublish "github.com/aidonow/eva/internal/publish"
 	"context"
 	"fmt"
+	evapublish "github.com/aidonow/eva/internal/publish"
 	"os/exec"
 	"path/filepath"
 	"strings"
