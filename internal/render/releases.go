@@ -7,6 +7,7 @@ import (
 	"fmt"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	fluxmeta "github.com/fluxcd/pkg/apis/meta"
 	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -65,8 +66,31 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 		return nil, fmt.Errorf("spec of %s: %w", module, err)
 	}
 	sum := sha256.Sum256(spec)
-	hr.Annotations = map[string]string{tenant.AnnotationSpecDigest: "sha256:" + hex.EncodeToString(sum[:8])}
+	token, err := s.tenantToken()
+	if err != nil {
+		return nil, err
+	}
+	hr.Annotations = map[string]string{
+		tenant.AnnotationSpecDigest: "sha256:" + hex.EncodeToString(sum[:8]),
+		// A change to the tenant retries every release helm-controller gave up on, as
+		// `flux reconcile helmrelease --reset` does: a release that failed because of
+		// another (crm's pods filling the quota while itsm installed) has no spec change
+		// of its own when the owner fixes the cause, and would otherwise stay stalled
+		// with no retries left. For a healthy release the request is a no-op.
+		fluxmeta.ReconcileRequestAnnotation: token,
+		helmv2.ResetRequestAnnotation:       token,
+	}
 	return hr, nil
+}
+
+// tenantToken identifies the tenant's spec: it changes with any change a user makes.
+func (s *scope) tenantToken() (string, error) {
+	spec, err := json.Marshal(s.t.Spec)
+	if err != nil {
+		return "", fmt.Errorf("spec of tenant %s: %w", s.code, err)
+	}
+	sum := sha256.Sum256(spec)
+	return "eva-spec-" + hex.EncodeToString(sum[:8]), nil
 }
 
 // chartSourceRef points a release at the environment's chart source: the tenant's own
