@@ -6,15 +6,15 @@
 package sopsdoc
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"regexp"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/aidonow/eva/internal/yamldoc"
 )
 
 // WatchLabel makes helm-controller reconcile a release as soon as a Secret it takes
@@ -128,20 +128,9 @@ func Check(data []byte, name, namespace string) (*Secret, []Issue) {
 
 // single decodes exactly one YAML mapping.
 func single(data []byte) (*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var docs []*yaml.Node
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			break
-		}
-		if err != nil {
-			return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
-		}
-		if len(doc.Content) > 0 && (doc.Content[0].Kind != yaml.ScalarNode || doc.Content[0].Tag != "!!null") {
-			docs = append(docs, doc.Content[0])
-		}
+	docs, err := yamldoc.Documents(data)
+	if err != nil {
+		return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
 	}
 	if len(docs) != 1 || docs[0].Kind != yaml.MappingNode {
 		return nil, errors.New("an encrypted tenant Secret holds exactly one Secret manifest, encrypted as a whole by sops (kustomize-controller decrypts each manifest on its own)")

@@ -3,9 +3,7 @@ package tenantfile
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"io"
 	"reflect"
 	"regexp"
 	"strconv"
@@ -17,6 +15,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/yamldoc"
 )
 
 // MaxFileBytes bounds the size of one tenant file: a tenant's values are capped far
@@ -83,7 +82,7 @@ func parse(file string, data []byte, catalog *tenant.Catalog) (*Tenant, []Proble
 	if len(data) > MaxFileBytes {
 		return nil, []Problem{at(1, 1, "", "%s", tooBig(int64(len(data))))}
 	}
-	docs, err := documents(data)
+	docs, err := yamldoc.Documents(data)
 	if err != nil {
 		line := syntaxErrorLine(data, err)
 		msg := strings.TrimPrefix(err.Error(), "yaml: ")
@@ -200,35 +199,11 @@ func syntaxErrorLine(data []byte, err error) int {
 	var prefix []byte
 	for i, l := range lines {
 		prefix = append(prefix, l...)
-		if _, perr := documents(prefix); perr != nil && yamlLineRE.ReplaceAllString(perr.Error(), "") == want {
+		if _, perr := yamldoc.Documents(prefix); perr != nil && yamlLineRE.ReplaceAllString(perr.Error(), "") == want {
 			return i + 1
 		}
 	}
 	return reported
-}
-
-// documents splits a YAML stream into its non-empty documents.
-func documents(data []byte) ([]*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var docs []*yaml.Node
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		if len(doc.Content) == 0 {
-			continue
-		}
-		n := doc.Content[0]
-		if n.Kind == yaml.ScalarNode && n.Tag == "!!null" {
-			continue // an empty document between separators
-		}
-		docs = append(docs, n)
-	}
 }
 
 // ProblemAt builds a problem about a field of the tenant (for checks made outside this
