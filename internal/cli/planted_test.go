@@ -14,8 +14,9 @@ import (
 	"testing"
 
 	git "github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 // plantedSecrets are the secret values of issue 10 (section 2), each under the key
@@ -229,43 +230,13 @@ func scanWorktree(t *testing.T, dir string, values []string) {
 // a secret written as a blob and then refused would still be in .git.
 func scanGitObjects(t *testing.T, dir string, values []string) {
 	t.Helper()
-	repo, err := git.PlainOpen(dir)
-	if err != nil {
-		t.Fatalf("opening %s: %v", dir, err)
-	}
-	blobs, err := repo.BlobObjects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	n := 0
-	err = blobs.ForEach(func(b *object.Blob) error {
-		r, err := b.Reader()
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return err
-		}
-		n++
-		noPlanted(t, dir+" blob "+b.Hash.String(), data, values)
-		return nil
-	})
+	n, err := testenv.GitObjects(dir, func(what string, data []byte) { noPlanted(t, dir+" "+what, data, values) })
 	if err != nil {
 		t.Fatal(err)
 	}
 	if n == 0 {
 		t.Errorf("%s holds no blobs: the scan checked nothing", dir)
 	}
-	commits, err := repo.CommitObjects()
-	if err != nil {
-		t.Fatal(err)
-	}
-	_ = commits.ForEach(func(c *object.Commit) error {
-		noPlanted(t, dir+" commit "+c.Hash.String(), []byte(c.Message), values)
-		return nil
-	})
 }
 
 // scanBlobs checks every blob a registry stored, gunzipped when it is a layer.

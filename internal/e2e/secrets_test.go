@@ -19,8 +19,6 @@ import (
 	"testing"
 
 	"filippo.io/age"
-	"github.com/go-git/go-git/v5"
-	"github.com/go-git/go-git/v5/plumbing/object"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -226,32 +224,13 @@ func scanForPlaintext(t *testing.T, bare string, outputs map[string]string, secr
 	for k, v := range outputs {
 		places[k] = v
 	}
-	repo, err := git.PlainOpen(bare)
-	if err != nil {
-		t.Fatal(err)
-	}
-	blobs, err := repo.BlobObjects()
-	if err != nil {
-		t.Fatal(err)
-	}
 	encrypted := 0
-	err = blobs.ForEach(func(b *object.Blob) error {
-		r, err := b.Reader()
-		if err != nil {
-			return err
-		}
-		defer r.Close()
-		data, err := io.ReadAll(r)
-		if err != nil {
-			return err
-		}
+	if _, err := testenv.GitObjects(bare, func(what string, data []byte) {
 		if bytes.Contains(data, []byte("ENC[AES256_GCM,")) {
 			encrypted++
 		}
-		places["git object "+b.Hash.String()] = string(data)
-		return nil
-	})
-	if err != nil {
+		places["git "+what] = string(data)
+	}); err != nil {
 		t.Fatal(err)
 	}
 	if encrypted == 0 {
