@@ -17,6 +17,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/quota"
+	"github.com/aidonow/eva/internal/render"
 )
 
 func refOf(u *unstructured.Unstructured) evav1.ObjectRef {
@@ -32,25 +34,28 @@ func refString(r evav1.ObjectRef) string {
 
 // applyBundle server-side applies the bundle when it changed since the last apply (or
 // the periodic drift check is due), then prunes what the previous inventory held and
-// the bundle no longer does. Apply failures are recorded on the scope for the
-// Provisioned condition; the error returned makes the reconcile retry with backoff.
+// the bundle no longer does. The foundation (namespace, confinement, streams, rules) and
+// the decrypted Secrets go first; the workloads (releases, seed Job, Ingress) only once
+// the tenant's quota is enforced (see internal/quota), or their pods could be admitted
+// past it: until then s.observed.Applied.Waiting says why, and the reconcile looks
+// again soon (or when the quota's status changes). Apply failures are recorded on the
+// scope for the Provisioned condition; the error returned makes the reconcile retry
+// with backoff.
 func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	t := s.tenant
-	objects := s.bundle.Unstructured()
+	foundation := s.bundle.UnstructuredLayer(render.Foundation)
 	if r.Streams != nil {
 		// Direct mode: the streams live in JetStream only, not as NACK objects.
-		objects = slices.DeleteFunc(objects, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Stream" })
+		foundation = slices.DeleteFunc(foundation, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Stream" })
 	}
 	secrets, err := r.decryptedSecrets(ctx, t)
 	if err != nil {
 		s.observed.Applied.Error = err.Error()
 		return err
 	}
-	objects = append(objects, secrets...)
-	inventory := make([]evav1.ObjectRef, len(objects))
-	for i, u := range objects {
-		inventory[i] = refOf(u)
-	}
+	foundation = append(foundation, secrets...)
+	workloads := s.bundle.UnstructuredLayer(render.Workloads)
+	inventory := refsOf(append(slices.Clone(foundation), workloads...))
 	last, _ := r.lastApply.Load(t.UID)
 	due := last == nil || r.now().Sub(last.(time.Time)) >= ResyncActive
 	if t.Status.AppliedDigest == s.digest && slices.Equal(t.Status.Inventory, inventory) && !due {
@@ -61,35 +66,25 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	if err := r.checkNamespaceOwner(ctx, t); err != nil {
 		return err
 	}
-	var failed []string
-	var errs []error
-	for _, u := range objects {
-		if u.GetKind() == "Job" {
-			// A Job is one run: its template is immutable, and a finished seed Job must
-			// not be replaced. A new seeds version renders a new Job name.
-			var existing batchv1.Job
-			if found, err := r.get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, &existing); err == nil && found {
-				continue
-			}
-		}
-		stampOwner(u, t)
-		// Forced: drift (a kubectl edit) is corrected. Safe only because the code's claim
-		// and the namespace check above make this tenant the one owner of these objects.
-		err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+	if err := r.applyObjects(ctx, s, foundation, inventory); err != nil {
+		return err
+	}
+	if len(workloads) > 0 {
+		enforced, why, err := r.quotaEnforced(ctx, foundation)
 		if err != nil {
-			failed = append(failed, refString(refOf(u)))
-			errs = append(errs, fmt.Errorf("applying %s: %w", refString(refOf(u)), err))
-			s.log.Error(err, "apply failed", "object", refString(refOf(u)))
+			s.observed.Applied.Error = "could not read the tenant's ResourceQuota: see operator logs"
+			t.Status.Inventory = union(t.Status.Inventory, refsOf(foundation))
+			return err
+		}
+		if !enforced {
+			s.observed.Applied.Waiting = why
+			// What did apply must stay tracked, or a later prune or the saga would miss it.
+			t.Status.Inventory = union(t.Status.Inventory, refsOf(foundation))
+			return nil
 		}
 	}
-	if len(failed) > 0 {
-		s.observed.Applied.Error = fmt.Sprintf("could not apply %v: see operator logs", failed)
-		if findCondition(t, evav1.ConditionProvisioned).Reason != "ApplyFailed" {
-			s.event(corev1.EventTypeWarning, "ApplyFailed", "Could not apply %d object(s): %v", len(failed), failed)
-		}
-		// What did apply must stay tracked, or a later prune or the saga would miss it.
-		t.Status.Inventory = union(t.Status.Inventory, inventory)
-		return errors.Join(errs...)
+	if err := r.applyObjects(ctx, s, workloads, inventory); err != nil {
+		return err
 	}
 	if err := r.prune(ctx, t, t.Status.Inventory, inventory); err != nil {
 		s.observed.Applied.Error = "could not prune objects no longer rendered: see operator logs"
@@ -104,6 +99,71 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	s.observed.Applied.Revision = s.digest
 	r.lastApply.Store(t.UID, r.now())
 	return nil
+}
+
+// applyObjects server-side applies objects of the tenant. On a failure it records what
+// failed for the Provisioned condition (one warning per failing episode), keeps the
+// whole inventory tracked, and returns the failures.
+func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, objects []*unstructured.Unstructured, inventory []evav1.ObjectRef) error {
+	t := s.tenant
+	var failed []string
+	var errs []error
+	for _, u := range objects {
+		if u.GetKind() == "Job" {
+			// A Job is one run: its template is immutable, and a finished seed Job must
+			// not be replaced. A new seeds version renders a new Job name.
+			var existing batchv1.Job
+			if found, err := r.get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, &existing); err == nil && found {
+				continue
+			}
+		}
+		stampOwner(u, t)
+		// Forced: drift (a kubectl edit) is corrected. Safe only because the code's claim
+		// and the namespace check make this tenant the one owner of these objects.
+		err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+		if err != nil {
+			failed = append(failed, refString(refOf(u)))
+			errs = append(errs, fmt.Errorf("applying %s: %w", refString(refOf(u)), err))
+			s.log.Error(err, "apply failed", "object", refString(refOf(u)))
+		}
+	}
+	if len(failed) == 0 {
+		return nil
+	}
+	s.observed.Applied.Error = fmt.Sprintf("could not apply %v: see operator logs", failed)
+	if findCondition(t, evav1.ConditionProvisioned).Reason != "ApplyFailed" {
+		s.event(corev1.EventTypeWarning, "ApplyFailed", "Could not apply %d object(s): %v", len(failed), failed)
+	}
+	// What did apply must stay tracked, or a later prune or the saga would miss it.
+	t.Status.Inventory = union(t.Status.Inventory, inventory)
+	return errors.Join(errs...)
+}
+
+// quotaEnforced reads the tenant's ResourceQuota (from the API server: quotas are not
+// cached, and the decision must not rest on a stale copy) and says whether the quota
+// admission enforces it. A bundle without a quota has nothing to wait for.
+func (r *EvaTenantReconciler) quotaEnforced(ctx context.Context, foundation []*unstructured.Unstructured) (bool, string, error) {
+	for _, u := range foundation {
+		if u.GetKind() != "ResourceQuota" {
+			continue
+		}
+		var rq corev1.ResourceQuota
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, &rq); err != nil {
+			return false, "", fmt.Errorf("reading ResourceQuota %s/%s: %w", u.GetNamespace(), u.GetName(), err)
+		}
+		if ok, why := quota.Enforced(&rq); !ok {
+			return false, why, nil
+		}
+	}
+	return true, "", nil
+}
+
+func refsOf(objects []*unstructured.Unstructured) []evav1.ObjectRef {
+	out := make([]evav1.ObjectRef, len(objects))
+	for i, u := range objects {
+		out[i] = refOf(u)
+	}
+	return out
 }
 
 // identity is an object's identity whatever its API version: an object rendered at a

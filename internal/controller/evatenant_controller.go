@@ -46,6 +46,9 @@ const (
 	WaitDeletion = 5 * time.Second
 	// MessagingRetry is how soon a tenant is looked at again while NATS is unreachable.
 	MessagingRetry = 5 * time.Second
+	// QuotaRetry is how soon a tenant whose workloads wait for its quota to be enforced
+	// looks again if no change of the quota's status woke it first.
+	QuotaRetry = 2 * time.Second
 	// ConflictRetry is how soon a tenant whose status patch lost to another write is
 	// looked at again (the watch event of that write usually comes first).
 	ConflictRetry = 200 * time.Millisecond

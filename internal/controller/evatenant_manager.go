@@ -10,6 +10,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -17,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -42,6 +44,7 @@ func CacheOptions(claimsNamespace string) cache.Options {
 	byLabel := cache.ByObject{Label: selector}
 	return cache.Options{ByObject: map[client.Object]cache.ByObject{
 		&corev1.Namespace{}:     byLabel,
+		&corev1.ResourceQuota{}: byLabel,
 		&helmv2.HelmRelease{}:   byLabel,
 		&batchv1.Job{}:          byLabel,
 		&networkingv1.Ingress{}: byLabel,
@@ -90,9 +93,23 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Watches(&nackv1beta2.Stream{}, toTenant, hasCapsule).
 		Watches(&kustomizev1.Kustomization{}, toTenant, hasCapsule).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	if r.GitOps == nil {
+		// kube-controller-manager recording the quota's hard limits releases the
+		// workloads (pure-cluster mode; in GitOps mode Flux's health check waits). Only
+		// that change wakes the tenant, not the usage moving with every pod.
+		b = b.Watches(&corev1.ResourceQuota{}, toTenant, hasCapsule, builder.WithPredicates(quotaHardChanged))
+	}
 	if r.GitOps != nil {
 		// A finished publish wakes its tenant: reconciles do not wait for their batch.
 		b = b.WatchesRawSource(source.Channel(r.GitOps.wakeups(), &handler.EnqueueRequestForObject{}))
 	}
 	return b.Complete(r)
 }
+
+// quotaHardChanged lets through a quota's creation, deletion and a change of its
+// enforced limits (status.hard), not the usage updates.
+var quotaHardChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	oldQ, okOld := e.ObjectOld.(*corev1.ResourceQuota)
+	newQ, okNew := e.ObjectNew.(*corev1.ResourceQuota)
+	return !okOld || !okNew || !equality.Semantic.DeepEqual(oldQ.Status.Hard, newQ.Status.Hard)
+}}

@@ -126,7 +126,12 @@ func (r *EvaTenantReconciler) renderPhase(_ context.Context, s *scope) (ctrl.Res
 // the reconcile: the tenant's objects are still read and the condition says what failed;
 // statusPhase returns the error for a retry with backoff.
 func (r *EvaTenantReconciler) applyPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
-	return r.delivered(s, r.applyBundle(ctx, s))
+	res, err := r.delivered(s, r.applyBundle(ctx, s))
+	if s.observed.Applied.Waiting != "" {
+		// The quota's status change wakes the tenant too; this is the fallback.
+		res = soonest(res, ctrl.Result{RequeueAfter: QuotaRetry})
+	}
+	return res, err
 }
 
 // publishPhase publishes the tenant's files for Flux (GitOps mode), like applyPhase.

@@ -1,13 +1,19 @@
 package controller
 
 import (
+	"context"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/fluxcd/cli-utils/pkg/kstatus/status"
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/tenant"
@@ -106,3 +112,48 @@ func kstatusOf(t testing.TB, tn *evav1.EvaTenant) status.Status {
 type errNot string
 
 func (e errNot) Error() string { return "not yet: " + string(e) }
+
+// TestWorkloadsWaitForTheQuota: until kube-controller-manager records the tenant's
+// quota limits in its status, the API server's quota admission lets any pod in, so the
+// operator applies the foundation but holds the releases and the seed Job back, and says
+// so in Provisioned. Once the quota is enforced they are applied and the tenant goes on
+// to Active.
+func TestWorkloadsWaitForTheQuota(t *testing.T) {
+	ctx := context.Background()
+	startOperator(t, "")
+	startStandIn(t)
+	const code = "QUOTAW"
+	nsName := tenant.Namespace(code)
+	holdQuota(t, nsName)
+	tn := newTenant(newTestNamespace(t), code, evav1.TierStarter)
+	createTenant(t, tn)
+
+	eventually(t, waitFor, "Provisioned says the modules wait for the quota", func() error {
+		c := condition(getTenant(t, tn), evav1.ConditionProvisioned)
+		if c.Status != "False" || !strings.Contains(c.Message, "modules wait for the quota") || !strings.Contains(c.Message, "requests.cpu") {
+			return errNot(fmt.Sprintf("Provisioned %s: %s", c.Status, c.Message))
+		}
+		return nil
+	})
+	consistently(t, "nothing that runs pods is applied before the quota is enforced", func() error {
+		var rq corev1.ResourceQuotaList
+		if err := k8s.List(ctx, &rq, client.InNamespace(nsName)); err != nil || len(rq.Items) != 1 || len(rq.Items[0].Status.Hard) != 0 {
+			return fmt.Errorf("quotas %v (%v), want one, not enforced", rq.Items, err)
+		}
+		var releases helmv2.HelmReleaseList
+		var jobs batchv1.JobList
+		if err := k8s.List(ctx, &releases, client.InNamespace(nsName)); err != nil || len(releases.Items) > 0 {
+			return fmt.Errorf("%d HelmRelease(s) (%v) while the quota is not enforced", len(releases.Items), err)
+		}
+		if err := k8s.List(ctx, &jobs, client.InNamespace(nsName)); err != nil || len(jobs.Items) > 0 {
+			return fmt.Errorf("%d Job(s) (%v) while the quota is not enforced", len(jobs.Items), err)
+		}
+		return nil
+	})
+
+	releaseQuota(nsName)
+	got := waitPhase(t, tn, evav1.PhaseActive)
+	if len(got.Status.Modules) != 2 {
+		t.Errorf("modules %v, want crm and itsm", got.Status.Modules)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/resource"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -233,6 +234,76 @@ func playNamespaceController(ctx context.Context, c client.Client, key types.Nam
 	ns.Spec.Finalizers = nil
 	return c.SubResource("finalize").Update(ctx, &ns)
 }
+
+// heldQuotas are the namespaces whose ResourceQuotas the quota stand-in leaves
+// unenforced (holdQuota), as a busy kube-controller-manager does for a while.
+var heldQuotas sync.Map
+
+// startQuotaStandIn starts, for the whole package (TestMain), the stand-in for
+// kube-controller-manager's resourcequota controller: it records every quota's hard
+// limits in its status (with no usage), which is what makes the API server's quota
+// admission enforce it. The operator applies a tenant's workloads only then, so without
+// it no test would see a release. Unlike the rest of the stand-in it runs for every
+// test, as the real controller runs in every cluster. It does not compute usage (no
+// pods run in envtest). The real one runs in internal/e2e.
+func startQuotaStandIn() (stop func(), err error) {
+	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Controller: controllerConfig(),
+	})
+	if err != nil {
+		return nil, err
+	}
+	c := mgr.GetClient()
+	play := standInFunc(func(ctx context.Context, key types.NamespacedName) error { return playQuotaController(ctx, c, key) })
+	if err := ctrl.NewControllerManagedBy(mgr).Named("stand-in-resourcequota-controller").For(&corev1.ResourceQuota{}).
+		Complete(reconcileHeld{play}); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- mgr.Start(ctx) }()
+	return func() { cancel(); <-done }, nil
+}
+
+// reconcileHeld looks again soon at a quota it was told to hold, so that releasing the
+// hold (in the test's memory, not in the cluster) takes effect.
+type reconcileHeld struct{ play standInFunc }
+
+func (r reconcileHeld) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	if _, held := heldQuotas.Load(req.Namespace); held {
+		return ctrl.Result{RequeueAfter: 200 * time.Millisecond}, nil
+	}
+	return r.play.Reconcile(ctx, req)
+}
+
+// playQuotaController records a quota's hard limits in its status.
+func playQuotaController(ctx context.Context, c client.Client, key types.NamespacedName) error {
+	var rq corev1.ResourceQuota
+	if err := c.Get(ctx, key, &rq); err != nil {
+		return err
+	}
+	if equality.Semantic.DeepEqual(rq.Status.Hard, rq.Spec.Hard) {
+		return nil
+	}
+	rq.Status.Hard = rq.Spec.Hard.DeepCopy()
+	rq.Status.Used = corev1.ResourceList{}
+	for name := range rq.Spec.Hard {
+		rq.Status.Used[name] = resource.Quantity{}
+	}
+	return c.Status().Update(ctx, &rq)
+}
+
+// holdQuota keeps the quotas of a namespace unenforced until releaseQuota (or the end of
+// the test).
+func holdQuota(t testing.TB, namespace string) {
+	t.Helper()
+	heldQuotas.Store(namespace, true)
+	t.Cleanup(func() { releaseQuota(namespace) })
+}
+
+// releaseQuota lets the quota stand-in enforce the quotas of a namespace.
+func releaseQuota(namespace string) { heldQuotas.Delete(namespace) }
 
 // annotateRelease sets (or, with an empty value, removes) a stand-in annotation on one
 // of a tenant's releases, once the release exists.

@@ -45,7 +45,13 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	stopQuotaStandIn, err := startQuotaStandIn()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
 	code := m.Run()
+	stopQuotaStandIn()
 	if err := env.Stop(); err != nil {
 		fmt.Fprintln(os.Stderr, "stopping envtest:", err)
 	}

@@ -10,10 +10,12 @@ import (
 	"sync"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/fluxcd/pkg/apis/kustomize"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/manifest"
+	"github.com/aidonow/eva/internal/quota"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -193,6 +195,10 @@ func (r *Renderer) FluxKustomizations(t *evav1.EvaTenant) []*kustomizev1.Kustomi
 		}
 	}
 	foundation := one(FoundationName(code), dir, true)
+	// The workloads wait for the quota to be enforced, not just created: until
+	// kube-controller-manager records its hard limits, quota admission lets any pod in.
+	foundation.Spec.HealthCheckExprs = []kustomize.CustomHealthCheck{{APIVersion: "v1", Kind: "ResourceQuota",
+		HealthCheckExpressions: kustomize.HealthCheckExpressions{Current: quota.HealthCheckExpr}}}
 	workloads := one(WorkloadsName(code), dir+"/"+WorkloadsDir, false)
 	workloads.Spec.Decryption = r.decryption(t)
 	workloads.Spec.DependsOn = []kustomizev1.DependencyReference{{Name: foundation.Name}}

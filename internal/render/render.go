@@ -248,6 +248,18 @@ func (b *Bundle) Unstructured() []*unstructured.Unstructured {
 	return out
 }
 
+// UnstructuredLayer returns deep copies of the objects of one layer, in apply order.
+func (b *Bundle) UnstructuredLayer(layer Layer) []*unstructured.Unstructured {
+	objects := b.Objects()
+	var out []*unstructured.Unstructured
+	for i, obj := range objects {
+		if b.objects[i].layer == layer {
+			out = append(out, &unstructured.Unstructured{Object: deepCopyMap(obj)})
+		}
+	}
+	return out
+}
+
 // scope holds what rendering one tenant needs.
 type scope struct {
 	r    *Renderer

@@ -58,6 +58,9 @@ func Provisioned(o Observed) Verdict {
 	if o.Applied.Error != "" {
 		return wait(ReasonApplyFailed, o.Applied.Error)
 	}
+	if o.Applied.Waiting != "" {
+		return wait(ReasonProgressing, "modules wait for the quota: "+o.Applied.Waiting)
+	}
 	if len(o.Applied.Missing) > 0 {
 		return wait(ReasonProgressing, "not yet applied: "+strings.Join(o.Applied.Missing, ", "))
 	}

@@ -71,6 +71,9 @@ type AppliedState struct {
 	Missing []string
 	// Error is a failure to apply, already phrased for users ("see operator logs").
 	Error string
+	// Waiting says why the workloads were held back after the foundation was applied
+	// (the tenant's quota not yet enforced); empty when nothing was held back.
+	Waiting string
 }
 
 // StreamState is one NACK Stream.
