@@ -232,7 +232,7 @@ func renderChart(ch *chart.Chart, r Release) (map[string]string, error) {
 		return nil, err
 	}
 	opts := chartutil.ReleaseOptions{Name: r.Module, Namespace: r.Namespace, Revision: 1, IsInstall: true}
-	rv, err := chartutil.ToRenderValues(ch, values, opts, chartutil.DefaultCapabilities)
+	rv, err := renderValues(ch, values, opts)
 	if err != nil {
 		return nil, &schemaError{fmt.Errorf("values do not satisfy values.schema.json:%s", indentErr(err))}
 	}

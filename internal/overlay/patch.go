@@ -22,7 +22,10 @@ type Patch struct {
 	Source string
 	target *selector
 	smp    *kyaml.RNode
-	ops    jsonpatch.Patch
+	// merge is the strategic-merge patch as plain data when it is made only of maps
+	// and scalars (see merge.go): applied without kustomize's YAML node round trip.
+	merge map[string]any
+	ops   jsonpatch.Patch
 }
 
 type selector struct {
@@ -115,6 +118,7 @@ func ParsePatch(source, body string, target *types.Selector) (*Patch, error) {
 			return nil, fmt.Errorf("%s: %w", source, err)
 		}
 		p.smp = node
+		p.merge = mapOnlyPatch(node)
 		if target == nil {
 			meta, err := node.GetMeta()
 			if err != nil || meta.Kind == "" {
@@ -249,10 +253,23 @@ func (p *Patch) Apply(obj map[string]any) (map[string]any, error) {
 		}
 		return out, nil
 	}
+	if p.merge != nil {
+		if out, ok := mergeMaps(obj, p.merge); ok {
+			return out, nil
+		}
+	}
+	return p.applyStrategicMerge(obj)
+}
+
+// applyStrategicMerge applies a strategic-merge patch through kustomize's filter, and,
+// as kustomize does (Resource.ApplySmPatch), keeps the object's kind, name and
+// namespace: a targeted patch names its object only to be a valid manifest.
+func (p *Patch) applyStrategicMerge(obj map[string]any) (map[string]any, error) {
 	node, err := kyaml.FromMap(obj)
 	if err != nil {
 		return nil, err
 	}
+	id := IdentityOf(obj)
 	res, err := patchstrategicmerge.Filter{Patch: p.smp.Copy()}.Filter([]*kyaml.RNode{node})
 	if err != nil {
 		return nil, err
@@ -260,7 +277,23 @@ func (p *Patch) Apply(obj map[string]any) (map[string]any, error) {
 	if len(res) != 1 {
 		return nil, fmt.Errorf("the patch deletes the object; a tenant overlay may not remove objects")
 	}
-	return res[0].Map()
+	out, err := res[0].Map()
+	if err != nil {
+		return nil, err
+	}
+	out["kind"] = id.Kind
+	meta, _ := out["metadata"].(map[string]any)
+	if meta == nil {
+		meta = map[string]any{}
+		out["metadata"] = meta
+	}
+	meta["name"] = id.Name
+	if id.Namespace == "" {
+		delete(meta, "namespace")
+	} else {
+		meta["namespace"] = id.Namespace
+	}
+	return out, nil
 }
 
 // Describe names an object in messages.
