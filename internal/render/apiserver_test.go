@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +24,7 @@ import (
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
 	"github.com/aidonow/eva/internal/testenv"
@@ -170,4 +172,103 @@ func TestTreeBuildsWithKustomize(t *testing.T) {
 			t.Errorf("%s builds %d objects from its two folders, want %d", tn.Spec.CapsuleCode, built, b.Len())
 		}
 	}
+}
+
+// TestShippedOverlaysPatchAsKustomizeDoes renders tenants of every tier with each
+// shipped environment and compares the bundles with what kustomize itself builds from
+// the unpatched bundle and the environment's overlay: the same objects, field for field.
+// (The prod overlay's targeted patch once renamed every HelmRelease "any": kustomize
+// keeps the target's identity.)
+func TestShippedOverlaysPatchAsKustomizeDoes(t *testing.T) {
+	base := renderer(t)
+	for _, env := range []string{"dev", "prod", "airgap"} {
+		t.Run(env, func(t *testing.T) {
+			overlayDir := filepath.Join("..", "..", "overlays", env, "tenant")
+			e, err := overlay.Load(filepath.Join("..", "..", "overlays"), env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			unpatchedEnv := *e
+			unpatchedEnv.Patches = nil
+			patched := &Renderer{Catalog: base.Catalog, Env: e}
+			unpatched := &Renderer{Catalog: base.Catalog, Env: &unpatchedEnv}
+			dir := t.TempDir()
+			entries, err := os.ReadDir(overlayDir)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, entry := range entries {
+				data, err := os.ReadFile(filepath.Join(overlayDir, entry.Name()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if entry.Name() == overlay.KustomizationFile {
+					data = append(data, []byte("\nresources:\n- bundle.yaml\n")...)
+				}
+				if err := os.WriteFile(filepath.Join(dir, entry.Name()), data, 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for _, tn := range syntheticTenants(8) {
+				plain, err := unpatched.Bundle(tn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				manifest, err := plain.Manifest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(dir, "bundle.yaml"), manifest, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				built, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+				if err != nil {
+					t.Fatalf("kustomize build with the %s overlay: %v", env, err)
+				}
+				want := map[string]string{}
+				for _, res := range built.Resources() {
+					m, err := res.Map()
+					if err != nil {
+						t.Fatal(err)
+					}
+					want[identityKey(m)] = canonicalJSON(t, m)
+				}
+				got, err := patched.Bundle(tn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(got.Objects()) != len(want) {
+					t.Errorf("%s: %d objects rendered, kustomize builds %d", tn.Spec.CapsuleCode, len(got.Objects()), len(want))
+				}
+				for _, obj := range got.Objects() {
+					key := identityKey(obj)
+					if w, ok := want[key]; !ok {
+						t.Errorf("%s: rendered %s, which kustomize does not build", tn.Spec.CapsuleCode, key)
+					} else if g := canonicalJSON(t, obj); g != w {
+						t.Errorf("%s: %s differs from kustomize's:\n got %s\nwant %s", tn.Spec.CapsuleCode, key, g, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+func identityKey(obj map[string]any) string {
+	id := overlay.IdentityOf(obj)
+	return id.APIVersion + " " + id.Kind + " " + id.Namespace + "/" + id.Name
+}
+
+// canonicalJSON is an object as JSON with the number types of its decoder forgotten.
+func canonicalJSON(t *testing.T, obj map[string]any) string {
+	t.Helper()
+	raw, err := json.Marshal(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
 }
