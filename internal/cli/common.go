@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -58,6 +59,9 @@ type job struct {
 	tenants []*evav1.EvaTenant
 	codes   []string
 	checker *chartcheck.Checker
+	// files are the loaded tenant files, to explain a failed chart check.
+	files  *tenantfile.Result
+	stderr io.Writer
 }
 
 // prepare loads the catalog, the environment and the tenants, refusing (and printing
@@ -88,11 +92,6 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 		}
 		j.checker.SetFetcher(chartFetcher(cmd.Context(), env))
-		if res.Valid() {
-			// What the charts would refuse is found before anything is opened or
-			// written, with the file and line that set the value.
-			res.Problems = append(res.Problems, chartProblems(res, j.r, j.checker)...)
-		}
 	}
 	if !res.Valid() {
 		for _, p := range res.Problems {
@@ -100,6 +99,7 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 		}
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
 	}
+	j.files, j.stderr = res, stderr
 	for _, t := range res.Tenants {
 		j.tenants = append(j.tenants, t.Object)
 		j.codes = append(j.codes, t.Object.Spec.CapsuleCode)
@@ -129,9 +129,29 @@ func (j *job) renderAll() ([]render.File, render.TreeStats, error) {
 		return nil
 	}, nil)
 	if err != nil {
-		return nil, stats, &ExitError{Code: ExitInvalid, Err: err}
+		return nil, stats, j.renderFailed(err)
 	}
 	return files, stats, nil
+}
+
+// renderFailed turns a failed render into the exit error. The charts check every
+// release during the render itself (each distinct chart and values once); only when
+// that fails are the tenants checked again release by release, to print what the charts
+// refuse with the file and line that set the value. Nothing was published: the caller
+// commits, moves or writes a render only once it has succeeded.
+func (j *job) renderFailed(err error) error {
+	if j.checker == nil {
+		return &ExitError{Code: ExitInvalid, Err: err}
+	}
+	problems := chartProblems(j.files, j.r, j.checker)
+	if len(problems) == 0 {
+		return &ExitError{Code: ExitInvalid, Err: err}
+	}
+	tenantfile.SortProblems(problems)
+	for _, p := range problems {
+		fmt.Fprintln(j.stderr, p.String())
+	}
+	return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(problems))}
 }
 
 func (j *job) summary(stats render.TreeStats, start time.Time) string {

@@ -129,7 +129,7 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 	stats, err := job.r.Tree(job.tenants, emit, bar.update)
 	bar.done()
 	if err != nil {
-		return &ExitError{Code: ExitInvalid, Err: err}
+		return job.renderFailed(err)
 	}
 	for _, f := range staged {
 		if err := out.Put(f); err != nil {

@@ -205,7 +205,7 @@ func TestRenderFailsOnChartSchemaViolation(t *testing.T) {
 	_ = os.WriteFile(filepath.Join(tenants, "DEVUSR.yaml"), bytes.Replace(data, []byte("logLevel: debug"), []byte("logLevel: chatty"), 1), 0o644)
 	out := filepath.Join(t.TempDir(), "tree")
 	code, msg := runEvactl(t, renderArgs(tenants, out)...)
-	// Found before rendering, at the line that set the value.
+	// Refused by the render's chart check, reported at the line that set the value.
 	if code != ExitInvalid || !strings.Contains(msg, "DEVUSR.yaml:18:17: spec.helmValues[crm].logLevel: refused by chart eva-crm") {
 		t.Fatalf("exit %d\n%s", code, msg)
 	}
