@@ -35,10 +35,7 @@ func mapOnlyPatch(node *kyaml.RNode) map[string]any {
 			return nil // kustomize reads these as strings, or refuses the patch
 		}
 	}
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		out[k] = v
-	}
+	out := copyMap(m)
 	delete(out, "kind")
 	if meta != nil {
 		meta = copyMap(meta)

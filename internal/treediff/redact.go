@@ -1,15 +1,13 @@
 package treediff
 
 import (
-	"bytes"
-	"errors"
-	"io"
 	"regexp"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
 
 	"github.com/aidonow/eva/internal/safetext"
+	"github.com/aidonow/eva/internal/yamldoc"
 )
 
 // Redactor says why the value under a key must not be shown (a short reason that
@@ -27,7 +25,7 @@ func Redact(data []byte, redact Redactor) []byte {
 	lines := strings.SplitAfter(string(data), "\n")
 	r := &redaction{lines: lines, spans: map[int]span{}, replace: map[int]string{}, drop: map[int]bool{}}
 	if redact != nil {
-		docs, err := parseDocuments(data)
+		docs, err := yamldoc.Documents(data)
 		if err == nil {
 			for _, doc := range docs {
 				r.walk("", doc, redact)
@@ -303,21 +301,4 @@ func toString(k any) string {
 	}
 	b, _ := yaml.Marshal(k)
 	return strings.TrimSpace(string(b))
-}
-
-// parseDocuments reads every document of a YAML stream.
-func parseDocuments(data []byte) ([]*yaml.Node, error) {
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	var docs []*yaml.Node
-	for {
-		var doc yaml.Node
-		err := dec.Decode(&doc)
-		if errors.Is(err, io.EOF) {
-			return docs, nil
-		}
-		if err != nil {
-			return nil, err
-		}
-		docs = append(docs, &doc)
-	}
 }
