@@ -34,6 +34,9 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
+// version is the operator's release, stamped by the image build (-X main.version).
+var version = "dev"
+
 // defaultNamespace is the operator's namespace when POD_NAMESPACE is not set.
 const defaultNamespace = "eva-system"
 
@@ -99,9 +102,14 @@ func main() {
 	flag.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
 	flag.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
 	flag.DurationVar(&cfg.depthInterval, "queue-depth-interval", 30*time.Second, "how often queue depth is read")
+	printVersion := flag.Bool("version", false, "print the version and exit")
 	opts := zap.Options{}
 	opts.BindFlags(flag.CommandLine)
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version)
+		return
+	}
 	cfg.operatorVersion = os.Getenv("OPERATOR_VERSION")
 	ownNamespace := os.Getenv("POD_NAMESPACE")
 	if ownNamespace == "" {
@@ -210,7 +218,7 @@ func run(cfg config) error {
 	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err
 	}
-	log.Info("Starting manager", "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name,
+	log.Info("Starting manager", "version", version, "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name,
 		"tenantNamespaces", r.TenantNamespaces, "claimsNamespace", cfg.claimsNS)
 	return mgr.Start(ctx)
 }

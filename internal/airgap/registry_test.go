@@ -168,3 +168,29 @@ func TestSyncSeedImage(t *testing.T) {
 		t.Fatalf("synced:\n%s", data)
 	}
 }
+
+// TestSyncShippedAirgapOverlay syncs the shipped overlays/airgap/kustomization.yaml,
+// whose configMapGenerator also lists `- name:` entries that are not images, and keeps
+// a placeholder entry's digest where it is.
+func TestSyncShippedAirgapOverlay(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "kustomization.yaml")
+	data, err := os.ReadFile(filepath.Join("..", "..", "overlays", "airgap", "kustomization.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_ = os.WriteFile(file, data, 0o644)
+	d := "sha256:" + strings.Repeat("ab", 32)
+	n, err := SyncOverlay(file, []Entry{{Repository: "ghcr.io/aidonow/eva-operator", Tag: "0.1.0", Digest: d}})
+	if err != nil || n != 1 {
+		t.Fatalf("sync: %d %v", n, err)
+	}
+	if got, _ := os.ReadFile(file); !strings.Contains(string(got), "digest: "+d) {
+		t.Fatalf("synced:\n%s", got)
+	}
+	if n, err := SyncOverlay(file, []Entry{{Repository: "ghcr.io/aidonow/eva-operator", Tag: "0.1.0", Digest: Placeholder}}); err != nil || n != 0 {
+		t.Fatalf("a placeholder entry set %d digest(s): %v", n, err)
+	}
+	if got, _ := os.ReadFile(file); !strings.Contains(string(got), "digest: "+d) {
+		t.Fatalf("a placeholder entry overwrote the digest:\n%s", got)
+	}
+}
