@@ -73,38 +73,7 @@ type config struct {
 
 func main() {
 	var cfg config
-	flag.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":8080", "address the /metrics endpoint binds to")
-	flag.BoolVar(&cfg.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS, only to callers the API server authenticates and authorizes (get on the /metrics non-resource URL)")
-	flag.StringVar(&cfg.metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for /metrics; empty uses an in-memory self-signed certificate")
-	flag.StringVar(&cfg.tenantNS, "tenant-namespaces", "", "comma-separated namespaces EvaTenants are accepted from (default: the operator's own namespace, POD_NAMESPACE); tenants elsewhere are ignored with an event")
-	flag.StringVar(&cfg.claimsNS, "claims-namespace", "", "namespace holding the capsule-code claims, shared by every operator version (default: the operator's own namespace, POD_NAMESPACE)")
-	flag.StringVar(&cfg.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
-	flag.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
-	flag.StringVar(&cfg.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
-	flag.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
-	flag.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
-	flag.StringVar(&cfg.environmentDir, "environment-dir", "", "folder holding the environment's tenant overlay (overrides --overlays; the deployment mounts it from a ConfigMap)")
-	flag.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
-	flag.StringVar(&cfg.sopsAgeSecret, "sops-age-secret", "", "Secret in the operator's namespace holding the age private key (a key ending in .agekey) the tenants' encrypted Secrets are decrypted with, in memory, in pure-cluster mode (GitOps mode leaves decryption to kustomize-controller)")
-	flag.StringVar(&cfg.publishMode, "publish", "none", "none: apply bundles to the cluster (pure-cluster mode); git or oci: publish them for Flux (GitOps mode)")
-	flag.StringVar(&cfg.gitURL, "git-url", "", "GitOps repository URL (--publish=git)")
-	flag.StringVar(&cfg.gitBranch, "git-branch", "main", "GitOps branch")
-	flag.StringVar(&cfg.gitPath, "git-path", "", "folder of the repository holding the tree")
-	flag.StringVar(&cfg.gitCache, "git-cache", "", "local cache of the repository")
-	flag.StringVar(&cfg.gitTokenFile, "git-token-file", "", "file holding an HTTPS access token (mount it from a Secret)")
-	flag.StringVar(&cfg.ociRef, "oci-ref", "", "artifact reference oci://HOST/REPO:TAG (--publish=oci)")
-	flag.BoolVar(&cfg.ociInsecure, "oci-insecure", false, "allow a plain-HTTP registry")
-	flag.DurationVar(&cfg.batchWindow, "publish-batch-window", time.Second, "how long a publish waits to batch tenants changing together")
-	flag.StringVar(&cfg.messagingMode, "messaging", "nack", "nack: render NACK Stream objects; direct: create streams in JetStream with nats.go (needs --nats-url)")
-	flag.StringVar(&cfg.nats.URL, "nats-url", "", "NATS URL; when set, capsule_queue_depth is kept current from JetStream")
-	flag.StringVar(&cfg.nats.CredsFile, "nats-creds", "", "NATS credentials file")
-	flag.StringVar(&cfg.nats.CertFile, "nats-cert", "", "NATS client certificate file")
-	flag.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
-	flag.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
-	flag.DurationVar(&cfg.depthInterval, "queue-depth-interval", 30*time.Second, "how often queue depth is read")
-	printVersion := flag.Bool("version", false, "print the version and exit")
-	opts := zap.Options{}
-	opts.BindFlags(flag.CommandLine)
+	printVersion, opts := bindFlags(flag.CommandLine, &cfg)
 	flag.Parse()
 	if *printVersion {
 		fmt.Println(version)
@@ -123,7 +92,7 @@ func main() {
 		cfg.claimsNS = ownNamespace
 	}
 
-	ctrl.SetLogger(zap.New(zap.UseFlagOptions(&opts)))
+	ctrl.SetLogger(zap.New(zap.UseFlagOptions(opts)))
 	if err := run(cfg); err != nil {
 		ctrl.Log.Error(err, "operator stopped")
 		os.Exit(1)
@@ -165,7 +134,7 @@ func run(cfg config) error {
 	if err := mgr.AddHealthzCheck("healthz", healthz.Ping); err != nil {
 		return fmt.Errorf("adding health check: %w", err)
 	}
-	if err := mgr.AddReadyzCheck("readyz", healthz.Ping); err != nil {
+	if err := mgr.AddReadyzCheck("informers", cachesSynced(mgr.GetCache())); err != nil {
 		return fmt.Errorf("adding readiness check: %w", err)
 	}
 	if cfg.messagingMode != "nack" && cfg.messagingMode != "direct" {

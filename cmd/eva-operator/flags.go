@@ -1,0 +1,46 @@
+package main
+
+import (
+	"flag"
+	"time"
+
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+)
+
+// bindFlags defines every command-line flag of the operator on fs, into cfg, the logging
+// flags included. The README's flag table is checked against it (flags_test.go).
+func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.Options) {
+	fs.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":8080", "address the /metrics endpoint binds to")
+	fs.BoolVar(&cfg.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS, only to callers the API server authenticates and authorizes (get on the /metrics non-resource URL)")
+	fs.StringVar(&cfg.metricsCertDir, "metrics-cert-dir", "", "folder with tls.crt and tls.key for /metrics; empty uses an in-memory self-signed certificate")
+	fs.StringVar(&cfg.tenantNS, "tenant-namespaces", "", "comma-separated namespaces EvaTenants are accepted from (default: the operator's own namespace, POD_NAMESPACE); tenants elsewhere are ignored with an event")
+	fs.StringVar(&cfg.claimsNS, "claims-namespace", "", "namespace holding the capsule-code claims, shared by every operator version (default: the operator's own namespace, POD_NAMESPACE)")
+	fs.StringVar(&cfg.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
+	fs.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
+	fs.StringVar(&cfg.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
+	fs.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
+	fs.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
+	fs.StringVar(&cfg.environmentDir, "environment-dir", "", "folder holding the environment's tenant overlay (overrides --overlays; the deployment mounts it from a ConfigMap)")
+	fs.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
+	fs.StringVar(&cfg.sopsAgeSecret, "sops-age-secret", "", "Secret in the operator's namespace holding the age private key (a key ending in .agekey) the tenants' encrypted Secrets are decrypted with, in memory, in pure-cluster mode (GitOps mode leaves decryption to kustomize-controller)")
+	fs.StringVar(&cfg.publishMode, "publish", "none", "none: apply bundles to the cluster (pure-cluster mode); git or oci: publish them for Flux (GitOps mode)")
+	fs.StringVar(&cfg.gitURL, "git-url", "", "GitOps repository URL (--publish=git)")
+	fs.StringVar(&cfg.gitBranch, "git-branch", "main", "GitOps branch")
+	fs.StringVar(&cfg.gitPath, "git-path", "", "folder of the repository holding the tree")
+	fs.StringVar(&cfg.gitCache, "git-cache", "", "local cache of the repository")
+	fs.StringVar(&cfg.gitTokenFile, "git-token-file", "", "file holding an HTTPS access token (mount it from a Secret)")
+	fs.StringVar(&cfg.ociRef, "oci-ref", "", "artifact reference oci://HOST/REPO:TAG (--publish=oci)")
+	fs.BoolVar(&cfg.ociInsecure, "oci-insecure", false, "allow a plain-HTTP registry")
+	fs.DurationVar(&cfg.batchWindow, "publish-batch-window", time.Second, "how long a publish waits to batch tenants changing together")
+	fs.StringVar(&cfg.messagingMode, "messaging", "nack", "nack: render NACK Stream objects; direct: create streams in JetStream with nats.go (needs --nats-url)")
+	fs.StringVar(&cfg.nats.URL, "nats-url", "", "NATS URL; when set, capsule_queue_depth is kept current from JetStream")
+	fs.StringVar(&cfg.nats.CredsFile, "nats-creds", "", "NATS credentials file")
+	fs.StringVar(&cfg.nats.CertFile, "nats-cert", "", "NATS client certificate file")
+	fs.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
+	fs.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
+	fs.DurationVar(&cfg.depthInterval, "queue-depth-interval", 30*time.Second, "how often queue depth is read")
+	printVersion = fs.Bool("version", false, "print the version and exit")
+	logOpts = &zap.Options{}
+	logOpts.BindFlags(fs)
+	return printVersion, logOpts
+}
