@@ -27,7 +27,11 @@ func TestQuickstartDryRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer env.Stop()
+	defer func() {
+		if err := env.Stop(); err != nil {
+			t.Logf("stopping envtest: %v", err)
+		}
+	}()
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, env.KubeConfig(), 0o600); err != nil {
 		t.Fatal(err)

@@ -47,9 +47,11 @@ func renderValues(ch *chart.Chart, values map[string]any, opts chartutil.Release
 	}
 	vals, _ := rv["Values"].(chartutil.Values)
 	if err := s.validator.Validate(vals.AsMap()); err != nil {
-		// As chartutil.JSONSchemaValidationError prints it.
+		// As chartutil.JSONSchemaValidationError prints it: Helm's own error text, word
+		// for word, its ending included.
 		text := strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+schemaURL+"#'\n")
-		return rv, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%s\n", ch.Name(), text)
+		return rv, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%s\n", ch.Name(), text) //nolint:staticcheck // ST1005: Helm's text
+
 	}
 	return rv, nil
 }

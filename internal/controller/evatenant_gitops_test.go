@@ -63,11 +63,9 @@ func TestGitOpsBatchesCommits(t *testing.T) {
 	gitOpsOperator(t, bare, 500*time.Millisecond)
 	ns := newTestNamespace(t)
 	const n = 200
-	var tenants []*evav1.EvaTenant
 	for i := range n {
 		tn := newTenant(ns, fmt.Sprintf("GB%c%c%c%c", 'A'+i/17576%26, 'A'+i/676%26, 'A'+i/26%26, 'A'+i%26), evav1.TierStarter)
 		createTenant(t, tn)
-		tenants = append(tenants, tn)
 	}
 	eventually(t, 3*waitFor, "every tenant published", func() error {
 		var list evav1.EvaTenantList
@@ -91,7 +89,9 @@ func TestGitOpsBatchesCommits(t *testing.T) {
 		t.Fatalf("%d tenants in the tree, want %d", got, n)
 	}
 	var count int
-	fmt.Sscan(commits, &count)
+	if _, err := fmt.Sscan(commits, &count); err != nil {
+		t.Fatalf("commit count %q: %v", commits, err)
+	}
 	t.Logf("%d tenants applied together were published in %d commits", n, count)
 	// Reconciles do not wait for their batch: a batch gathers far more tenants than the
 	// operator's 4 concurrent reconciles (reconciles waiting for their batch make 50

@@ -77,4 +77,3 @@ func TestReadyOnlyOnceCachesSync(t *testing.T) {
 	}
 	t.Fatalf("/readyz %d 90s after the operator was granted its rights:\n%s", code, body)
 }
-

@@ -116,7 +116,9 @@ func (o *operator) stop() {
 		return
 	}
 	o.cancel()
-	<-o.done
+	if err := <-o.done; err != nil {
+		fmt.Fprintln(os.Stderr, "test operator stopped:", err)
+	}
 	o.cancel = nil
 }
 

@@ -245,7 +245,7 @@ func plainSafe(s string) bool {
 		return false
 	}
 	c := s[0]
-	if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c == '/' || c == '_') {
+	if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && c != '/' && c != '_' {
 		return false
 	}
 	for i := 0; i < len(s); i++ {

@@ -144,7 +144,9 @@ func TestOutageIsUnavailableAndRecovers(t *testing.T) {
 		t.Fatalf("ensure during an outage: %v, want ErrUnavailable", err)
 	}
 	var p int
-	fmt.Sscanf(hostPort[len("127.0.0.1:"):], "%d", &p)
+	if _, err := fmt.Sscanf(hostPort[len("127.0.0.1:"):], "%d", &p); err != nil {
+		t.Fatalf("port of %q: %v", hostPort, err)
+	}
 	embedded(t, p, dir)
 	deadline := time.Now().Add(15 * time.Second)
 	for {

@@ -50,6 +50,7 @@ func loadPatches(dir string) ([]Patch, error) {
 	if err := sigsyaml.UnmarshalStrict(data, &k); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
+	//nolint:staticcheck // SA1019: overlays written with the deprecated fields must still be refused by name
 	if len(k.Resources)+len(k.Components)+len(k.PatchesStrategicMerge)+len(k.PatchesJson6902)+
 		len(k.Images)+len(k.ConfigMapGenerator)+len(k.SecretGenerator)+len(k.HelmCharts) > 0 ||
 		k.NamePrefix != "" || k.NameSuffix != "" || k.Namespace != "" {

@@ -55,15 +55,15 @@ func (o Options) Copy(ctx context.Context, from, to string) error {
 		return fmt.Errorf("reading %s: %w", from, err)
 	}
 	if desc.MediaType.IsIndex() {
-		idx, err := desc.ImageIndex()
-		if err != nil {
-			return err
+		idx, idxErr := desc.ImageIndex()
+		if idxErr != nil {
+			return idxErr
 		}
 		err = remote.WriteIndex(dst, idx, opts...)
 	} else {
-		img, err2 := desc.Image()
-		if err2 != nil {
-			return err2
+		img, imgErr := desc.Image()
+		if imgErr != nil {
+			return imgErr
 		}
 		err = remote.Write(dst, img, opts...)
 	}
