@@ -54,7 +54,7 @@ generate: $(CONTROLLER_GEN) ## Generate deepcopy code from the API types.
 	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./internal/nack/... paths=./internal/monitoring/...
 
 .PHONY: manifests
-manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC under base/ from markers.
+manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC under base/ from markers, and the operator chart's copies of them.
 	$(CONTROLLER_GEN) crd paths=./api/... output:crd:artifacts:config=base/crd/bases
 	$(CONTROLLER_GEN) rbac:roleName=eva-operator paths=./cmd/... paths=./internal/... output:rbac:artifacts:config=base/rbac
 	@# CRDs of the systems Eva renders for, for tests: Flux's from its API modules, and
@@ -62,6 +62,8 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC under base/ from marke
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 paths=github.com/fluxcd/kustomize-controller/api/v1 \
 	  paths=github.com/fluxcd/source-controller/api/v1 output:crd:artifacts:config=internal/testenv/crds/flux
 	$(CONTROLLER_GEN) crd:maxDescLen=0 paths=./internal/nack/... paths=./internal/monitoring/... output:crd:artifacts:config=internal/testenv/crds/addons
+	@# The operator's Helm chart follows base/ (CRDs, RBAC, policies) and the overlays.
+	go run ./hack/chartgen -base base -overlays overlays -chart deploy/charts/eva-operator
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail when generated files are stale (regenerated in a temporary copy: uncommitted edits elsewhere do not matter).

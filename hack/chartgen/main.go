@@ -1,0 +1,106 @@
+// Command chartgen keeps the operator's Helm chart in step with base/: it copies the
+// CRDs into the chart's crds/, every other base resource but the Namespace and the
+// Deployment into templates/ (the namespace eva-system becoming the release's), and each
+// environment's tenant overlay into files/environments/. `make manifests` runs it after
+// controller-gen, so the chart's RBAC is exactly what controller-gen generated; the
+// Deployment is the chart's own template, its flags from values.
+//
+//	go run ./hack/chartgen -base base -overlays overlays -chart deploy/charts/eva-operator
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+)
+
+// baseNamespace is the namespace base/ installs into.
+const baseNamespace = "eva-system"
+
+// handWritten are the base resources the chart renders from its own templates.
+var handWritten = []string{"manager/namespace.yaml", "manager/deployment.yaml"}
+
+func main() {
+	base := flag.String("base", "base", "the operator's kustomize base")
+	overlays := flag.String("overlays", "overlays", "the environment overlays")
+	chart := flag.String("chart", "deploy/charts/eva-operator", "the operator's chart")
+	flag.Parse()
+	if err := generate(*base, *overlays, *chart); err != nil {
+		fmt.Fprintln(os.Stderr, "chartgen:", err)
+		os.Exit(1)
+	}
+}
+
+func generate(base, overlays, chart string) error {
+	data, err := os.ReadFile(filepath.Join(base, "kustomization.yaml"))
+	if err != nil {
+		return err
+	}
+	var k struct{ Resources []string }
+	if err := yaml.Unmarshal(data, &k); err != nil {
+		return fmt.Errorf("%s/kustomization.yaml: %w", base, err)
+	}
+	for _, dir := range []string{"crds", "templates/generated", "files/environments"} {
+		if err := os.RemoveAll(filepath.Join(chart, dir)); err != nil {
+			return err
+		}
+		if err := os.MkdirAll(filepath.Join(chart, dir), 0o755); err != nil {
+			return err
+		}
+	}
+	for _, res := range k.Resources {
+		if slices.Contains(handWritten, res) {
+			continue
+		}
+		src, err := os.ReadFile(filepath.Join(base, res))
+		if err != nil {
+			return err
+		}
+		if strings.HasPrefix(res, "crd/") {
+			if err := os.WriteFile(filepath.Join(chart, "crds", filepath.Base(res)), src, 0o644); err != nil {
+				return err
+			}
+			continue
+		}
+		if bytes.Contains(src, []byte("{{")) {
+			return fmt.Errorf("%s/%s holds {{, which Helm would read as a template", base, res)
+		}
+		out := "# Generated from base/" + res + " by hack/chartgen (make manifests): edit base/, not this file.\n" +
+			strings.ReplaceAll(string(src), baseNamespace, "{{ .Release.Namespace }}")
+		name := strings.ReplaceAll(res, "/", "_")
+		if err := os.WriteFile(filepath.Join(chart, "templates/generated", name), []byte(out), 0o644); err != nil {
+			return err
+		}
+	}
+	envs, err := os.ReadDir(overlays)
+	if err != nil {
+		return err
+	}
+	for _, env := range envs {
+		tenant := filepath.Join(overlays, env.Name(), "tenant")
+		files, err := os.ReadDir(tenant)
+		if err != nil {
+			continue // not an environment
+		}
+		dst := filepath.Join(chart, "files/environments", env.Name())
+		if err := os.MkdirAll(dst, 0o755); err != nil {
+			return err
+		}
+		for _, f := range files {
+			data, err := os.ReadFile(filepath.Join(tenant, f.Name()))
+			if err != nil {
+				return err
+			}
+			if err := os.WriteFile(filepath.Join(dst, f.Name()), data, 0o644); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
