@@ -149,7 +149,7 @@ func sameVersions(want map[string]string) func() error {
 		}
 		for ref, rv := range want {
 			if got[ref] != rv {
-				return fmt.Errorf("%s changed: resourceVersion %s → %q", ref, rv, got[ref])
+				return fmt.Errorf("%s changed: resourceVersion %s → %q (%s)", ref, rv, got[ref], writers("GLOBEX", ref))
 			}
 		}
 		if len(got) != len(want) {
@@ -157,6 +157,29 @@ func sameVersions(want map[string]string) func() error {
 		}
 		return nil
 	}
+}
+
+// writers names who last wrote an object of a capsule (ref as objectVersions keys it):
+// each field manager, its operation and time, for a failure message.
+func writers(code, ref string) string {
+	var out []string
+	for _, gvk := range renderedKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
+		if err := k8s.List(context.Background(), list, client.MatchingLabels{tenant.LabelCapsule: code}); err != nil {
+			return err.Error()
+		}
+		for _, u := range list.Items {
+			if gvk.Kind+" "+u.GetNamespace()+"/"+u.GetName() != ref {
+				continue
+			}
+			for _, mf := range u.GetManagedFields() {
+				out = append(out, fmt.Sprintf("%s %s %s at %s", mf.Manager, mf.Operation, mf.Subresource, mf.Time))
+			}
+			out = append(out, fmt.Sprintf("annotations %v", u.GetAnnotations()))
+		}
+	}
+	return strings.Join(out, "; ")
 }
 
 // withValidImpostorValues are values the validator accepts, so only the code's claim
