@@ -85,7 +85,9 @@ lint: $(GOLANGCI_LINT) ## Run golangci-lint (pinned, built into bin/tools) with 
 
 .PHONY: image
 image: ## Build the operator image (linux/amd64+arm64, no container engine), push it to IMAGE_REPO:VERSION with its SBOM, and pin its digest in images.txt and the air-gap overlay.
-	@revision=$$(git rev-parse HEAD); if [ -n "$$(git status --porcelain -- cmd internal api charts go.mod go.sum)" ]; then revision=$$revision-dirty; fi; \
+	@revision=$$(git rev-parse HEAD); if [ -n "$$(git status --porcelain -- cmd internal api charts go.mod go.sum)" ]; then \
+	  if [ "$(ALLOW_DIRTY)" != 1 ]; then echo "make image: uncommitted changes in the image's sources; commit them (or ALLOW_DIRTY=1 for a -dirty build)" >&2; exit 1; fi; \
+	  revision=$$revision-dirty; fi; \
 	  go run ./cmd/eva-image --repo $(IMAGE_REPO) --version $(VERSION) --revision $$revision \
 	    --created $$(git log -1 --format=%ct) --sbom-out dist/eva-operator-$(VERSION).cdx.json $(IMAGE_FLAGS)
 
@@ -109,6 +111,7 @@ e2e-binaries: $(CONTROLLER_GEN) ## Build kube-controller-manager, kube-scheduler
 .PHONY: e2e
 e2e: envtest e2e-binaries ## Run the end-to-end suite (real control plane, kwok nodes, real Flux controllers) under hack/egress: no packet may leave.
 	go build -o $(BIN)/egress ./hack/egress
+	@mkdir -p out
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" $(BIN)/egress -report out/egress.json -- \
 	  go test $(GO_TEST_FLAGS) ./internal/testcluster/... ./internal/e2e/...
 

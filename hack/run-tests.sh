@@ -25,7 +25,8 @@ go test $flags -c -o "$scratch/" ./internal/testcluster/... ./internal/e2e/...
 render="$scratch"
 # shellcheck disable=SC2086
 "$bin/egress" -report out/egress.json -- bash -c \
-  "'$bin/evactl' render --tenants tenants --env prod --out '$render/gitops' && go test $flags -p 1 ./internal/testcluster/... ./internal/e2e/..." &
+  '"$1" render --tenants tenants --env prod --out "$2/gitops" && go test $3 -p 1 ./internal/testcluster/... ./internal/e2e/...' \
+  egress-run "$bin/evactl" "$render" "$flags" &
 e2e=$!
 
 rest=0

@@ -9,7 +9,7 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 generated=(api base/crd base/rbac internal/testenv/crds internal/nack internal/monitoring deploy/charts/eva-operator)
 
 tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
+trap 'rm -rf "$tmp" "$tmp.diff"' EXIT
 # The working tree as it is: tracked and untracked files, not ignored ones.
 (cd "$root" && git ls-files -co --exclude-standard -z | tar --null --ignore-failed-read -T - -cf - 2>/dev/null) | tar -xf - -C "$tmp"
 make -C "$tmp" --no-print-directory -s generate manifests CONTROLLER_GEN="$CONTROLLER_GEN" >/dev/null

@@ -169,7 +169,7 @@ func TestChartInstallsOnAnAPIServer(t *testing.T) {
 	for _, obj := range []struct{ apiVersion, kind, namespace, name string }{
 		{"apps/v1", "Deployment", ns, "eva-operator"},
 		{"v1", "ConfigMap", ns, "eva-environment"},
-		{"v1", "ConfigMap", ns, "eva-decommissioners"},
+		{"rbac.authorization.k8s.io/v1", "ClusterRole", "", "eva-tenant-decommissioner"},
 		{"rbac.authorization.k8s.io/v1", "ClusterRole", "", "eva-operator"},
 		{"rbac.authorization.k8s.io/v1", "Role", "flux-system", "eva-operator"},
 		{"admissionregistration.k8s.io/v1", "ValidatingAdmissionPolicy", "", "eva-operator-tenant-fence"},

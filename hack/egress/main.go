@@ -8,7 +8,8 @@
 //	go run ./hack/egress [-report out/egress.json] -- go test ./internal/e2e/...
 //
 // Where a network namespace cannot be made (no unshare, no user namespaces), the command
-// runs as it is and the report says the check was skipped and why.
+// runs as it is and the report says the check was skipped and why; with
+// EVA_EGRESS_REQUIRED=1 (or -require) that is a failure instead.
 package main
 
 import (
@@ -17,6 +18,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"net"
 	"os"
 	"os/exec"
@@ -53,6 +55,7 @@ type Report struct {
 
 func main() {
 	report := flag.String("report", "", "write the report as JSON to this file")
+	require := flag.Bool("require", os.Getenv("EVA_EGRESS_REQUIRED") == "1", "fail when the check cannot run here (default from EVA_EGRESS_REQUIRED=1)")
 	flag.Parse()
 	args := flag.Args()
 	if len(args) == 0 {
@@ -63,23 +66,30 @@ func main() {
 	var err error
 	if os.Getenv(insideEnv) == "1" {
 		r, err = runInside(args)
-	} else if reason := namespaceUnavailable(); reason != "" {
+	} else if reason := namespaceUnavailable(); reason != "" && *require {
+		fmt.Fprintf(os.Stderr, "egress: the zero-egress check is required and cannot run here: %s\n", reason)
+		os.Exit(1)
+	} else if reason != "" {
 		fmt.Fprintf(os.Stderr, "egress: zero-egress check SKIPPED: %s; running the command without it\n", reason)
 		r = &Report{Command: args, Skipped: reason}
-		r.ExitCode, err = run(args, os.Environ())
+		r.ExitCode, err = run(args, childEnv())
 	} else {
 		// Re-run this program as root of a new user namespace with a new network
 		// namespace; the report comes back through the file.
 		code, rerr := run(append([]string{"unshare", "--net", "--map-root-user", "--", os.Args[0]}, os.Args[1:]...),
-			append(os.Environ(), insideEnv+"=1"))
+			append(childEnv(), insideEnv+"=1"))
 		if rerr != nil {
 			fmt.Fprintln(os.Stderr, "egress:", rerr)
+			os.Exit(1)
 		}
 		os.Exit(code)
 	}
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "egress:", err)
 		os.Exit(1)
+	}
+	if r.Skipped == "" && r.DNSQueries == nil {
+		r.DNSQueries = []string{}
 	}
 	if *report != "" {
 		data, _ := json.MarshalIndent(r, "", "  ")
@@ -119,6 +129,15 @@ func namespaceUnavailable() string {
 // runInside sets the namespace up, runs the command and reads the counters.
 func runInside(args []string) (*Report, error) {
 	r := &Report{Command: args, DNSQueries: []string{}}
+	// IPv6 off before any link is up: a link would send its own router solicitations;
+	// a v6 destination is then unreachable at once (not counted), and reaching one by
+	// name needs a DNS query, which is.
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/all/disable_ipv6", []byte("1"), 0o644); err != nil {
+		return nil, fmt.Errorf("turning IPv6 off in the namespace: %w", err)
+	}
+	if err := os.WriteFile("/proc/sys/net/ipv6/conf/default/disable_ipv6", []byte("1"), 0o644); err != nil {
+		return nil, fmt.Errorf("turning IPv6 off in the namespace: %w", err)
+	}
 	for _, step := range [][]string{
 		{"link", "set", "lo", "up"},
 		{"link", "add", egressLink, "type", "veth", "peer", "name", peerLink},
@@ -140,25 +159,22 @@ func runInside(args []string) (*Report, error) {
 	if out, err := exec.Command("ip", "neigh", "add", gatewayAddr, "lladdr", mac, "dev", egressLink, "nud", "permanent").CombinedOutput(); err != nil {
 		return nil, fmt.Errorf("ip neigh: %v: %s", err, out)
 	}
-	// IPv6 off: the link would send its own router solicitations; a v6 destination is
-	// then unreachable at once, and reaching one by name would need a DNS query.
-	_ = os.WriteFile("/proc/sys/net/ipv6/conf/all/disable_ipv6", []byte("1"), 0o644)
-
-	resolvers, err := startResolvers(r)
+	resolvers, err := startResolvers()
 	if err != nil {
 		return nil, err
 	}
-	r.Resolvers = resolvers
+	r.Resolvers = resolvers.addrs
 	before, err := packetsOut()
 	if err != nil {
 		return nil, err
 	}
 	start := time.Now()
-	r.ExitCode, err = run(args, os.Environ())
+	r.ExitCode, err = run(args, childEnv())
 	if err != nil {
 		return nil, err
 	}
 	r.Seconds = time.Since(start).Seconds()
+	r.DNSQueries = resolvers.stop()
 	after, err := packetsOut()
 	if err != nil {
 		return nil, err
@@ -203,34 +219,59 @@ func packetsOut() (uint64, error) {
 	return links[0].Stats.TX.Packets + links[0].Stats.TX.Dropped, nil
 }
 
-// startResolvers puts each IPv4 resolver of /etc/resolv.conf on loopback and answers
-// nothing there, recording the name of every query (UDP and TCP).
-func startResolvers(r *Report) ([]string, error) {
-	f, err := os.Open("/etc/resolv.conf")
-	if errors.Is(err, os.ErrNotExist) {
-		return nil, nil
+// resolvers are the stand-in DNS servers: they answer nothing and record every query.
+type resolvers struct {
+	addrs     []string
+	mu        sync.Mutex
+	queries   []string
+	listeners []io.Closer
+	wg        sync.WaitGroup
+}
+
+func (rs *resolvers) record(name string) {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	rs.queries = append(rs.queries, name)
+}
+
+// stop closes the listeners, waits for their goroutines and returns every query seen.
+func (rs *resolvers) stop() []string {
+	for _, l := range rs.listeners {
+		_ = l.Close()
 	}
-	if err != nil {
+	rs.wg.Wait()
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return append([]string{}, rs.queries...)
+}
+
+// startResolvers puts each IPv4 resolver of /etc/resolv.conf on loopback, and always
+// 127.0.0.1 (where Go and glibc look without a resolv.conf), and answers nothing there,
+// recording the name of every query (UDP and TCP). IPv6 resolvers are unreachable (IPv6
+// is off).
+func startResolvers() (*resolvers, error) {
+	rs := &resolvers{}
+	candidates := []string{"127.0.0.1"}
+	f, err := os.Open("/etc/resolv.conf")
+	switch {
+	case err == nil:
+		sc := bufio.NewScanner(f)
+		for sc.Scan() {
+			if fields := strings.Fields(sc.Text()); len(fields) >= 2 && fields[0] == "nameserver" {
+				candidates = append(candidates, fields[1])
+			}
+		}
+		f.Close()
+	case !errors.Is(err, os.ErrNotExist):
 		return nil, err
 	}
-	defer f.Close()
-	var mu sync.Mutex
-	record := func(name string) {
-		mu.Lock()
-		defer mu.Unlock()
-		r.DNSQueries = append(r.DNSQueries, name)
-	}
-	var resolvers []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 2 || fields[0] != "nameserver" {
+	seen := map[string]bool{}
+	for _, candidate := range candidates {
+		ip := net.ParseIP(candidate)
+		if ip == nil || ip.To4() == nil || seen[ip.String()] {
 			continue
 		}
-		ip := net.ParseIP(fields[1])
-		if ip == nil || ip.To4() == nil {
-			continue
-		}
+		seen[ip.String()] = true
 		if !ip.IsLoopback() {
 			if out, err := exec.Command("ip", "addr", "add", ip.String()+"/32", "dev", "lo").CombinedOutput(); err != nil {
 				return nil, fmt.Errorf("putting resolver %s on loopback: %v: %s", ip, err, out)
@@ -241,21 +282,26 @@ func startResolvers(r *Report) ([]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("listening as resolver %s: %w", addr, err)
 		}
+		rs.listeners = append(rs.listeners, udp)
+		rs.wg.Add(2)
 		go func() {
+			defer rs.wg.Done()
 			buf := make([]byte, 4096)
 			for {
 				n, _, err := udp.ReadFrom(buf)
 				if err != nil {
 					return
 				}
-				record(queryName(buf[:n]))
+				rs.record(queryName(buf[:n]))
 			}
 		}()
 		tcp, err := net.Listen("tcp4", addr)
 		if err != nil {
 			return nil, fmt.Errorf("listening as resolver %s: %w", addr, err)
 		}
+		rs.listeners = append(rs.listeners, tcp)
 		go func() {
+			defer rs.wg.Done()
 			for {
 				c, err := tcp.Accept()
 				if err != nil {
@@ -266,15 +312,27 @@ func startResolvers(r *Report) ([]string, error) {
 				n, _ := c.Read(buf)
 				c.Close()
 				if n > 2 {
-					record(queryName(buf[2:n]))
+					rs.record(queryName(buf[2:n]))
 				} else {
-					record("(tcp connection)")
+					rs.record("(tcp connection)")
 				}
 			}
 		}()
-		resolvers = append(resolvers, ip.String())
+		rs.addrs = append(rs.addrs, ip.String())
 	}
-	return resolvers, sc.Err()
+	return rs, nil
+}
+
+// childEnv is this process's environment without the marker of the namespace, so a
+// command that runs egress again starts its own check.
+func childEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, insideEnv+"=") {
+			env = append(env, kv)
+		}
+	}
+	return env
 }
 
 // queryName reads the first question's name of a DNS message.

@@ -113,7 +113,12 @@ func Record(path string, pushed name.Digest, tag string) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	entries, _ := Parse(strings.NewReader(string(data)))
+	entries, problems := Parse(strings.NewReader(string(data)))
+	for _, p := range problems {
+		if strings.Contains(p.Message, "already listed") {
+			return Entry{}, fmt.Errorf("%s: %s", path, p)
+		}
+	}
 	want := repositoryPath(pushed.Context().Name())
 	var match *Entry
 	for i, e := range entries {

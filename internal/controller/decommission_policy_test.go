@@ -16,8 +16,9 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
 
-// TestOnlyDecommissionersDecommission installs base/ (its decommission guard and the
-// ConfigMap naming the allowed groups) and lets two users edit EvaTenants through RBAC:
+// TestOnlyDecommissionersDecommission installs base/ (its decommission guard, and the
+// ClusterRole granting the verb decommission bound to the group eva:decommissioners) and
+// lets two users edit EvaTenants through RBAC:
 // bob, a tenant editor, may change a tenant but not decommission it, clear its deletion
 // protection or delete it; alice, in the eva:decommissioners group, may.
 func TestOnlyDecommissionersDecommission(t *testing.T) {
@@ -29,7 +30,8 @@ func TestOnlyDecommissionersDecommission(t *testing.T) {
 	}
 	editor := &rbacv1.ClusterRole{
 		ObjectMeta: metav1.ObjectMeta{Name: "evatenant-editor-test"},
-		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{evav1.GroupVersion.Group}, Resources: []string{"evatenants"}, Verbs: []string{"*"}}},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{evav1.GroupVersion.Group}, Resources: []string{"evatenants"},
+			Verbs: []string{"get", "list", "watch", "create", "update", "patch", "delete"}}},
 	}
 	binding := &rbacv1.RoleBinding{
 		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "evatenant-editors"},
@@ -52,7 +54,7 @@ func TestOnlyDecommissionersDecommission(t *testing.T) {
 	for {
 		probe := newTenant(ns, "GUARDP", evav1.TierStarter, func(tn *evav1.EvaTenant) { tn.Spec.Lifecycle = evav1.LifecycleDecommissioned })
 		err := bob.Create(ctx, probe, client.DryRunAll)
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "eva-decommissioners") {
+		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "eva-tenant-decommissioner") {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -71,7 +73,7 @@ func TestOnlyDecommissionersDecommission(t *testing.T) {
 
 	refused := func(what string, err error) {
 		t.Helper()
-		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "eva-decommissioners") || !strings.Contains(err.Error(), "bob") {
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "eva-tenant-decommissioner") || !strings.Contains(err.Error(), "bob") {
 			t.Errorf("bob %s: want refused by the guard, got %v", what, err)
 		}
 	}

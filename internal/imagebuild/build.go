@@ -121,11 +121,15 @@ func compile(ctx context.Context, opts Options, p v1.Platform, out string) error
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
-	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath",
+	// No VCS stamp (a dirty file anywhere, or a tarball without .git, would change the
+	// binary: the revision is a label instead), and every setting that changes code
+	// generation fixed, whatever the caller's environment says.
+	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
 		"-ldflags", "-s -w -buildid= -X main.version="+opts.Version,
 		"-o", out, opts.Package)
 	cmd.Dir = opts.ModuleDir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=", "GOTOOLCHAIN=local")
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=", "GOTOOLCHAIN=local",
+		"GOWORK=off", "GOAMD64=v1", "GOARM64=v8.0", "GOEXPERIMENT=", "GOFIPS140=off")
 	if p.Variant != "" && p.Architecture == "arm" {
 		cmd.Env = append(cmd.Env, "GOARM="+strings.TrimPrefix(p.Variant, "v"))
 	}
@@ -165,6 +169,10 @@ func assemble(opts Options, p v1.Platform, layers ...v1.Layer) (v1.Image, error)
 			"PATH=/",
 			"CHART_BASE_PATH=" + ChartBasePath,
 			"SSL_CERT_FILE=" + CABundlePath,
+			// The root filesystem is read-only: caches (the GitOps repository clone)
+			// go to /tmp, an emptyDir in the deployment.
+			"HOME=/tmp",
+			"XDG_CACHE_HOME=/tmp/cache",
 		},
 		Labels: labels(opts),
 	}

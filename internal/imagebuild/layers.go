@@ -9,6 +9,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path"
 	"path/filepath"
 	"slices"
@@ -113,11 +114,16 @@ func baseLayer(modTime time.Time) (v1.Layer, error) {
 	}, modTime)
 }
 
-// chartsLayer copies every file of the charts folder to ChartBasePath. Links are
-// refused: what they point to is not part of the source.
+// chartsLayer copies the charts folder to ChartBasePath: the files git tracks there
+// when the folder is in a git work tree (an ignored or stray file is not source), every
+// file otherwise. Links are refused: what they point to is not part of the source.
 func chartsLayer(dir string, modTime time.Time) (v1.Layer, error) {
+	tracked, err := trackedFiles(dir)
+	if err != nil {
+		return nil, err
+	}
 	var files []file
-	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+	err = filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			return err
 		}
@@ -130,6 +136,9 @@ func chartsLayer(dir string, modTime time.Time) (v1.Layer, error) {
 		rel, err := filepath.Rel(dir, p)
 		if err != nil {
 			return err
+		}
+		if tracked != nil && !tracked[filepath.ToSlash(rel)] {
+			return nil
 		}
 		data, err := os.ReadFile(p)
 		if err != nil {
@@ -145,6 +154,29 @@ func chartsLayer(dir string, modTime time.Time) (v1.Layer, error) {
 		return nil, fmt.Errorf("no chart files")
 	}
 	return layer(files, modTime)
+}
+
+// trackedFiles lists the files git tracks under dir, relative to it; nil when dir is
+// not in a git work tree.
+func trackedFiles(dir string) (map[string]bool, error) {
+	check := exec.Command("git", "rev-parse", "--is-inside-work-tree")
+	check.Dir = dir
+	if out, _ := check.Output(); strings.TrimSpace(string(out)) != "true" {
+		return nil, nil // not a work tree (a source archive): every file counts
+	}
+	cmd := exec.Command("git", "ls-files", "-z", "--", ".")
+	cmd.Dir = dir
+	out, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("listing the files git tracks in %s: %w", dir, err)
+	}
+	tracked := map[string]bool{}
+	for _, name := range strings.Split(string(out), "\x00") {
+		if name != "" {
+			tracked[name] = true
+		}
+	}
+	return tracked, nil
 }
 
 // binaryLayer holds the compiled binary at BinaryPath.

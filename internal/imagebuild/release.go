@@ -45,6 +45,14 @@ func Release(ctx context.Context, opts ReleaseOptions) (*Released, error) {
 			return nil, err
 		}
 	}
+	if opts.WorkDir == "" {
+		dir, err := os.MkdirTemp("", "eva-image-")
+		if err != nil {
+			return nil, err
+		}
+		defer os.RemoveAll(dir)
+		opts.WorkDir = dir
+	}
 	built, err := Build(ctx, opts.Options)
 	if err != nil {
 		return nil, err
