@@ -179,6 +179,14 @@ func writers(code, ref string) string {
 			out = append(out, fmt.Sprintf("annotations %v", u.GetAnnotations()))
 		}
 	}
+	var tenants evav1.EvaTenantList
+	if err := k8s.List(context.Background(), &tenants); err == nil {
+		for _, tn := range tenants.Items {
+			if tn.Spec.CapsuleCode == code {
+				out = append(out, fmt.Sprintf("tenant %s/%s uid %s generation %d applied %s", tn.Namespace, tn.Name, tn.UID, tn.Generation, tn.Status.AppliedDigest))
+			}
+		}
+	}
 	return strings.Join(out, "; ")
 }
 
@@ -251,6 +259,16 @@ func TestImpostorCannotTakeOverCode(t *testing.T) {
 			if hr.Annotations[claim.AnnotationOwnerUID] != string(owner.UID) {
 				return fmt.Errorf("release %s not stamped with the owner's uid", hr.Name)
 			}
+		}
+		return nil
+	})
+	// The owner's objects must also have settled (no write for 3s), or a late apply of
+	// the owner's own, seen under a loaded machine, would count as the impostor's doing.
+	eventually(t, waitFor, "owner's objects settled", func() error {
+		time.Sleep(3 * time.Second)
+		if err := sameVersions(before)(); err != nil {
+			before, _ = objectVersions("GLOBEX")
+			return err
 		}
 		return nil
 	})
