@@ -122,9 +122,9 @@ var renderedKinds = []schema.GroupVersionKind{
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"},
 }
 
-// objectVersions maps each object carrying a capsule's label to its resourceVersion.
-func objectVersions(code string) (map[string]string, error) {
-	out := map[string]string{}
+// capsuleObjects lists every object carrying a capsule's label, keyed "Kind ns/name".
+func capsuleObjects(code string) (map[string]unstructured.Unstructured, error) {
+	out := map[string]unstructured.Unstructured{}
 	for _, gvk := range renderedKinds {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
@@ -132,11 +132,24 @@ func objectVersions(code string) (map[string]string, error) {
 			return nil, err
 		}
 		for _, u := range list.Items {
-			if u.GetDeletionTimestamp() != nil {
-				return nil, fmt.Errorf("%s %s/%s is being deleted", gvk.Kind, u.GetNamespace(), u.GetName())
-			}
-			out[gvk.Kind+" "+u.GetNamespace()+"/"+u.GetName()] = u.GetResourceVersion()
+			out[gvk.Kind+" "+u.GetNamespace()+"/"+u.GetName()] = u
 		}
+	}
+	return out, nil
+}
+
+// objectVersions maps each object carrying a capsule's label to its resourceVersion.
+func objectVersions(code string) (map[string]string, error) {
+	objects, err := capsuleObjects(code)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for ref, u := range objects {
+		if u.GetDeletionTimestamp() != nil {
+			return nil, fmt.Errorf("%s is being deleted", ref)
+		}
+		out[ref] = u.GetResourceVersion()
 	}
 	return out, nil
 }
@@ -162,22 +175,16 @@ func sameVersions(want map[string]string) func() error {
 // writers names who last wrote an object of a capsule (ref as objectVersions keys it):
 // each field manager, its operation and time, for a failure message.
 func writers(code, ref string) string {
+	objects, err := capsuleObjects(code)
+	if err != nil {
+		return err.Error()
+	}
 	var out []string
-	for _, gvk := range renderedKinds {
-		list := &unstructured.UnstructuredList{}
-		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-		if err := k8s.List(context.Background(), list, client.MatchingLabels{tenant.LabelCapsule: code}); err != nil {
-			return err.Error()
+	if u, ok := objects[ref]; ok {
+		for _, mf := range u.GetManagedFields() {
+			out = append(out, fmt.Sprintf("%s %s %s at %s", mf.Manager, mf.Operation, mf.Subresource, mf.Time))
 		}
-		for _, u := range list.Items {
-			if gvk.Kind+" "+u.GetNamespace()+"/"+u.GetName() != ref {
-				continue
-			}
-			for _, mf := range u.GetManagedFields() {
-				out = append(out, fmt.Sprintf("%s %s %s at %s", mf.Manager, mf.Operation, mf.Subresource, mf.Time))
-			}
-			out = append(out, fmt.Sprintf("annotations %v", u.GetAnnotations()))
-		}
+		out = append(out, fmt.Sprintf("annotations %v", u.GetAnnotations()))
 	}
 	var tenants evav1.EvaTenantList
 	if err := k8s.List(context.Background(), &tenants); err == nil {

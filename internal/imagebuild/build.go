@@ -104,7 +104,11 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 		if err != nil {
 			return nil, fmt.Errorf("binary layer for %s/%s: %w", p.OS, p.Architecture, err)
 		}
-		img, err := assemble(opts, p, base, charts, binLayer)
+		img, err := assemble(opts, p, []namedLayer{
+			{"CA roots and users", base},
+			{"module charts at " + ChartBasePath, charts},
+			{"operator binary at " + BinaryPath, binLayer},
+		})
 		if err != nil {
 			return nil, fmt.Errorf("image for %s/%s: %w", p.OS, p.Architecture, err)
 		}
@@ -141,13 +145,13 @@ func compile(ctx context.Context, opts Options, p v1.Platform, out string) error
 
 // assemble makes one platform's image: the layers, then a config that runs the binary
 // as the non-root user with the chart and CA paths in its environment.
-func assemble(opts Options, p v1.Platform, layers ...v1.Layer) (v1.Image, error) {
+func assemble(opts Options, p v1.Platform, layers []namedLayer) (v1.Image, error) {
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
 	created := v1.Time{Time: opts.Created.UTC()}
 	var adds []mutate.Addendum
-	for i, l := range layers {
-		adds = append(adds, mutate.Addendum{Layer: l, MediaType: types.OCILayer,
-			History: v1.History{Created: created, CreatedBy: "eva-image: " + layerNames[i], Comment: "built from Go, no container engine"}})
+	for _, l := range layers {
+		adds = append(adds, mutate.Addendum{Layer: l.layer, MediaType: types.OCILayer,
+			History: v1.History{Created: created, CreatedBy: "eva-image: " + l.name, Comment: "built from Go, no container engine"}})
 	}
 	img, err := mutate.Append(img, adds...)
 	if err != nil {
@@ -183,8 +187,14 @@ func assemble(opts Options, p v1.Platform, layers ...v1.Layer) (v1.Image, error)
 	return mutate.Annotations(img, labels(opts)).(v1.Image), nil
 }
 
-// layerNames name the layers in the order Build passes them, for the image history.
-var layerNames = []string{"CA roots and users", "module charts at " + ChartBasePath, "operator binary at " + BinaryPath}
+// namedLayer is a layer and what it holds, for the image history.
+type namedLayer struct {
+	name  string
+	layer v1.Layer
+}
+
+// platformKey names a platform as Result.Binaries does.
+func platformKey(p v1.Platform) string { return p.OS + "/" + p.Architecture }
 
 // labels are the OCI labels of the image config and the annotations of its manifests.
 func labels(opts Options) map[string]string {

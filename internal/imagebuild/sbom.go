@@ -13,7 +13,6 @@ import (
 	"time"
 
 	cdx "github.com/CycloneDX/cyclonedx-go"
-	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/uuid"
 	"sigs.k8s.io/yaml"
 )
@@ -190,6 +189,3 @@ func caBundleComponent() cdx.Component {
 		Description: "Mozilla NSS CA roots in PEM, from " + caBundleModule + " " + version,
 		PackageURL:  goPURL(caBundleModule, version)}
 }
-
-// platformKey names a platform as Result.Binaries does.
-func platformKey(p v1.Platform) string { return p.OS + "/" + p.Architecture }
