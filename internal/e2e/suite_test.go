@@ -11,10 +11,11 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/kustomize/api/krusty"
-	"sigs.k8s.io/kustomize/kyaml/filesys"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aidonow/eva/internal/chartrepo"
@@ -85,9 +86,6 @@ func run(m *testing.M) (int, error) {
 	if err := cluster.StartFlux(ctx); err != nil {
 		return 0, err
 	}
-	if err := applyFile(ctx, filepath.Join(root, "base", "rbac", "deployer_role.yaml")); err != nil {
-		return 0, err
-	}
 	gitRoot = filepath.Join(cluster.Dir, "git")
 	if _, err := git.PlainInit(filepath.Join(gitRoot, fleetRepo), true); err != nil {
 		return 0, err
@@ -104,7 +102,7 @@ func run(m *testing.M) (int, error) {
 	if err := bootstrapSource(ctx, "GitRepository", "eva-tenants", gitSrv.URL+"/"+fleetRepo, "main", "10s"); err != nil {
 		return 0, err
 	}
-	if err := installOperatorBase(ctx, root); err != nil {
+	if err := installOperatorChart(root); err != nil {
 		return 0, err
 	}
 	// JetStream, real and embedded, and the two stand-ins the cluster cannot do without.
@@ -171,27 +169,26 @@ func publishCharts(root string) error {
 // chartSourceURL is where the suite's charts are published.
 func chartSourceURL() string { return "oci://" + registry.Host() + "/eva/charts" }
 
-// installOperatorBase installs the operator's base (kustomize build of base/: namespace,
-// CRD, RBAC, admission policy, network policy) as a user does, but its Deployment: the
-// operator runs here as a process (its image is not built on this machine).
-func installOperatorBase(ctx context.Context, root string) error {
-	k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-	resources, err := k.Run(filesys.MakeFsOnDisk(), filepath.Join(root, "base"))
+// installOperatorChart installs the operator as a user does, with Helm from the chart
+// in deploy/charts/eva-operator (CRD, RBAC, admission policies, network policy,
+// environment), but with no replica: the operator runs here as a process, its image is
+// not built on this machine.
+func installOperatorChart(root string) error {
+	ns := "eva-system"
+	flags := genericclioptions.NewConfigFlags(false)
+	flags.KubeConfig, flags.Namespace = &cluster.KubeConfig, &ns
+	cfg := new(action.Configuration)
+	if err := cfg.Init(flags, ns, "secret", func(string, ...any) {}); err != nil {
+		return err
+	}
+	chrt, err := loader.Load(filepath.Join(root, "deploy", "charts", "eva-operator"))
 	if err != nil {
 		return err
 	}
-	for _, res := range resources.Resources() {
-		if res.GetKind() == "Deployment" {
-			continue
-		}
-		m, err := res.Map()
-		if err != nil {
-			return err
-		}
-		u := &unstructured.Unstructured{Object: m}
-		if err := cluster.Client.Patch(ctx, u, client.Apply, client.FieldOwner("eva-e2e"), client.ForceOwnership); err != nil {
-			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
-		}
+	install := action.NewInstall(cfg)
+	install.ReleaseName, install.Namespace, install.CreateNamespace = "eva-operator", ns, true
+	if _, err := install.Run(chrt, map[string]any{"env": "dev", "replicas": 0}); err != nil {
+		return fmt.Errorf("helm install of deploy/charts/eva-operator: %w", err)
 	}
 	return nil
 }
