@@ -186,6 +186,13 @@ type EvaTenantSpec struct {
 	// +kubebuilder:validation:Maximum=3
 	Wave int32 `json:"wave,omitempty"`
 
+	// frozen, when set, is why no platform release may reach this tenant: rollouts
+	// pass it over (reported as skipped) and its HelmReleases are rendered suspended,
+	// so helm-controller changes nothing of them until it is cleared.
+	// +optional
+	// +kubebuilder:validation:MaxLength=256
+	Frozen string `json:"frozen,omitempty"`
+
 	// deletionProtection refuses decommissioning while true.
 	// +optional
 	DeletionProtection bool `json:"deletionProtection,omitempty"`
@@ -301,6 +308,11 @@ type EvaTenantStatus struct {
 	// not applied again until the periodic drift check.
 	// +optional
 	AppliedDigest string `json:"appliedDigest,omitempty"`
+
+	// release is the EvaRollout whose module versions the tenant renders; empty: the
+	// catalog's defaults. Its own spec.versions pins win over either.
+	// +optional
+	Release string `json:"release,omitempty"`
 
 	// decommissionStep is how far the decommission saga got in GitOps mode, where each
 	// step is a publish Flux applies before the next: StreamsRemoved, ReleasesRemoved,

@@ -14,7 +14,7 @@ import (
 )
 
 var (
-	// GroupVersion is the API group and version of the EvaTenant kind.
+	// GroupVersion is the API group and version of the EvaTenant and EvaRollout kinds.
 	GroupVersion = schema.GroupVersion{Group: "eva.aidonow.com", Version: "v1alpha1"}
 
 	// SchemeBuilder registers the types of this package with a runtime.Scheme.
@@ -28,7 +28,7 @@ var (
 const Kind = "EvaTenant"
 
 func addKnownTypes(scheme *runtime.Scheme) error {
-	scheme.AddKnownTypes(GroupVersion, &EvaTenant{}, &EvaTenantList{})
+	scheme.AddKnownTypes(GroupVersion, &EvaTenant{}, &EvaTenantList{}, &EvaRollout{}, &EvaRolloutList{})
 	metav1.AddToGroupVersion(scheme, GroupVersion)
 	return nil
 }

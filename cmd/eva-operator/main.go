@@ -187,6 +187,11 @@ func run(cfg config) error {
 	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err
 	}
+	rollouts := &controller.EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
+		TenantNamespaces: r.TenantNamespaces, OperatorVersion: cfg.operatorVersion, Metrics: m}
+	if err := rollouts.SetupWithManager(mgr); err != nil {
+		return err
+	}
 	log.Info("Starting manager", "version", version, "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name,
 		"tenantNamespaces", r.TenantNamespaces, "claimsNamespace", cfg.claimsNS)
 	return mgr.Start(ctx)

@@ -102,6 +102,9 @@ type StreamManager interface {
 // scope holds everything read and decided in one reconcile.
 type scope struct {
 	tenant *evav1.EvaTenant
+	// rendered is the tenant as it renders: its spec with the module versions of the
+	// platform release it is on (rollout.WithRelease); the tenant itself without one.
+	rendered *evav1.EvaTenant
 	// base is the tenant as last written; the deferred status patch diffs against it.
 	base     *evav1.EvaTenant
 	log      logr.Logger
@@ -195,6 +198,9 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		}
 		r.flushEvents(s)
 	}()
+	if err := r.resolveRelease(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
 	if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned {
 		return r.decommission(ctx, s)
 	}

@@ -139,7 +139,7 @@ func filesDigest(files []render.File) string {
 func (r *EvaTenantReconciler) publishTenant(s *scope) error {
 	t := s.tenant
 	// The bundle renderPhase rendered: one render per reconcile.
-	files, err := r.Renderer.FilesOf(t, s.bundle, render.TeardownNone)
+	files, err := r.Renderer.FilesOf(s.rendered, s.bundle, render.TeardownNone)
 	if err != nil {
 		return err
 	}
@@ -272,11 +272,11 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 	stepFiles := func(step evav1.DecommissionStep) ([]render.File, error) {
 		switch step {
 		case evav1.StepStreamsRemoved:
-			return r.Renderer.TenantFilesAt(t, render.TeardownMessaging)
+			return r.Renderer.TenantFilesAt(s.rendered, render.TeardownMessaging)
 		case evav1.StepReleasesRemoved:
-			return r.Renderer.TenantFilesAt(t, render.TeardownWorkloads)
+			return r.Renderer.TenantFilesAt(s.rendered, render.TeardownWorkloads)
 		case evav1.StepNamespaceOnly:
-			final := t.DeepCopy()
+			final := s.rendered.DeepCopy()
 			final.Spec.Lifecycle = evav1.LifecycleDecommissioned
 			return r.Renderer.TenantFiles(final)
 		}

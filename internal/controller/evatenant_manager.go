@@ -92,6 +92,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		Watches(&networkingv1.Ingress{}, toTenant, hasCapsule).
 		Watches(&nackv1beta2.Stream{}, toTenant, hasCapsule).
 		Watches(&kustomizev1.Kustomization{}, toTenant, hasCapsule).
+		Watches(&evav1.EvaRollout{}, rolloutAdmissions).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
 	if r.GitOps == nil {
 		// kube-controller-manager recording the quota's hard limits releases the

@@ -71,7 +71,7 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 			return err
 		}
 		rs := status.ReleaseState{Module: module, Name: ns + "/" + module,
-			Version: r.Renderer.Catalog.ModuleVersion(t, module), Found: found}
+			Version: r.Renderer.Catalog.ModuleVersion(s.rendered, module), Found: found}
 		if found {
 			if want := rendered[module]; want != "" && hr.Annotations[tenant.AnnotationSpecDigest] != want {
 				rs.Outdated = true

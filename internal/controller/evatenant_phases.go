@@ -97,7 +97,7 @@ func (r *EvaTenantReconciler) startPhase(_ context.Context, s *scope) (ctrl.Resu
 // renderPhase renders the tenant's bundle and its digest.
 func (r *EvaTenantReconciler) renderPhase(_ context.Context, s *scope) (ctrl.Result, error) {
 	start := time.Now()
-	b, err := r.Renderer.Bundle(s.tenant)
+	b, err := r.Renderer.Bundle(s.rendered)
 	if r.Metrics != nil {
 		r.Metrics.RenderSeconds.Observe(time.Since(start).Seconds())
 	}

@@ -22,6 +22,9 @@ const (
 	RenderSecondsName    = "eva_render_seconds"
 	PublishSecondsName   = "eva_publish_seconds"
 	PublishRetriesName   = "eva_publish_retries_total"
+	RolloutUpdatedName   = "eva_rollout_wave_updated_tenants"
+	RolloutTotalName     = "eva_rollout_wave_tenants"
+	RolloutHaltedName    = "eva_rollout_halted"
 )
 
 // Metrics are the operator's metrics.
@@ -31,6 +34,11 @@ type Metrics struct {
 	RenderSeconds    prometheus.Histogram
 	PublishSeconds   prometheus.Histogram
 	PublishRetries   prometheus.Counter
+	// RolloutUpdated and RolloutTotal are each rollout wave's admitted and total
+	// tenants; RolloutHalted is 1 while a rollout is halted on a failed gate.
+	RolloutUpdated *prometheus.GaugeVec
+	RolloutTotal   *prometheus.GaugeVec
+	RolloutHalted  *prometheus.GaugeVec
 }
 
 // New creates the metrics and registers them, with a collector counting tenants by
@@ -56,9 +64,18 @@ func New(reg prometheus.Registerer, reader client.Reader) (*Metrics, error) {
 		PublishRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: PublishRetriesName, Help: "Publish attempts rejected because the target moved, and retried.",
 		}),
+		RolloutUpdated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: RolloutUpdatedName, Help: "Tenants of a rollout's wave given the release.",
+		}, []string{"rollout", "wave"}),
+		RolloutTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: RolloutTotalName, Help: "Tenants of a rollout's wave.",
+		}, []string{"rollout", "wave"}),
+		RolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: RolloutHaltedName, Help: "1 while a rollout is halted on a failed gate.",
+		}, []string{"rollout"}),
 	}
 	for _, c := range []prometheus.Collector{m.QueueDepth, m.ConditionSeconds, m.RenderSeconds, m.PublishSeconds,
-		m.PublishRetries, &tenantCollector{reader: reader}} {
+		m.PublishRetries, m.RolloutUpdated, m.RolloutTotal, m.RolloutHalted, &tenantCollector{reader: reader}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

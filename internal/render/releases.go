@@ -38,8 +38,10 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 				SourceRef: s.chartSourceRef(),
 			}},
 			ServiceAccountName: DeployerName,
-			Timeout:            &metav1.Duration{Duration: env.ReleaseTimeout.Duration},
-			MaxHistory:         ptr.To(5),
+			// A frozen tenant: helm-controller changes nothing of its releases.
+			Suspend:    s.t.Spec.Frozen != "",
+			Timeout:    &metav1.Duration{Duration: env.ReleaseTimeout.Duration},
+			MaxHistory: ptr.To(5),
 			Install: &helmv2.Install{
 				Remediation: &helmv2.InstallRemediation{Retries: releaseRetries},
 			},

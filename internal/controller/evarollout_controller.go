@@ -1,0 +1,169 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/metrics"
+	"github.com/aidonow/eva/internal/rollout"
+)
+
+// EvaRolloutReconciler moves platform releases (EvaRollout) through the waves: it admits
+// tenants (records them in the rollout's status, which the tenant reconciler reads to
+// render the release's versions), checks the gates on their health, bakes each wave and
+// halts on a failed gate. Every decision is rollout.Plan's; this reconciler only reads
+// the tenants and writes the status, so a restarted operator resumes from it.
+type EvaRolloutReconciler struct {
+	client.Client
+	Recorder events.EventRecorder
+	// TenantNamespaces are the namespaces EvaTenants are accepted from (empty: all).
+	TenantNamespaces []string
+	// OperatorVersion: only the tenants this operator version owns are rolled out.
+	OperatorVersion string
+	// Metrics, when set, receive each wave's progress.
+	Metrics *metrics.Metrics
+	// Now returns the current time (tests fix it).
+	Now func() time.Time
+}
+
+// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evarollouts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evarollouts/status,verbs=get;update;patch
+
+// Reconcile decides one rollout's next step.
+func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+	log := ctrl.LoggerFrom(ctx)
+	var ro evav1.EvaRollout
+	if err := r.Get(ctx, req.NamespacedName, &ro); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	owner := &EvaTenantReconciler{OperatorVersion: r.OperatorVersion, TenantNamespaces: r.TenantNamespaces}
+	if !owner.namespaceAllowed(ro.Namespace) {
+		return ctrl.Result{}, nil // another operator's tenants, or none
+	}
+	var all evav1.EvaRolloutList
+	if err := r.List(ctx, &all, client.InNamespace(ro.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing rollouts: %w", err)
+	}
+	superseded := ""
+	if newest := rollout.Newest(all.Items); newest != nil && newest.Name != ro.Name {
+		superseded = newest.Name
+	}
+	tenants, err := r.tenants(ctx, &ro, owner)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	now := time.Now()
+	if r.Now != nil {
+		now = r.Now()
+	}
+	d := rollout.Plan(&ro, tenants, superseded, now)
+	if !equality.Semantic.DeepEqual(ro.Status, d.Status) {
+		base := ro.DeepCopy()
+		ro.Status = d.Status
+		// The optimistic lock keeps a reconcile working from a stale copy from undoing
+		// an admission: it loses with a conflict and decides again.
+		if err := r.Status().Patch(ctx, &ro, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			if apierrors.IsConflict(err) {
+				return ctrl.Result{RequeueAfter: ConflictRetry}, nil
+			}
+			return ctrl.Result{}, fmt.Errorf("patching status of rollout %s: %w", ro.Name, err)
+		}
+	}
+	for _, e := range d.Events {
+		if r.Recorder != nil {
+			r.Recorder.Eventf(&ro, nil, e.Type, e.Reason, e.Reason, "%s", e.Message)
+		}
+	}
+	if len(d.Admitted) > 0 {
+		log.Info("Tenants admitted to the release", "rollout", ro.Name, "wave", ro.Status.CurrentWave, "count", len(d.Admitted))
+	}
+	r.observe(&ro)
+	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// tenants reads every live tenant of the rollout's namespace this operator owns, as the
+// planner sees them.
+func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout, owner *EvaTenantReconciler) ([]rollout.Tenant, error) {
+	var list evav1.EvaTenantList
+	if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
+		return nil, fmt.Errorf("listing tenants: %w", err)
+	}
+	var out []rollout.Tenant
+	for i := range list.Items {
+		t := &list.Items[i]
+		if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned ||
+			!owner.owns(t) {
+			continue
+		}
+		ready := apimeta.FindStatusCondition(t.Status.Conditions, evav1.ConditionReady)
+		out = append(out, rollout.Tenant{
+			Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
+			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen,
+			OnRelease: t.Status.Release == ro.Name,
+			Ready: t.Status.Phase == evav1.PhaseActive && t.Status.ObservedGeneration == t.Generation &&
+				ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == t.Generation,
+			Failed:  t.Status.Phase == evav1.PhaseFailed,
+			Message: conditionMessage(ready),
+		})
+	}
+	return out, nil
+}
+
+func conditionMessage(c *metav1.Condition) string {
+	if c == nil {
+		return ""
+	}
+	return c.Message
+}
+
+// observe sets the rollout's gauges.
+func (r *EvaRolloutReconciler) observe(ro *evav1.EvaRollout) {
+	if r.Metrics == nil {
+		return
+	}
+	for _, ws := range ro.Status.Waves {
+		wave := fmt.Sprint(ws.Wave)
+		r.Metrics.RolloutUpdated.WithLabelValues(ro.Name, wave).Set(float64(len(ws.Updated)))
+		r.Metrics.RolloutTotal.WithLabelValues(ro.Name, wave).Set(float64(ws.Total))
+	}
+	halted := 0.0
+	if ro.Status.Phase == evav1.RolloutHalted {
+		halted = 1
+	}
+	r.Metrics.RolloutHalted.WithLabelValues(ro.Name).Set(halted)
+}
+
+// SetupWithManager registers the reconciler: rollouts, and every change of a tenant
+// (its status included: readiness is what the gates read) or of another rollout (a
+// newer one supersedes) wakes the rollouts of its namespace.
+func (r *EvaRolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
+	toRollouts := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+		var list evav1.EvaRolloutList
+		if err := mgr.GetClient().List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+			return nil
+		}
+		out := make([]reconcile.Request, 0, len(list.Items))
+		for _, ro := range list.Items {
+			out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&ro)})
+		}
+		return out
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("evarollout").
+		For(&evav1.EvaRollout{}).
+		Watches(&evav1.EvaTenant{}, toRollouts).
+		Watches(&evav1.EvaRollout{}, toRollouts). // a newer release supersedes the others
+		Complete(r)
+}

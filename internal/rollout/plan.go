@@ -1,0 +1,345 @@
+// Package rollout decides the progress of a platform release (EvaRollout): which
+// tenants it reaches next, when a wave has baked, when a gate halts it, and which
+// release a tenant renders. Its functions are pure: the controller reads the tenants
+// and the releases, and writes what they decide.
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+	"time"
+
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/sla"
+)
+
+// Tenant is what a rollout needs to know of one live tenant of its namespace.
+type Tenant struct {
+	Code, Name string
+	Tier                  evav1.Tier
+	Wave                  int32
+	// Frozen is the tenant's spec.frozen: why no release may reach it.
+	Frozen string
+	// OnRelease: the tenant's status says it renders this rollout's versions.
+	OnRelease bool
+	// Ready: the tenant is Active and Ready for its current generation.
+	Ready bool
+	// Failed: the tenant's phase is Failed; Message is its Ready condition's message.
+	Failed  bool
+	Message string
+}
+
+func (t Tenant) key() string { return t.Name }
+
+// Event is something a decision wants recorded on the rollout.
+type Event struct{ Type, Reason, Message string }
+
+// Decision is the rollout's next status and what to record.
+type Decision struct {
+	Status evav1.EvaRolloutStatus
+	// Admitted are the tenants given the release by this decision.
+	Admitted []Tenant
+	Events   []Event
+	// RequeueAfter is when to look again without any tenant changing (a bake ending, a
+	// readiness deadline passing); zero when nothing is pending.
+	RequeueAfter time.Duration
+}
+
+// Progress is how often a rollout that waits on tenants looks again without events.
+const Progress = 10 * time.Second
+
+// Plan decides the next status of a rollout from its tenants (every live tenant, frozen
+// ones included). supersededBy names a newer rollout, which stops this one. A wave
+// starts only when every wave before it was updated and baked; inside a wave at most
+// maxUpdate tenants are updating (admitted, not Ready on the release) at once; a tenant
+// Failed on the release, or not Ready on it within the gate's timeout, halts the rollout.
+func Plan(r *evav1.EvaRollout, tenants []Tenant, supersededBy string, now time.Time) Decision {
+	p := &planner{r: r, now: metav1.NewTime(now), st: *r.Status.DeepCopy()}
+	p.st.ObservedGeneration = r.Generation
+	p.group(tenants)
+	p.run(supersededBy)
+	p.count()
+	p.conditions()
+	if p.st.Phase != r.Status.Phase {
+		p.phaseEvent(r.Status.Phase)
+	}
+	return Decision{Status: p.st, Admitted: p.admitted, Events: p.events, RequeueAfter: p.requeue}
+}
+
+type planner struct {
+	r        *evav1.EvaRollout
+	now      metav1.Time
+	st       evav1.EvaRolloutStatus
+	byWave   map[int32][]Tenant
+	byKey    map[string]Tenant
+	admitted []Tenant
+	events   []Event
+	requeue  time.Duration
+}
+
+// group sorts the tenants by wave and code, and lines the status' waves up with the
+// spec's.
+func (p *planner) group(tenants []Tenant) {
+	p.byWave, p.byKey = map[int32][]Tenant{}, map[string]Tenant{}
+	for _, t := range tenants {
+		p.byWave[t.Wave] = append(p.byWave[t.Wave], t)
+		p.byKey[t.key()] = t
+	}
+	for _, ts := range p.byWave {
+		sort.Slice(ts, func(i, j int) bool { return ts[i].Code < ts[j].Code })
+	}
+	previous := map[int32]evav1.WaveStatus{}
+	for _, ws := range p.st.Waves {
+		previous[ws.Wave] = ws
+	}
+	p.st.Waves = make([]evav1.WaveStatus, len(p.r.Spec.Waves))
+	for i, w := range p.r.Spec.Waves {
+		ws, ok := previous[w.Wave]
+		if !ok {
+			ws = evav1.WaveStatus{Wave: w.Wave}
+		}
+		ws.Total = int32(len(p.byWave[w.Wave]))
+		p.st.Waves[i] = ws
+	}
+}
+
+func (p *planner) run(supersededBy string) {
+	if supersededBy != "" {
+		p.st.Phase, p.st.CurrentWave = evav1.RolloutSuperseded, 0
+		p.st.Message = "superseded by EvaRollout " + supersededBy + ": it admits no tenant any more"
+		return
+	}
+	for i, w := range p.r.Spec.Waves {
+		ws := &p.st.Waves[i]
+		p.refreshSkipped(ws)
+		if ws.CompletedAt != nil {
+			// A tenant that joins a finished wave is given the release at once: the wave
+			// proved it.
+			p.admit(ws, len(p.byWave[w.Wave]))
+			continue
+		}
+		p.st.CurrentWave = w.Wave
+		if w.Frozen != "" {
+			p.st.Phase = evav1.RolloutPaused
+			p.st.Message = fmt.Sprintf("wave %d is frozen: %s", w.Wave, w.Frozen)
+			return
+		}
+		if failing := p.gates(ws); len(failing) > 0 {
+			p.st.Phase = evav1.RolloutHalted
+			p.st.Message = fmt.Sprintf("halted in wave %d: %s", w.Wave, strings.Join(failing, "; "))
+			p.requeue = Progress
+			return
+		}
+		if p.r.Spec.Paused {
+			p.st.Phase, p.st.Message = evav1.RolloutPaused, fmt.Sprintf("paused in wave %d (spec.paused)", w.Wave)
+			return
+		}
+		p.admit(ws, maxUpdate(w, p.eligible(w.Wave)))
+		if !p.waveDone(w, ws) {
+			return
+		}
+	}
+	p.st.Phase, p.st.CurrentWave = evav1.RolloutComplete, 0
+	p.st.Message = "every wave is updated and baked"
+}
+
+// gates checks the tenants the wave admitted: none Failed on the release, each Ready on
+// it within the timeout; it stamps readyAt on those first seen Ready.
+func (p *planner) gates(ws *evav1.WaveStatus) []string {
+	var failing []string
+	for i := range ws.Updated {
+		e := &ws.Updated[i]
+		t, live := p.byKey[e.Name]
+		switch {
+		case !live:
+			continue // deleted or decommissioned since: nothing to wait for
+		case t.OnRelease && t.Failed:
+			failing = append(failing, fmt.Sprintf("%s Failed: %s", t.Code, t.Message))
+		case t.OnRelease && t.Ready:
+			if e.ReadyAt == nil {
+				e.ReadyAt = p.now.DeepCopy()
+			}
+		case e.ReadyAt == nil && e.AdmittedAt != nil:
+			timeout := p.readyTimeout(t.Tier)
+			if left := timeout - p.now.Sub(e.AdmittedAt.Time); left <= 0 {
+				failing = append(failing, fmt.Sprintf("%s not Ready on the release within %s", t.Code, timeout))
+			} else {
+				p.wake(left)
+			}
+		}
+	}
+	return failing
+}
+
+// admit gives the release to the next tenants of the wave, in code order, while fewer
+// than limit are updating.
+func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
+	admitted := map[string]bool{}
+	updating := 0
+	for _, e := range ws.Updated {
+		admitted[e.Name] = true
+		if t, live := p.byKey[e.Name]; live && !(t.OnRelease && t.Ready) {
+			updating++
+		}
+	}
+	for _, t := range p.byWave[ws.Wave] {
+		if admitted[t.key()] || t.Frozen != "" || updating >= limit {
+			continue
+		}
+		ws.Updated = append(ws.Updated, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
+			AdmittedAt: p.now.DeepCopy()})
+		p.admitted = append(p.admitted, t)
+		p.events = append(p.events, Event{"Normal", "TenantUpdating",
+			fmt.Sprintf("wave %d: tenant %s gets the release", ws.Wave, t.Code)})
+		updating++
+	}
+}
+
+// waveDone reports whether the wave is updated and baked; when it is not, it sets the
+// phase and message saying what the wave waits for.
+func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
+	admitted := map[string]bool{}
+	var waiting []string
+	for _, e := range ws.Updated {
+		admitted[e.Name] = true
+		if t, live := p.byKey[e.Name]; live && !(t.OnRelease && t.Ready) {
+			waiting = append(waiting, t.Code)
+		}
+	}
+	pending := 0
+	for _, t := range p.byWave[w.Wave] {
+		if !admitted[t.key()] && t.Frozen == "" {
+			pending++
+		}
+	}
+	if pending > 0 || len(waiting) > 0 {
+		ws.BakeStartedAt = nil // a tenant that stops being Ready restarts the bake
+		p.st.Phase = evav1.RolloutProgressing
+		p.st.Message = fmt.Sprintf("wave %d: %d of %d tenants updated; waiting for %s to be Ready on the release",
+			w.Wave, len(ws.Updated)-len(waiting), ws.Total-int32(len(ws.Skipped)), orNone(waiting))
+		p.wake(Progress)
+		return false
+	}
+	if ws.BakeStartedAt == nil {
+		ws.BakeStartedAt = p.now.DeepCopy()
+	}
+	if left := w.BakeTime.Duration - p.now.Sub(ws.BakeStartedAt.Time); left > 0 {
+		p.st.Phase = evav1.RolloutBaking
+		p.st.Message = fmt.Sprintf("wave %d baking: %s left", w.Wave, left.Round(time.Second))
+		p.wake(left)
+		return false
+	}
+	ws.CompletedAt = p.now.DeepCopy()
+	p.events = append(p.events, Event{"Normal", "WaveComplete",
+		fmt.Sprintf("wave %d: %d tenant(s) updated and baked", w.Wave, len(ws.Updated))})
+	return true
+}
+
+// refreshSkipped lists the wave's frozen tenants that the release has not reached.
+func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
+	admitted := map[string]bool{}
+	for _, e := range ws.Updated {
+		admitted[e.Name] = true
+	}
+	ws.Skipped = nil
+	for _, t := range p.byWave[ws.Wave] {
+		if t.Frozen != "" && !admitted[t.key()] {
+			ws.Skipped = append(ws.Skipped, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
+				Reason: "frozen: " + t.Frozen})
+		}
+	}
+}
+
+// eligible counts the tenants of a wave the release may reach.
+func (p *planner) eligible(wave int32) int {
+	n := 0
+	for _, t := range p.byWave[wave] {
+		if t.Frozen == "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (p *planner) readyTimeout(tier evav1.Tier) time.Duration {
+	if g := p.r.Spec.Gates.ReadyTimeout; g != nil {
+		return g.Duration
+	}
+	if b, ok := sla.Budgets[tier]; ok {
+		return b
+	}
+	return 15 * time.Minute
+}
+
+func (p *planner) wake(after time.Duration) {
+	if p.requeue == 0 || after < p.requeue {
+		p.requeue = after
+	}
+}
+
+func (p *planner) count() {
+	p.st.Updated, p.st.Total = 0, 0
+	for _, ws := range p.st.Waves {
+		p.st.Total += ws.Total
+		for _, e := range ws.Updated {
+			if _, live := p.byKey[e.Name]; live {
+				p.st.Updated++
+			}
+		}
+	}
+}
+
+func (p *planner) conditions() {
+	set := func(ct string, ok bool, reason string) {
+		s := metav1.ConditionFalse
+		if ok {
+			s = metav1.ConditionTrue
+		}
+		apimeta.SetStatusCondition(&p.st.Conditions, metav1.Condition{Type: ct, Status: s, Reason: reason,
+			Message: p.st.Message, ObservedGeneration: p.r.Generation, LastTransitionTime: p.now})
+	}
+	phase := string(p.st.Phase)
+	set(evav1.ConditionReady, p.st.Phase == evav1.RolloutComplete, phase)
+	set(evav1.ConditionStalled, p.st.Phase == evav1.RolloutHalted, phase)
+	set(evav1.ConditionReconciling, p.st.Phase == evav1.RolloutProgressing || p.st.Phase == evav1.RolloutBaking, phase)
+}
+
+func (p *planner) phaseEvent(before evav1.RolloutPhase) {
+	switch p.st.Phase {
+	case evav1.RolloutHalted:
+		p.events = append(p.events, Event{"Warning", "RolloutHalted", p.st.Message})
+	case evav1.RolloutComplete:
+		p.events = append(p.events, Event{"Normal", "RolloutComplete", p.st.Message})
+	case evav1.RolloutSuperseded, evav1.RolloutPaused:
+		p.events = append(p.events, Event{"Normal", "Rollout" + string(p.st.Phase), p.st.Message})
+	default:
+		if before == evav1.RolloutHalted || before == evav1.RolloutPaused {
+			p.events = append(p.events, Event{"Normal", "RolloutResumed", p.st.Message})
+		}
+	}
+}
+
+// maxUpdate resolves a wave's maxUpdate against its eligible tenants: a count, or a
+// percentage rounded up; at least 1; unset is all of them.
+func maxUpdate(w evav1.RolloutWave, eligible int) int {
+	if w.MaxUpdate == nil {
+		return max(eligible, 1)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(w.MaxUpdate, eligible, true)
+	if err != nil || n < 1 {
+		return 1
+	}
+	return n
+}
+
+func orNone(codes []string) string {
+	if len(codes) == 0 {
+		return "none"
+	}
+	return strings.Join(codes, ", ")
+}

@@ -1,0 +1,279 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+)
+
+var t0 = time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+
+func release(waves ...evav1.RolloutWave) *evav1.EvaRollout {
+	r := &evav1.EvaRollout{Spec: evav1.EvaRolloutSpec{Versions: map[string]evav1.ModuleVersion{"crm": "1.5.0"}, Waves: waves}}
+	r.Name, r.Generation = "r1", 1
+	return r
+}
+
+func wave(n int32, maxUpdate int, bake time.Duration) evav1.RolloutWave {
+	mu := intstr.FromInt32(int32(maxUpdate))
+	return evav1.RolloutWave{Wave: n, MaxUpdate: &mu, BakeTime: metav1.Duration{Duration: bake}}
+}
+
+// fleet is a world of tenants that become Ready on a release one step after they are
+// admitted, unless told to fail.
+type fleet struct {
+	tenants []Tenant
+	failing map[string]bool
+}
+
+func newFleet(perWave int) *fleet {
+	f := &fleet{failing: map[string]bool{}}
+	for w := int32(1); w <= 3; w++ {
+		for i := range perWave {
+			code := fmt.Sprintf("W%dT%02d", w, i)
+			code = strings.Repeat("X", 6-len(code)) + code
+			f.tenants = append(f.tenants, Tenant{Code: code, Name: strings.ToLower(code),
+				Tier: evav1.TierStarter, Wave: w, Ready: true})
+		}
+	}
+	return f
+}
+
+// step applies a decision to the world: admitted tenants start updating (not Ready);
+// tenants updating since the previous step become Ready, or Failed.
+func (f *fleet) step(r *evav1.EvaRollout) {
+	for i := range f.tenants {
+		t := &f.tenants[i]
+		if t.OnRelease && !t.Ready && !t.Failed {
+			if f.failing[t.Code] {
+				t.Failed, t.Message = true, "crm: InstallFailed"
+			} else {
+				t.Ready = true
+			}
+		}
+		if Admitted(r, t.Name) && !t.OnRelease {
+			t.OnRelease, t.Ready = true, false
+		}
+	}
+}
+
+func run(t *testing.T, r *evav1.EvaRollout, f *fleet, steps int, every time.Duration) []Decision {
+	t.Helper()
+	var out []Decision
+	now := t0
+	for range steps {
+		d := Plan(r, f.tenants, "", now)
+		r.Status = d.Status
+		out = append(out, d)
+		f.step(r)
+		now = now.Add(every)
+	}
+	return out
+}
+
+func TestWavesGoInOrderOneAtATime(t *testing.T) {
+	r := release(wave(1, 1, time.Minute), wave(2, 1, time.Minute), wave(3, 2, 0))
+	f := newFleet(3)
+	ds := run(t, r, f, 40, 20*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete || r.Status.Updated != 9 || r.Status.Total != 9 {
+		t.Fatalf("after 40 steps: %s, %d/%d: %s", r.Status.Phase, r.Status.Updated, r.Status.Total, r.Status.Message)
+	}
+	completed := map[int32]time.Time{}
+	for i, ws := range r.Status.Waves {
+		completed[ws.Wave] = ws.CompletedAt.Time
+		if baked, want := ws.CompletedAt.Sub(ws.BakeStartedAt.Time), r.Spec.Waves[i].BakeTime.Duration; baked < want {
+			t.Errorf("wave %d baked %s, less than its bake time %s", ws.Wave, baked, want)
+		}
+		for _, e := range ws.Updated {
+			if e.ReadyAt == nil || ws.BakeStartedAt.Before(e.ReadyAt) {
+				t.Errorf("wave %d started baking at %s, before %s was Ready (%v)", ws.Wave, ws.BakeStartedAt, e.Code, e.ReadyAt)
+			}
+		}
+	}
+	for _, ws := range r.Status.Waves {
+		for _, e := range ws.Updated {
+			if prev := completed[ws.Wave-1]; ws.Wave > 1 && e.AdmittedAt.Time.Before(prev) {
+				t.Errorf("%s (wave %d) admitted at %s, before wave %d completed at %s", e.Code, ws.Wave, e.AdmittedAt, ws.Wave-1, prev)
+			}
+		}
+	}
+	for i, d := range ds {
+		perWave := map[int32]int{}
+		for _, a := range d.Admitted {
+			perWave[a.Wave]++
+		}
+		if perWave[1] > 1 || perWave[2] > 1 || perWave[3] > 2 {
+			t.Errorf("step %d admitted %v, more than maxUpdate", i, perWave)
+		}
+	}
+}
+
+func TestMaxUpdateCountsUpdatingTenants(t *testing.T) {
+	r := release(wave(1, 1, 0))
+	f := newFleet(3)
+	// Nobody becomes Ready: only the first tenant may ever be admitted.
+	now := t0
+	for range 5 {
+		d := Plan(r, f.tenants, "", now)
+		r.Status = d.Status
+		for i := range f.tenants {
+			if Admitted(r, f.tenants[i].Name) {
+				f.tenants[i].OnRelease, f.tenants[i].Ready = true, false
+			}
+		}
+		now = now.Add(time.Second)
+	}
+	if n := len(r.Status.Waves[0].Updated); n != 1 {
+		t.Fatalf("%d tenants admitted while the first never became Ready, want 1", n)
+	}
+}
+
+func TestFailedTenantHaltsAndAFixedTenantResumes(t *testing.T) {
+	r := release(wave(1, 3, 0), wave(2, 3, 0), wave(3, 3, 0))
+	f := newFleet(3)
+	f.failing["XW1T01"] = true
+	ds := run(t, r, f, 6, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutHalted || !strings.Contains(r.Status.Message, "XW1T01 Failed: crm: InstallFailed") {
+		t.Fatalf("phase %s, message %q; want Halted naming XW1T01", r.Status.Phase, r.Status.Message)
+	}
+	if len(r.Status.Waves[1].Updated)+len(r.Status.Waves[2].Updated) != 0 {
+		t.Fatalf("waves 2 and 3 admitted tenants while wave 1 was halted: %+v", r.Status.Waves[1:])
+	}
+	halted := 0
+	for _, d := range ds {
+		for _, e := range d.Events {
+			if e.Reason == "RolloutHalted" {
+				halted++
+			}
+		}
+	}
+	if halted != 1 {
+		t.Errorf("%d RolloutHalted events, want 1", halted)
+	}
+	// The tenant recovers (its chart fixed): the rollout goes on.
+	delete(f.failing, "XW1T01")
+	for i := range f.tenants {
+		if f.tenants[i].Code == "XW1T01" {
+			f.tenants[i].Failed, f.tenants[i].Ready = false, true
+		}
+	}
+	run(t, r, f, 10, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("after recovery: %s: %s", r.Status.Phase, r.Status.Message)
+	}
+}
+
+func TestReadyTimeoutHalts(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0))
+	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
+	f := newFleet(1)
+	d := Plan(r, f.tenants, "", t0)
+	r.Status = d.Status
+	f.tenants[0].OnRelease, f.tenants[0].Ready = true, false // updating, never Ready
+	d = Plan(r, f.tenants, "", t0.Add(59*time.Second))
+	if d.Status.Phase != evav1.RolloutProgressing || d.RequeueAfter > time.Second+time.Millisecond {
+		t.Fatalf("before the timeout: %s, requeue %s", d.Status.Phase, d.RequeueAfter)
+	}
+	d = Plan(r, f.tenants, "", t0.Add(61*time.Second))
+	if d.Status.Phase != evav1.RolloutHalted || !strings.Contains(d.Status.Message, "not Ready on the release within 1m0s") {
+		t.Fatalf("after the timeout: %s: %s", d.Status.Phase, d.Status.Message)
+	}
+}
+
+func TestFrozenTenantIsSkippedAndReported(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0), wave(3, 1, 0))
+	f := newFleet(2)
+	f.tenants[2].Frozen = "quarter-end close" // XW2T00
+	run(t, r, f, 30, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	if Admitted(r, "xw2t00") {
+		t.Fatal("the frozen tenant was admitted")
+	}
+	skipped := r.Status.Waves[1].Skipped
+	if len(skipped) != 1 || skipped[0].Code != "XW2T00" || skipped[0].Reason != "frozen: quarter-end close" {
+		t.Fatalf("wave 2 skipped %+v", skipped)
+	}
+	if r.Status.Updated != 5 || r.Status.Total != 6 {
+		t.Errorf("updated %d of %d, want 5 of 6", r.Status.Updated, r.Status.Total)
+	}
+}
+
+func TestFrozenWaveAndPauseStopAdmission(t *testing.T) {
+	r := release(wave(1, 3, 0), wave(2, 3, 0))
+	r.Spec.Waves[1].Frozen = "pilot customers' release freeze"
+	f := newFleet(2)
+	run(t, r, f, 10, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutPaused || r.Status.CurrentWave != 2 || len(r.Status.Waves[1].Updated) != 0 {
+		t.Fatalf("%s in wave %d, wave 2 updated %v: %s", r.Status.Phase, r.Status.CurrentWave, r.Status.Waves[1].Updated, r.Status.Message)
+	}
+	r2 := release(wave(1, 3, 0))
+	r2.Spec.Paused = true
+	d := Plan(r2, newFleet(2).tenants, "", t0)
+	if d.Status.Phase != evav1.RolloutPaused || len(d.Admitted) != 0 {
+		t.Fatalf("paused: %s, admitted %d", d.Status.Phase, len(d.Admitted))
+	}
+}
+
+func TestSupersededAdmitsNothing(t *testing.T) {
+	r := release(wave(1, 3, 0))
+	d := Plan(r, newFleet(1).tenants, "r2", t0)
+	if d.Status.Phase != evav1.RolloutSuperseded || len(d.Admitted) != 0 {
+		t.Fatalf("%s, admitted %d", d.Status.Phase, len(d.Admitted))
+	}
+}
+
+func TestLateTenantOfAFinishedWaveIsAdmitted(t *testing.T) {
+	r := release(wave(1, 1, 0))
+	f := newFleet(1)
+	run(t, r, f, 5, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	f.tenants = append(f.tenants, Tenant{Code: "LATECO", Name: "late", Wave: 1, Ready: true})
+	d := Plan(r, f.tenants, "", t0.Add(time.Hour))
+	if len(d.Admitted) != 1 || d.Admitted[0].Code != "LATECO" {
+		t.Fatalf("admitted %+v", d.Admitted)
+	}
+}
+
+func TestReleaseOfAndWithRelease(t *testing.T) {
+	old, fixed := release(wave(1, 1, 0)), release(wave(1, 1, 0))
+	old.Name, fixed.Name = "crm-1-5", "crm-1-6"
+	old.Namespace, fixed.Namespace = "tenants", "tenants"
+	old.CreationTimestamp, fixed.CreationTimestamp = metav1.NewTime(t0), metav1.NewTime(t0.Add(time.Minute))
+	fixed.Spec.Versions = map[string]evav1.ModuleVersion{"crm": "1.6.0", "itsm": "2.0.0"}
+	admit := func(r *evav1.EvaRollout, name string) {
+		r.Status.Waves = []evav1.WaveStatus{{Wave: 1, Updated: []evav1.RolloutTenant{{Name: name}}}}
+	}
+	admit(old, "acme")
+	if got := ReleaseOf([]evav1.EvaRollout{*fixed, *old}, "tenants", "acme"); got == nil || got.Name != "crm-1-5" {
+		t.Fatalf("release of acme: %v", got)
+	}
+	admit(fixed, "acme")
+	got := ReleaseOf([]evav1.EvaRollout{*old, *fixed}, "tenants", "acme")
+	if got == nil || got.Name != "crm-1-6" {
+		t.Fatalf("release of acme after the fix reached it: %v", got)
+	}
+	if ReleaseOf([]evav1.EvaRollout{*old, *fixed}, "tenants", "other") != nil {
+		t.Fatal("a tenant no release reached has a release")
+	}
+	if ReleaseOf([]evav1.EvaRollout{*old, *fixed}, "elsewhere", "acme") != nil {
+		t.Fatal("a rollout reached a tenant of another namespace")
+	}
+	tn := &evav1.EvaTenant{Spec: evav1.EvaTenantSpec{Versions: map[string]evav1.ModuleVersion{"itsm": "1.0.0"}}}
+	w := WithRelease(tn, got, []string{"crm", "itsm", "shell"})
+	if w.Spec.Versions["crm"] != "1.6.0" || w.Spec.Versions["itsm"] != "1.0.0" || len(w.Spec.Versions) != 2 {
+		t.Fatalf("versions on the release: %v (the pin must win, shell is not in the release)", w.Spec.Versions)
+	}
+	if len(tn.Spec.Versions) != 1 {
+		t.Fatal("WithRelease changed the tenant it was given")
+	}
+}
