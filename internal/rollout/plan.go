@@ -21,8 +21,8 @@ import (
 // Tenant is what a rollout needs to know of one live tenant of its namespace.
 type Tenant struct {
 	Code, Name string
-	Tier                  evav1.Tier
-	Wave                  int32
+	Tier       evav1.Tier
+	Wave       int32
 	// Frozen is the tenant's spec.frozen: why no release may reach it.
 	Frozen string
 	// OnRelease: the tenant's status says it renders this rollout's versions.
