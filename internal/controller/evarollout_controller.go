@@ -108,8 +108,13 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 			continue
 		}
 		ready := apimeta.FindStatusCondition(t.Status.Conditions, evav1.ConditionReady)
+		var failedAt time.Time
+		if ready != nil {
+			failedAt = ready.LastTransitionTime.Time
+		}
 		out = append(out, rollout.Tenant{
-			Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
+			FailedAt: failedAt,
+			Code:     t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
 			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen,
 			OnRelease: t.Status.Release == ro.Name,
 			Ready: t.Status.Phase == evav1.PhaseActive && t.Status.ObservedGeneration == t.Generation &&

@@ -29,9 +29,11 @@ type Tenant struct {
 	OnRelease bool
 	// Ready: the tenant is Active and Ready for its current generation.
 	Ready bool
-	// Failed: the tenant's phase is Failed; Message is its Ready condition's message.
-	Failed  bool
-	Message string
+	// Failed: the tenant's phase is Failed, since FailedAt (its Ready condition's last
+	// transition); Message is that condition's message.
+	Failed   bool
+	FailedAt time.Time
+	Message  string
 }
 
 func (t Tenant) key() string { return t.Name }
@@ -158,7 +160,10 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 		switch {
 		case !live:
 			continue // deleted or decommissioned since: nothing to wait for
-		case t.OnRelease && t.Failed:
+		case t.OnRelease && t.Failed && e.AdmittedAt != nil && !t.FailedAt.Before(e.AdmittedAt.Time):
+			// Failed since the release reached it: a tenant Failed before (whose status
+			// may still say so in the write that records the release) is judged by its
+			// timeout instead.
 			failing = append(failing, fmt.Sprintf("%s Failed: %s", t.Code, t.Message))
 		case t.OnRelease && t.Ready:
 			if e.ReadyAt == nil {

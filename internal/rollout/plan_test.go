@@ -52,7 +52,7 @@ func (f *fleet) step(r *evav1.EvaRollout) {
 		t := &f.tenants[i]
 		if t.OnRelease && !t.Ready && !t.Failed {
 			if f.failing[t.Code] {
-				t.Failed, t.Message = true, "crm: InstallFailed"
+				t.Failed, t.FailedAt, t.Message = true, t0.Add(time.Hour), "crm: InstallFailed"
 			} else {
 				t.Ready = true
 			}
@@ -275,5 +275,22 @@ func TestReleaseOfAndWithRelease(t *testing.T) {
 	}
 	if len(tn.Spec.Versions) != 1 {
 		t.Fatal("WithRelease changed the tenant it was given")
+	}
+}
+
+func TestFailedBeforeTheReleaseIsJudgedByItsTimeout(t *testing.T) {
+	r := release(wave(1, 1, 0))
+	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
+	f := newFleet(1)
+	f.tenants[0].Failed, f.tenants[0].FailedAt, f.tenants[0].Message = true, t0.Add(-time.Hour), "old failure"
+	r.Status = Plan(r, f.tenants, "", t0).Status
+	// The write that records the release still carries the old Failed phase.
+	f.tenants[0].OnRelease = true
+	if d := Plan(r, f.tenants, "", t0.Add(10*time.Second)); d.Status.Phase == evav1.RolloutHalted {
+		t.Fatalf("halted on a failure older than the release: %s", d.Status.Message)
+	}
+	f.tenants[0].FailedAt = t0.Add(20 * time.Second)
+	if d := Plan(r, f.tenants, "", t0.Add(30*time.Second)); d.Status.Phase != evav1.RolloutHalted {
+		t.Fatalf("a failure on the release did not halt: %s: %s", d.Status.Phase, d.Status.Message)
 	}
 }

@@ -1,0 +1,363 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// The crm chart versions of the rollout scenario, published by the test beside the
+// suite's 1.4.0: one whose pods can never be scheduled, and the fixed one.
+const (
+	crmBroken = "1.6.0"
+	crmFixed  = "1.5.0"
+	crmBase   = "1.4.0"
+)
+
+// TestRolloutByWaveOnRealFlux: nine Starter tenants in three waves, on the real
+// helm-controller. A release bringing crm 1.6.0, whose pods never schedule, halts in
+// wave 1 and leaves waves 2 and 3 untouched (their HelmReleases' resourceVersions do not
+// move). A newer release with crm 1.5.0 supersedes it and goes wave by wave, one tenant
+// at a time in waves 1 and 2, the operator SIGKILLed and restarted in the middle of
+// wave 2; a frozen wave-3 tenant is skipped and reported. The order is asserted from the
+// HelmReleases' history as a watch saw it: no wave-3 release moves to 1.5.0 before every
+// wave-2 release is Ready on it, and never two releases of a one-at-a-time wave update
+// at once.
+func TestRolloutByWaveOnRealFlux(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	ns := tenantNamespace(t, "e2e-rollout")
+	pushCrmVersions(t)
+	env := environment(t, map[string]any{"releaseTimeout": "45s"})
+	op := startOperator(t, ns, "--overlays="+env)
+
+	var tenants []*unstructured.Unstructured
+	waveOf := map[string]int{}
+	for w := 1; w <= 3; w++ {
+		for i := range 3 {
+			code := fmt.Sprintf("ROLL%c%c", 'A'+w-1, 'A'+i) // ROLLAA…ROLLCC: wave 1 is ROLLA*
+			tn := evaTenant(ns, code, evav1.TierStarter)
+			if err := unstructured.SetNestedField(tn.Object, int64(w), "spec", "wave"); err != nil {
+				t.Fatal(err)
+			}
+			if code == "ROLLCC" {
+				if err := unstructured.SetNestedField(tn.Object, "customer's audit week", "spec", "frozen"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := cluster.Client.Create(ctx, tn); err != nil {
+				t.Fatal(err)
+			}
+			tenants, waveOf[code] = append(tenants, tn), w
+		}
+	}
+	kubectlWaitReady(t, 6*time.Minute, tenants...)
+	history := watchReleases(t, waveOf)
+
+	// 1. The broken release halts in wave 1.
+	before := crmVersions(t, waveOf)
+	createRollout(t, ns, "crm-broken", crmBroken, "45s",
+		map[string]any{"wave": int64(1), "maxUpdate": int64(1)},
+		map[string]any{"wave": int64(2)}, map[string]any{"wave": int64(3)})
+	halted := waitRollout(t, ns, "crm-broken", 5*time.Minute, evav1.RolloutHalted)
+	if !strings.Contains(halted.Message, "ROLLAA not Ready on the release within 45s") {
+		t.Errorf("halted for another reason: %s", halted.Message)
+	}
+	if n := len(halted.Waves[0].Updated); n != 1 {
+		t.Errorf("wave 1 admitted %d tenants under maxUpdate 1 before halting", n)
+	}
+	time.Sleep(5 * time.Second) // a halted rollout admits nothing more
+	for code, was := range crmVersions(t, waveOf) {
+		if waveOf[code] == 1 {
+			continue
+		}
+		if was != before[code] {
+			t.Errorf("%s (wave %d): crm HelmRelease changed while the rollout halted in wave 1: %s → %s",
+				code, waveOf[code], before[code], was)
+		}
+	}
+
+	// 2. The fixed release supersedes it and completes, the operator killed mid-wave-2.
+	createRollout(t, ns, "crm-fixed", crmFixed, "",
+		map[string]any{"wave": int64(1), "maxUpdate": int64(1), "bakeTime": "5s"},
+		map[string]any{"wave": int64(2), "maxUpdate": int64(1), "bakeTime": "5s"},
+		map[string]any{"wave": int64(3), "maxUpdate": "100%"})
+	waitRollout(t, ns, "crm-broken", time.Minute, evav1.RolloutSuperseded)
+	poll(t, "wave 2 under way", 6*time.Minute, func() error {
+		st := rolloutStatus(t, ns, "crm-fixed")
+		if len(st.Waves) < 2 || len(st.Waves[1].Updated) == 0 {
+			return fmt.Errorf("%s: %s", st.Phase, st.Message)
+		}
+		return nil
+	})
+	op.Kill()
+	t.Log("operator SIGKILLed in wave 2")
+	startOperator(t, ns, "--overlays="+env)
+	done := waitRollout(t, ns, "crm-fixed", 8*time.Minute, evav1.RolloutComplete)
+	if done.Updated != 8 || done.Total != 9 {
+		t.Errorf("updated %d of %d tenants, want 8 of 9 (one frozen)", done.Updated, done.Total)
+	}
+	if sk := done.Waves[2].Skipped; len(sk) != 1 || sk[0].Code != "ROLLCC" || !strings.Contains(sk[0].Reason, "audit week") {
+		t.Errorf("wave 3 skipped %+v, want ROLLCC with its reason", sk)
+	}
+	for code, v := range crmVersions(t, waveOf) {
+		want := crmFixed
+		if code == "ROLLCC" {
+			want = crmBase
+		}
+		if v != want {
+			t.Errorf("%s runs crm %s after the rollout, want %s", code, v, want)
+		}
+	}
+	frozen := &unstructured.Unstructured{}
+	frozen.SetGroupVersionKind(helmReleaseGVK)
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace("ROLLCC"), Name: "crm"}, frozen); err != nil {
+		t.Fatal(err)
+	}
+	if suspended, _, _ := unstructured.NestedBool(frozen.Object, "spec", "suspend"); !suspended {
+		t.Error("the frozen tenant's HelmRelease is not suspended")
+	}
+	got, err := current(ctx, tenants[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rel, _, _ := unstructured.NestedString(got.Object, "status", "release"); rel != "crm-fixed" {
+		t.Errorf("ROLLAA status.release %q, want crm-fixed", rel)
+	}
+	history.check(t, waveOf)
+}
+
+// pushCrmVersions publishes two more crm versions to the suite's registry, as a
+// platform team does with evactl charts push: 1.5.0, and 1.6.0 whose pods ask for a
+// node that does not exist.
+func pushCrmVersions(t *testing.T) {
+	t.Helper()
+	for _, v := range []string{crmFixed, crmBroken} {
+		dir := filepath.Join(t.TempDir(), "charts")
+		crm := filepath.Join(dir, "eva-crm")
+		if err := os.CopyFS(crm, os.DirFS(filepath.Join(chartsDir, "eva-crm"))); err != nil {
+			t.Fatal(err)
+		}
+		chartFile := filepath.Join(crm, "Chart.yaml")
+		data, err := os.ReadFile(chartFile)
+		if err != nil {
+			t.Fatal(err)
+		}
+		data = []byte(strings.Replace(string(data), "version: "+crmBase, "version: "+v, 1))
+		if err := os.WriteFile(chartFile, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if v == crmBroken {
+			deploy := filepath.Join(crm, "templates", "deployment.yaml")
+			tpl, err := os.ReadFile(deploy)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tpl = []byte(strings.Replace(string(tpl), "      automountServiceAccountToken: false",
+				"      automountServiceAccountToken: false\n      nodeSelector:\n        eva.aidonow.com/no-such-node: \"true\"", 1))
+			if err := os.WriteFile(deploy, tpl, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		push := exec.Command(evactl, "charts", "push", "--charts", dir, "--to", chartSourceURL(), "--insecure")
+		if out, err := push.CombinedOutput(); err != nil {
+			t.Fatalf("evactl charts push crm %s: %v\n%s", v, err, out)
+		}
+	}
+}
+
+// createRollout creates a release bringing crm at version to the tenants of ns.
+func createRollout(t *testing.T, ns, name, version, readyTimeout string, waves ...map[string]any) {
+	t.Helper()
+	list := make([]any, len(waves))
+	for i, w := range waves {
+		list[i] = w
+	}
+	spec := map[string]any{"versions": map[string]any{"crm": version}, "waves": list}
+	if readyTimeout != "" {
+		spec["gates"] = map[string]any{"readyTimeout": readyTimeout}
+	}
+	ro := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "eva.aidonow.com/v1alpha1", "kind": "EvaRollout",
+		"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec,
+	}}
+	if err := cluster.Client.Create(context.Background(), ro); err != nil {
+		t.Fatal(err)
+	}
+	// Rollouts are ordered by creation time, to the second: the next one must be newer.
+	time.Sleep(1100 * time.Millisecond)
+}
+
+func rolloutStatus(t *testing.T, ns, name string) evav1.EvaRolloutStatus {
+	t.Helper()
+	ro := &unstructured.Unstructured{}
+	ro.SetAPIVersion("eva.aidonow.com/v1alpha1")
+	ro.SetKind("EvaRollout")
+	if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: ns, Name: name}, ro); err != nil {
+		t.Fatal(err)
+	}
+	var st evav1.EvaRolloutStatus
+	raw, _, _ := unstructured.NestedMap(ro.Object, "status")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(raw, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func waitRollout(t *testing.T, ns, name string, timeout time.Duration, phase evav1.RolloutPhase) evav1.EvaRolloutStatus {
+	t.Helper()
+	var st evav1.EvaRolloutStatus
+	poll(t, fmt.Sprintf("rollout %s %s", name, phase), timeout, func() error {
+		st = rolloutStatus(t, ns, name)
+		if st.Phase != phase {
+			return fmt.Errorf("%s: %s", st.Phase, st.Message)
+		}
+		return nil
+	})
+	return st
+}
+
+// crmVersions reads each tenant's crm HelmRelease: its chart version and resourceVersion.
+func crmVersions(t *testing.T, waveOf map[string]int) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for code := range waveOf {
+		hr := &unstructured.Unstructured{}
+		hr.SetGroupVersionKind(helmReleaseGVK)
+		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: tenant.Namespace(code), Name: "crm"}, hr); err != nil {
+			t.Fatal(err)
+		}
+		v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		if waveOf[code] == 1 {
+			out[code] = v
+			continue
+		}
+		out[code] = v + " (resourceVersion " + hr.GetResourceVersion() + ")"
+	}
+	return out
+}
+
+// releaseHistory is every change of the tenants' crm HelmReleases, in the order one
+// watch delivered them (the API server's order).
+type releaseHistory struct {
+	stop   func()
+	done   chan struct{}
+	mu     sync.Mutex
+	events []releaseEvent
+}
+
+type releaseEvent struct {
+	code    string
+	version string // spec.chart.spec.version
+	ready   bool   // Ready True for this generation, on version
+}
+
+func watchReleases(t *testing.T, waveOf map[string]int) *releaseHistory {
+	t.Helper()
+	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(helmReleaseGVK.GroupVersion().WithKind("HelmReleaseList"))
+	w, err := watcher.Watch(ctx, list, client.MatchingFields{"metadata.name": "crm"})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	h := &releaseHistory{stop: func() { w.Stop(); cancel() }, done: make(chan struct{})}
+	go func() {
+		defer close(h.done)
+		for ev := range w.ResultChan() {
+			hr, ok := ev.Object.(*unstructured.Unstructured)
+			if !ok || ev.Type == watch.Deleted || ev.Type == watch.Error {
+				continue
+			}
+			code := hr.GetLabels()[tenant.LabelCapsule]
+			if _, ours := waveOf[code]; !ours {
+				continue
+			}
+			v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+			observed, _, _ := unstructured.NestedInt64(hr.Object, "status", "observedGeneration")
+			attempted, _, _ := unstructured.NestedString(hr.Object, "status", "lastAttemptedRevision")
+			ready := conditionOf(hr, "Ready").Status == string(metav1.ConditionTrue) && observed == hr.GetGeneration() && attempted == v
+			h.mu.Lock()
+			h.events = append(h.events, releaseEvent{code: code, version: v, ready: ready})
+			h.mu.Unlock()
+		}
+	}()
+	t.Cleanup(h.stop)
+	return h
+}
+
+// check replays the history of the fixed release: a tenant is updating from the first
+// event carrying 1.5.0 until the first one Ready on it. No wave-3 release may carry
+// 1.5.0 before every wave-2 tenant was Ready on it (nor wave 2 before wave 1), and in
+// waves 1 and 2 (maxUpdate 1) never two tenants update at once.
+func (h *releaseHistory) check(t *testing.T, waveOf map[string]int) {
+	t.Helper()
+	h.stop()
+	<-h.done
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	started, readyOn := map[string]int{}, map[string]int{}
+	for i, e := range h.events {
+		if e.version != crmFixed {
+			continue
+		}
+		if _, ok := started[e.code]; !ok {
+			started[e.code] = i
+			updating := []string{}
+			for code, s := range started {
+				if _, r := readyOn[code]; !r && waveOf[code] == waveOf[e.code] && s <= i {
+					updating = append(updating, code)
+				}
+			}
+			if waveOf[e.code] < 3 && len(updating) > 1 {
+				t.Errorf("event %d: %d tenants of wave %d updating at once under maxUpdate 1: %v", i, len(updating), waveOf[e.code], updating)
+			}
+		}
+		if _, ok := readyOn[e.code]; !ok && e.ready {
+			readyOn[e.code] = i
+		}
+	}
+	for code, w := range waveOf {
+		if code == "ROLLCC" {
+			if _, moved := started[code]; moved {
+				t.Errorf("the frozen tenant %s got crm %s", code, crmFixed)
+			}
+			continue
+		}
+		s, ok := started[code]
+		if !ok {
+			t.Errorf("%s never got crm %s in %d events", code, crmFixed, len(h.events))
+			continue
+		}
+		for earlier, ew := range waveOf {
+			if ew != w-1 {
+				continue
+			}
+			if r, ok := readyOn[earlier]; !ok || r > s {
+				t.Errorf("%s (wave %d) got crm %s at event %d, before %s (wave %d) was Ready on it (event %d, seen %v)",
+					code, w, crmFixed, s, earlier, ew, r, ok)
+			}
+		}
+	}
+	t.Logf("%d HelmRelease events checked", len(h.events))
+}
