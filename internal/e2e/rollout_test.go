@@ -55,11 +55,6 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 			if err := unstructured.SetNestedField(tn.Object, int64(w), "spec", "wave"); err != nil {
 				t.Fatal(err)
 			}
-			if code == "ROLLCC" {
-				if err := unstructured.SetNestedField(tn.Object, "customer's audit week", "spec", "frozen"); err != nil {
-					t.Fatal(err)
-				}
-			}
 			if err := cluster.Client.Create(ctx, tn); err != nil {
 				t.Fatal(err)
 			}
@@ -67,10 +62,24 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 		}
 	}
 	kubectlWaitReady(t, 6*time.Minute, tenants...)
+	// A live tenant is frozen before the releases: they must pass it over.
+	setSpec(t, tenants[8], "customer's audit week", "frozen")
+	poll(t, "the frozen tenant's releases suspended", time.Minute, func() error {
+		hr := &unstructured.Unstructured{}
+		hr.SetGroupVersionKind(helmReleaseGVK)
+		if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace("ROLLCC"), Name: "crm"}, hr); err != nil {
+			return err
+		}
+		if suspended, _, _ := unstructured.NestedBool(hr.Object, "spec", "suspend"); !suspended {
+			return fmt.Errorf("crm not suspended")
+		}
+		return nil
+	})
+	time.Sleep(3 * time.Second) // helm-controller takes note of the suspension
 	history := watchReleases(t, waveOf)
 
 	// 1. The broken release halts in wave 1.
-	before := crmVersions(t, waveOf)
+	before := crmResourceVersions(t, waveOf)
 	createRollout(t, ns, "crm-broken", crmBroken, "45s",
 		map[string]any{"wave": int64(1), "maxUpdate": int64(1)},
 		map[string]any{"wave": int64(2)}, map[string]any{"wave": int64(3)})
@@ -82,7 +91,7 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 		t.Errorf("wave 1 admitted %d tenants under maxUpdate 1 before halting", n)
 	}
 	time.Sleep(5 * time.Second) // a halted rollout admits nothing more
-	for code, was := range crmVersions(t, waveOf) {
+	for code, was := range crmResourceVersions(t, waveOf) {
 		if waveOf[code] == 1 {
 			continue
 		}
@@ -232,22 +241,38 @@ func waitRollout(t *testing.T, ns, name string, timeout time.Duration, phase eva
 	return st
 }
 
-// crmVersions reads each tenant's crm HelmRelease: its chart version and resourceVersion.
+// crmVersions reads the chart version of each tenant's crm HelmRelease.
 func crmVersions(t *testing.T, waveOf map[string]int) map[string]string {
 	t.Helper()
 	out := map[string]string{}
+	for code, hr := range crmReleases(t, waveOf) {
+		out[code], _, _ = unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+	}
+	return out
+}
+
+// crmResourceVersions reads each tenant's crm HelmRelease: chart version and
+// resourceVersion, which moves with any write.
+func crmResourceVersions(t *testing.T, waveOf map[string]int) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for code, hr := range crmReleases(t, waveOf) {
+		v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		out[code] = v + " (resourceVersion " + hr.GetResourceVersion() + ")"
+	}
+	return out
+}
+
+func crmReleases(t *testing.T, waveOf map[string]int) map[string]*unstructured.Unstructured {
+	t.Helper()
+	out := map[string]*unstructured.Unstructured{}
 	for code := range waveOf {
 		hr := &unstructured.Unstructured{}
 		hr.SetGroupVersionKind(helmReleaseGVK)
 		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: tenant.Namespace(code), Name: "crm"}, hr); err != nil {
 			t.Fatal(err)
 		}
-		v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
-		if waveOf[code] == 1 {
-			out[code] = v
-			continue
-		}
-		out[code] = v + " (resourceVersion " + hr.GetResourceVersion() + ")"
+		out[code] = hr
 	}
 	return out
 }
