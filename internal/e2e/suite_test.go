@@ -193,15 +193,6 @@ func installOperatorChart(root string) error {
 	return nil
 }
 
-// applyFile creates every object of a YAML file (documents separated by ---).
-func applyFile(ctx context.Context, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	return applyYAML(ctx, string(data))
-}
-
 // applyYAML server-side applies every object of a YAML text as the test.
 func applyYAML(ctx context.Context, text string) error {
 	for _, doc := range splitDocuments(text) {

@@ -38,6 +38,9 @@ type Tenant struct {
 
 func (t Tenant) key() string { return t.Name }
 
+// readyOnRelease: the tenant renders the release and is Ready on it.
+func (t Tenant) readyOnRelease() bool { return t.OnRelease && t.Ready }
+
 // Event is something a decision wants recorded on the rollout.
 type Event struct{ Type, Reason, Message string }
 
@@ -165,7 +168,7 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 			// may still say so in the write that records the release) is judged by its
 			// timeout instead.
 			failing = append(failing, fmt.Sprintf("%s Failed: %s", t.Code, t.Message))
-		case t.OnRelease && t.Ready:
+		case t.readyOnRelease():
 			if e.ReadyAt == nil {
 				e.ReadyAt = p.now.DeepCopy()
 			}
@@ -188,7 +191,7 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 	updating := 0
 	for _, e := range ws.Updated {
 		admitted[e.Name] = true
-		if t, live := p.byKey[e.Name]; live && !(t.OnRelease && t.Ready) {
+		if t, live := p.byKey[e.Name]; live && !t.readyOnRelease() {
 			updating++
 		}
 	}
@@ -212,7 +215,7 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	var waiting []string
 	for _, e := range ws.Updated {
 		admitted[e.Name] = true
-		if t, live := p.byKey[e.Name]; live && !(t.OnRelease && t.Ready) {
+		if t, live := p.byKey[e.Name]; live && !t.readyOnRelease() {
 			waiting = append(waiting, t.Code)
 		}
 	}
