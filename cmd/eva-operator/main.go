@@ -188,7 +188,7 @@ func run(cfg config) error {
 		return err
 	}
 	rollouts := &controller.EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
-		TenantNamespaces: r.TenantNamespaces, OperatorVersion: cfg.operatorVersion, Metrics: m}
+		TenantNamespaces: r.TenantNamespaces, Metrics: m}
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -30,8 +30,6 @@ type EvaRolloutReconciler struct {
 	Recorder events.EventRecorder
 	// TenantNamespaces are the namespaces EvaTenants are accepted from (empty: all).
 	TenantNamespaces []string
-	// OperatorVersion: only the tenants this operator version owns are rolled out.
-	OperatorVersion string
 	// Metrics, when set, receive each wave's progress.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).
@@ -48,8 +46,7 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, &ro); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	owner := &EvaTenantReconciler{OperatorVersion: r.OperatorVersion, TenantNamespaces: r.TenantNamespaces}
-	if !owner.namespaceAllowed(ro.Namespace) {
+	if !(&EvaTenantReconciler{TenantNamespaces: r.TenantNamespaces}).namespaceAllowed(ro.Namespace) {
 		return ctrl.Result{}, nil // another operator's tenants, or none
 	}
 	var all evav1.EvaRolloutList
@@ -60,7 +57,7 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if newest := rollout.Newest(all.Items); newest != nil && newest.Name != ro.Name {
 		superseded = newest.Name
 	}
-	tenants, err := r.tenants(ctx, &ro, owner)
+	tenants, err := r.tenants(ctx, &ro)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -93,9 +90,10 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// tenants reads every live tenant of the rollout's namespace this operator owns, as the
-// planner sees them.
-func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout, owner *EvaTenantReconciler) ([]rollout.Tenant, error) {
+// tenants reads every live tenant of the rollout's namespace, as the planner sees them:
+// those other operator versions own too (blue/green), so that every operator watching
+// the namespace decides the same from the same status instead of each writing its own.
+func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout) ([]rollout.Tenant, error) {
 	var list evav1.EvaTenantList
 	if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing tenants: %w", err)
@@ -103,8 +101,7 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 	var out []rollout.Tenant
 	for i := range list.Items {
 		t := &list.Items[i]
-		if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned ||
-			!owner.owns(t) {
+		if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned {
 			continue
 		}
 		ready := apimeta.FindStatusCondition(t.Status.Conditions, evav1.ConditionReady)

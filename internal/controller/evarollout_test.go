@@ -1,0 +1,82 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// TestRolloutAcrossBlueAndGreen: two operator versions watch one namespace, each owning
+// one tenant. One rollout reaches both: each owner renders the release's crm version for
+// its tenant, the rollout counts both, and its status settles instead of each operator
+// rewriting it from the half of the tenants it owns.
+func TestRolloutAcrossBlueAndGreen(t *testing.T) {
+	for _, version := range []string{"1.0.0", "2.0.0"} {
+		startOperatorWith(t, version, func(_ *EvaTenantReconciler, mgr ctrl.Manager) {
+			ro := &EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName(version))}
+			if err := ro.SetupWithManager(mgr); err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+	ns := newTestNamespace(t)
+	tenants := map[string]string{"BLUERO": "1.0.0", "GREENR": "2.0.0"}
+	for code, version := range tenants {
+		tn := newTenant(ns, code, evav1.TierStarter)
+		tn.Annotations = map[string]string{tenant.AnnotationOperatorVersion: version}
+		createTenant(t, tn)
+	}
+	ctx := context.Background()
+	ro := &evav1.EvaRollout{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm-next"},
+		Spec: evav1.EvaRolloutSpec{
+			Versions: map[string]evav1.ModuleVersion{"crm": "9.9.9"},
+			Waves:    []evav1.RolloutWave{{Wave: 2}},
+		},
+	}
+	if err := k8s.Create(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: ro.Name}
+	eventually(t, waitFor, "both tenants on the release", func() error {
+		if err := k8s.Get(ctx, key, ro); err != nil {
+			return err
+		}
+		if ro.Status.Updated != 2 || ro.Status.Total != 2 {
+			return fmt.Errorf("updated %d of %d: %s", ro.Status.Updated, ro.Status.Total, ro.Status.Message)
+		}
+		for code := range tenants {
+			got := getTenant(t, newTenant(ns, code, evav1.TierStarter))
+			if got.Status.Release != ro.Name {
+				return fmt.Errorf("%s: status.release %q", code, got.Status.Release)
+			}
+			var hr helmv2.HelmRelease
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace(code), Name: "crm"}, &hr); err != nil {
+				return err
+			}
+			if v := hr.Spec.Chart.Spec.Version; v != "9.9.9" {
+				return fmt.Errorf("%s: crm renders %s", code, v)
+			}
+		}
+		return nil
+	})
+	settled := ro.ResourceVersion
+	consistently(t, "the rollout's status settles", func() error {
+		var now evav1.EvaRollout
+		if err := k8s.Get(ctx, key, &now); err != nil {
+			return err
+		}
+		if now.ResourceVersion != settled {
+			return fmt.Errorf("rewritten: %d of %d, %s", now.Status.Updated, now.Status.Total, now.Status.Message)
+		}
+		return nil
+	})
+}
