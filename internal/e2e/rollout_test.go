@@ -148,6 +148,17 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 	if rel, _, _ := unstructured.NestedString(got.Object, "status", "release"); rel != "crm-fixed" {
 		t.Errorf("ROLLAA status.release %q, want crm-fixed", rel)
 	}
+	// What a release manager sees, with evactl as built.
+	out, err := exec.Command(evactl, "rollout", "status", "-n", ns, "--kubeconfig", cluster.KubeConfig).CombinedOutput()
+	if err != nil {
+		t.Fatalf("evactl rollout status: %v\n%s", err, out)
+	}
+	for _, want := range []string{"crm-fixed  Complete  wave -  8/9 tenants  crm " + crmFixed, "wave 3  [####################] 2/2",
+		"skipped ROLLCC: frozen: customer's audit week", "crm-broken  Superseded"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("evactl rollout status lacks %q:\n%s", want, out)
+		}
+	}
 	history.check(t, waveOf)
 }
 

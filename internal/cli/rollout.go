@@ -1,0 +1,151 @@
+package cli
+
+import (
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/rollout"
+	"github.com/aidonow/eva/internal/safetext"
+)
+
+func newRolloutCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "rollout",
+		Short: "Follow platform releases (EvaRollout) on a cluster",
+	}
+	cmd.AddCommand(newRolloutStatusCommand())
+	return cmd
+}
+
+func newRolloutStatusCommand() *cobra.Command {
+	var kubeconfig, namespace string
+	cmd := &cobra.Command{
+		Use:   "status [NAME]",
+		Short: "Show each rollout's phase and a progress bar per wave",
+		Long: "Reads the EvaRollouts of a namespace (or the one named) from the cluster and shows, newest first, " +
+			"each one's phase and message and, per wave, how many tenants it updated, which are skipped and why.",
+		Example: `  evactl rollout status -n tenants
+  evactl rollout status crm-1-5 -n tenants --kubeconfig ~/.kube/config`,
+		Args: cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, ns, err := clusterClient(kubeconfig, namespace)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			var list evav1.EvaRolloutList
+			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
+				return fmt.Errorf("listing rollouts in %s: %w", ns, err)
+			}
+			items := list.Items
+			if len(args) == 1 {
+				items = nil
+				for _, ro := range list.Items {
+					if ro.Name == args[0] {
+						items = append(items, ro)
+					}
+				}
+				if len(items) == 0 {
+					return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("no EvaRollout %s in namespace %s", args[0], ns)}
+				}
+			}
+			if len(items) == 0 {
+				fmt.Fprintf(cmd.OutOrStdout(), "no EvaRollout in namespace %s\n", ns)
+				return nil
+			}
+			sort.Slice(items, func(i, j int) bool { return rollout.Newer(&items[i], &items[j]) })
+			for i := range items {
+				WriteRolloutStatus(cmd.OutOrStdout(), &items[i])
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the tenants and their rollouts (default: the context's)")
+	return cmd
+}
+
+// clusterClient builds a client for the EvaTenant API from a kubeconfig, the way kubectl
+// finds one, and the namespace to use.
+func clusterClient(kubeconfig, namespace string) (client.Client, string, error) {
+	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	rules.ExplicitPath = kubeconfig
+	cfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
+	rest, err := cfg.ClientConfig()
+	if err != nil {
+		return nil, "", fmt.Errorf("loading kubeconfig: %w", err)
+	}
+	if namespace == "" {
+		if namespace, _, err = cfg.Namespace(); err != nil {
+			return nil, "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := evav1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	c, err := client.New(rest, client.Options{Scheme: scheme})
+	if err != nil {
+		return nil, "", fmt.Errorf("connecting to the cluster: %w", err)
+	}
+	return c, namespace, nil
+}
+
+// barWidth is the number of cells of a wave's progress bar.
+const barWidth = 20
+
+// WriteRolloutStatus writes one rollout: a header line (name, phase, current wave,
+// tenants updated), its message, and a line per wave with a progress bar of the tenants
+// it updated out of those it may update, the skipped tenants and their reasons.
+func WriteRolloutStatus(w io.Writer, ro *evav1.EvaRollout) {
+	st := ro.Status
+	wave := "-"
+	if st.CurrentWave > 0 {
+		wave = fmt.Sprint(st.CurrentWave)
+	}
+	phase := string(st.Phase)
+	if phase == "" {
+		phase = "Pending"
+	}
+	fmt.Fprintf(w, "%s  %s  wave %s  %d/%d tenants  %s\n", ro.Name, phase, wave, st.Updated, st.Total, versionsOf(ro))
+	if st.Message != "" {
+		// The message carries tenants' conditions: escaped, it cannot drive the terminal.
+		fmt.Fprintf(w, "  %s\n", safetext.Escape(st.Message))
+	}
+	for _, ws := range st.Waves {
+		eligible := int(ws.Total) - len(ws.Skipped)
+		updated := len(ws.Updated)
+		filled := 0
+		if eligible > 0 {
+			filled = min(barWidth, updated*barWidth/eligible)
+		}
+		fmt.Fprintf(w, "  wave %d  [%s%s] %d/%d", ws.Wave, strings.Repeat("#", filled), strings.Repeat("-", barWidth-filled), updated, eligible)
+		switch {
+		case ws.CompletedAt != nil:
+			fmt.Fprintf(w, "  complete %s", ws.CompletedAt.UTC().Format(time.RFC3339))
+		case ws.BakeStartedAt != nil:
+			fmt.Fprintf(w, "  baking since %s", ws.BakeStartedAt.UTC().Format(time.RFC3339))
+		}
+		for _, s := range ws.Skipped {
+			fmt.Fprintf(w, "\n          skipped %s: %s", s.Code, safetext.Escape(s.Reason))
+		}
+		fmt.Fprintln(w)
+	}
+}
+
+func versionsOf(ro *evav1.EvaRollout) string {
+	modules := make([]string, 0, len(ro.Spec.Versions))
+	for m, v := range ro.Spec.Versions {
+		modules = append(modules, m+" "+string(v))
+	}
+	sort.Strings(modules)
+	return strings.Join(modules, ", ")
+}
