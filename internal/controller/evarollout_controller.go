@@ -3,6 +3,8 @@ package controller
 import (
 	"context"
 	"fmt"
+	"sort"
+	"strings"
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/equality"
@@ -12,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -36,7 +39,8 @@ type EvaRolloutReconciler struct {
 	Now func() time.Time
 }
 
-// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evarollouts,verbs=get;list;watch
+// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evarollouts,verbs=get;list;watch;update;patch
+// +kubebuilder:rbac:groups=eva.aidonow.com,resources=evarollouts/finalizers,verbs=update
 // +kubebuilder:rbac:groups=eva.aidonow.com,resources=evarollouts/status,verbs=get;update;patch
 
 // Reconcile decides one rollout's next step.
@@ -57,9 +61,19 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if newest := rollout.Newest(all.Items); newest != nil && newest.Name != ro.Name {
 		superseded = newest.Name
 	}
+	if !ro.DeletionTimestamp.IsZero() {
+		return r.finalize(ctx, &ro)
+	}
 	tenants, err := r.tenants(ctx, &ro)
 	if err != nil {
 		return ctrl.Result{}, err
+	}
+	if !controllerutil.ContainsFinalizer(&ro, rollout.Finalizer) {
+		base := ro.DeepCopy()
+		controllerutil.AddFinalizer(&ro, rollout.Finalizer)
+		if err := r.Patch(ctx, &ro, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
 	}
 	now := time.Now()
 	if r.Now != nil {
@@ -88,6 +102,43 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	}
 	r.observe(&ro)
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
+}
+
+// finalize lets a rollout go only once no tenant renders it any more: deleting it would
+// otherwise move its tenants back to an older release (or the catalog's versions) at
+// once, without waves or gates. Tenants being decommissioned count too (their teardown
+// renders their releases until the end). A newer rollout reaching them, or their
+// removal, releases it.
+func (r *EvaRolloutReconciler) finalize(ctx context.Context, ro *evav1.EvaRollout) (ctrl.Result, error) {
+	var list evav1.EvaTenantList
+	if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing tenants: %w", err)
+	}
+	var held []string
+	for _, t := range list.Items {
+		if t.Status.Release == ro.Name {
+			held = append(held, t.Spec.CapsuleCode)
+		}
+	}
+	if len(held) == 0 {
+		base := ro.DeepCopy()
+		controllerutil.RemoveFinalizer(ro, rollout.Finalizer)
+		return ctrl.Result{}, client.IgnoreNotFound(r.Patch(ctx, ro, client.MergeFrom(base)))
+	}
+	sort.Strings(held)
+	msg := fmt.Sprintf("being deleted: still the release of %s; a newer EvaRollout must reach them first (deleting it would move them back without gates)",
+		strings.Join(held, ", "))
+	if ro.Status.Message != msg {
+		base := ro.DeepCopy()
+		ro.Status.Message = msg
+		if err := r.Status().Patch(ctx, ro, client.MergeFrom(base)); err != nil {
+			return ctrl.Result{}, client.IgnoreNotFound(err)
+		}
+		if r.Recorder != nil {
+			r.Recorder.Eventf(ro, nil, "Warning", "DeletionHeld", "DeletionHeld", "%s", msg)
+		}
+	}
+	return ctrl.Result{}, nil // the tenants' changes wake it
 }
 
 // tenants reads every live tenant of the rollout's namespace, as the planner sees them:

@@ -3,9 +3,12 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -76,6 +79,70 @@ func TestRolloutAcrossBlueAndGreen(t *testing.T) {
 		}
 		if now.ResourceVersion != settled {
 			return fmt.Errorf("rewritten: %d of %d, %s", now.Status.Updated, now.Status.Total, now.Status.Message)
+		}
+		return nil
+	})
+}
+
+// TestRolloutDeletionWaitsForASuccessor: deleting the release a tenant renders would
+// move it back to the catalog's versions at once; the rollout stays, saying why, until
+// a newer rollout reaches the tenant.
+func TestRolloutDeletionWaitsForASuccessor(t *testing.T) {
+	startOperatorWith(t, "", func(_ *EvaTenantReconciler, mgr ctrl.Manager) {
+		ro := &EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName(""))}
+		if err := ro.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ns := newTestNamespace(t)
+	tn := newTenant(ns, "HELDON", evav1.TierStarter)
+	createTenant(t, tn)
+	ctx := context.Background()
+	release := func(name, version string) *evav1.EvaRollout {
+		ro := &evav1.EvaRollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: evav1.EvaRolloutSpec{Versions: map[string]evav1.ModuleVersion{"crm": evav1.ModuleVersion(version)},
+				Waves: []evav1.RolloutWave{{Wave: 2}}}}
+		if err := k8s.Create(ctx, ro); err != nil {
+			t.Fatal(err)
+		}
+		return ro
+	}
+	crmRenders := func(want string) func() error {
+		return func() error {
+			var hr helmv2.HelmRelease
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace("HELDON"), Name: "crm"}, &hr); err != nil {
+				return err
+			}
+			if v := hr.Spec.Chart.Spec.Version; v != want {
+				return fmt.Errorf("crm renders %s, want %s", v, want)
+			}
+			return nil
+		}
+	}
+	first := release("crm-a", "9.9.1")
+	eventually(t, waitFor, "the tenant on crm-a", crmRenders("9.9.1"))
+	if err := k8s.Delete(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	key := types.NamespacedName{Namespace: ns, Name: "crm-a"}
+	eventually(t, waitFor, "crm-a says why it stays", func() error {
+		var ro evav1.EvaRollout
+		if err := k8s.Get(ctx, key, &ro); err != nil {
+			return err
+		}
+		if !strings.Contains(ro.Status.Message, "still the release of HELDON") {
+			return fmt.Errorf("message %q", ro.Status.Message)
+		}
+		return nil
+	})
+	consistently(t, "the tenant keeps crm-a's version", crmRenders("9.9.1"))
+	time.Sleep(1100 * time.Millisecond) // rollouts are ordered by creation, to the second
+	release("crm-b", "9.9.2")
+	eventually(t, waitFor, "the tenant on crm-b", crmRenders("9.9.2"))
+	eventually(t, waitFor, "crm-a gone", func() error {
+		var ro evav1.EvaRollout
+		if err := k8s.Get(ctx, key, &ro); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v): %s", err, ro.Status.Message)
 		}
 		return nil
 	})

@@ -4,6 +4,9 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
 
+// Finalizer holds a rollout being deleted while tenants still render it.
+const Finalizer = "eva.aidonow.com/release-in-use"
+
 // ReleaseOf returns the rollout whose versions the tenant namespace/name renders: the
 // newest of its namespace's rollouts that admitted it (by creation time, then name), or
 // nil when none did and the tenant renders the catalog's defaults. A rollout being
