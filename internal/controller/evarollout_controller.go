@@ -62,7 +62,7 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 		superseded = newest.Name
 	}
 	if !ro.DeletionTimestamp.IsZero() {
-		return r.finalize(ctx, &ro)
+		return r.finalize(ctx, &ro, all.Items)
 	}
 	tenants, err := r.tenants(ctx, &ro)
 	if err != nil {
@@ -104,19 +104,21 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	return ctrl.Result{RequeueAfter: d.RequeueAfter}, nil
 }
 
-// finalize lets a rollout go only once no tenant renders it any more: deleting it would
-// otherwise move its tenants back to an older release (or the catalog's versions) at
-// once, without waves or gates. Tenants being decommissioned count too (their teardown
-// renders their releases until the end). A newer rollout reaching them, or their
-// removal, releases it.
-func (r *EvaRolloutReconciler) finalize(ctx context.Context, ro *evav1.EvaRollout) (ctrl.Result, error) {
+// finalize lets a rollout go only once no tenant renders a version from it any more:
+// deleting it would otherwise move those tenants back to an older release (or the
+// catalog's versions) at once, without waves or gates. What a tenant renders is read
+// from the rollouts' admissions, not from the tenant's status, which is written after
+// the tenant's objects. Tenants being decommissioned count too (their teardown renders
+// their releases until the end). A newer rollout reaching them with the same modules,
+// or their removal, releases it.
+func (r *EvaRolloutReconciler) finalize(ctx context.Context, ro *evav1.EvaRollout, all []evav1.EvaRollout) (ctrl.Result, error) {
 	var list evav1.EvaTenantList
 	if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
 		return ctrl.Result{}, fmt.Errorf("listing tenants: %w", err)
 	}
 	var held []string
 	for _, t := range list.Items {
-		if t.Status.Release == ro.Name {
+		if rollout.Needed(all, ro, t.Name) {
 			held = append(held, t.Spec.CapsuleCode)
 		}
 	}

@@ -15,21 +15,21 @@ import (
 	"github.com/aidonow/eva/internal/rollout"
 )
 
-// resolveRelease finds the platform release the tenant is on (the newest EvaRollout
-// that admitted it), records it in the status and sets the tenant as it renders: with
-// the release's module versions where the tenant pins none. A tenant no release reached
-// keeps the catalog's versions, whatever newer releases exist.
+// resolveRelease finds the platform releases that reached the tenant (the EvaRollouts
+// that admitted it), records the newest in the status and sets the tenant as it renders:
+// each module it does not pin at the version of the newest of them naming it. A tenant
+// no release reached keeps the catalog's versions, whatever newer releases exist.
 func (r *EvaTenantReconciler) resolveRelease(ctx context.Context, s *scope) error {
 	var list evav1.EvaRolloutList
 	t := s.tenant
 	if err := r.List(ctx, &list, client.InNamespace(t.Namespace)); err != nil {
 		return fmt.Errorf("listing rollouts: %w", err)
 	}
-	rel := rollout.ReleaseOf(list.Items, t.Namespace, t.Name)
-	s.rendered = rollout.WithRelease(t, rel, r.Renderer.Catalog.ModulesOf(t.Spec.Tier))
+	releases := rollout.Releases(list.Items, t.Namespace, t.Name)
+	s.rendered = rollout.WithReleases(t, releases, r.Renderer.Catalog.ModulesOf(t.Spec.Tier))
 	t.Status.Release = ""
-	if rel != nil {
-		t.Status.Release = rel.Name
+	if n := len(releases); n > 0 {
+		t.Status.Release = releases[n-1].Name
 	}
 	return nil
 }

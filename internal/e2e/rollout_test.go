@@ -75,7 +75,19 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 		}
 		return nil
 	})
-	time.Sleep(3 * time.Second) // helm-controller takes note of the suspension
+	// The suspension is written by the operator, then noted by helm-controller: the
+	// snapshot below is taken once no crm release was written for 5 seconds.
+	settled, stable := crmResourceVersions(t, waveOf), 0
+	poll(t, "the tenants' releases settled", 2*time.Minute, func() error {
+		now := crmResourceVersions(t, waveOf)
+		if fmt.Sprint(now) != fmt.Sprint(settled) {
+			settled, stable = now, 0
+		}
+		if stable++; stable < 5 {
+			return fmt.Errorf("written within the last %ds", stable)
+		}
+		return nil
+	})
 	history := watchReleases(t, waveOf)
 
 	// 1. The broken release halts in wave 1.
@@ -96,8 +108,8 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 			continue
 		}
 		if was != before[code] {
-			t.Errorf("%s (wave %d): crm HelmRelease changed while the rollout halted in wave 1: %s → %s",
-				code, waveOf[code], before[code], was)
+			t.Errorf("%s (wave %d): crm HelmRelease changed while the rollout halted in wave 1: %s → %s; writers: %s",
+				code, waveOf[code], before[code], was, writersOf(crmReleases(t, waveOf)[code]))
 		}
 	}
 
@@ -286,6 +298,20 @@ func crmReleases(t *testing.T, waveOf map[string]int) map[string]*unstructured.U
 		out[code] = hr
 	}
 	return out
+}
+
+// writersOf names who wrote an object, from its managed fields: manager, operation,
+// subresource and time.
+func writersOf(u *unstructured.Unstructured) string {
+	var out []string
+	for _, m := range u.GetManagedFields() {
+		at := ""
+		if m.Time != nil {
+			at = m.Time.UTC().Format(time.RFC3339)
+		}
+		out = append(out, fmt.Sprintf("%s %s %s %s", m.Manager, m.Operation, m.Subresource, at))
+	}
+	return strings.Join(out, "; ")
 }
 
 // releaseHistory is every change of the tenants' crm HelmReleases, in the order one

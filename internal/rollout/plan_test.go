@@ -269,12 +269,12 @@ func TestReleaseOfAndWithRelease(t *testing.T) {
 		t.Fatal("a rollout reached a tenant of another namespace")
 	}
 	tn := &evav1.EvaTenant{Spec: evav1.EvaTenantSpec{Versions: map[string]evav1.ModuleVersion{"itsm": "1.0.0"}}}
-	w := WithRelease(tn, got, []string{"crm", "itsm", "shell"})
+	w := WithReleases(tn, []*evav1.EvaRollout{got}, []string{"crm", "itsm", "shell"})
 	if w.Spec.Versions["crm"] != "1.6.0" || w.Spec.Versions["itsm"] != "1.0.0" || len(w.Spec.Versions) != 2 {
 		t.Fatalf("versions on the release: %v (the pin must win, shell is not in the release)", w.Spec.Versions)
 	}
 	if len(tn.Spec.Versions) != 1 {
-		t.Fatal("WithRelease changed the tenant it was given")
+		t.Fatal("WithReleases changed the tenant it was given")
 	}
 }
 
@@ -292,5 +292,43 @@ func TestFailedBeforeTheReleaseIsJudgedByItsTimeout(t *testing.T) {
 	f.tenants[0].FailedAt = t0.Add(20 * time.Second)
 	if d := Plan(r, f.tenants, "", t0.Add(30*time.Second)); d.Status.Phase != evav1.RolloutHalted {
 		t.Fatalf("a failure on the release did not halt: %s: %s", d.Status.Phase, d.Status.Message)
+	}
+}
+
+func TestReleasesAddUpAndHoldWhatTheyProvide(t *testing.T) {
+	at := func(name string, minute int, versions map[string]evav1.ModuleVersion, admitted ...string) evav1.EvaRollout {
+		r := evav1.EvaRollout{Spec: evav1.EvaRolloutSpec{Versions: versions}}
+		r.Name, r.Namespace, r.CreationTimestamp = name, "tenants", metav1.NewTime(t0.Add(time.Duration(minute)*time.Minute))
+		ws := evav1.WaveStatus{Wave: 1}
+		for _, n := range admitted {
+			ws.Updated = append(ws.Updated, evav1.RolloutTenant{Name: n})
+		}
+		r.Status.Waves = []evav1.WaveStatus{ws}
+		return r
+	}
+	crm := at("crm-1-5", 0, map[string]evav1.ModuleVersion{"crm": "1.5.0"}, "acme", "beta")
+	itsm := at("itsm-2", 1, map[string]evav1.ModuleVersion{"itsm": "2.0.0"}, "acme")
+	all := []evav1.EvaRollout{itsm, crm}
+	tn := &evav1.EvaTenant{}
+	got := WithReleases(tn, Releases(all, "tenants", "acme"), []string{"crm", "itsm"})
+	if got.Spec.Versions["crm"] != "1.5.0" || got.Spec.Versions["itsm"] != "2.0.0" {
+		t.Fatalf("acme on both releases renders %v: the itsm release took back crm", got.Spec.Versions)
+	}
+	if r := ReleaseOf(all, "tenants", "acme"); r == nil || r.Name != "itsm-2" {
+		t.Fatalf("acme's release: %v", r)
+	}
+	if !Needed(all, &crm, "acme") || !Needed(all, &crm, "beta") || Needed(all, &itsm, "beta") {
+		t.Fatal("crm-1-5 provides crm to acme and beta; itsm-2 never reached beta")
+	}
+	crm16 := at("crm-1-6", 2, map[string]evav1.ModuleVersion{"crm": "1.6.0"}, "acme", "beta")
+	all = append(all, crm16)
+	if Needed(all, &crm, "acme") || Needed(all, &crm, "beta") {
+		t.Fatal("crm-1-5 still needed once crm-1-6 reached both tenants")
+	}
+	if !Needed(all, &itsm, "acme") {
+		t.Fatal("itsm-2 still provides acme's itsm")
+	}
+	if v := WithReleases(tn, Releases(all, "tenants", "acme"), []string{"crm", "itsm"}).Spec.Versions; v["crm"] != "1.6.0" || v["itsm"] != "2.0.0" {
+		t.Fatalf("acme renders %v", v)
 	}
 }

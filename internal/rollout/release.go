@@ -1,28 +1,36 @@
 package rollout
 
 import (
+	"sort"
+
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
 
-// Finalizer holds a rollout being deleted while tenants still render it.
+// Finalizer holds a rollout being deleted while tenants still render a version of it.
 const Finalizer = "eva.aidonow.com/release-in-use"
 
-// ReleaseOf returns the rollout whose versions the tenant namespace/name renders: the
-// newest of its namespace's rollouts that admitted it (by creation time, then name), or
-// nil when none did and the tenant renders the catalog's defaults. A rollout being
-// deleted still counts until it is gone.
-func ReleaseOf(rollouts []evav1.EvaRollout, namespace, name string) *evav1.EvaRollout {
-	var newest *evav1.EvaRollout
+// Releases returns the rollouts of namespace that admitted the tenant called name,
+// oldest first (by creation time, then name). A rollout being deleted still counts
+// until it is gone.
+func Releases(rollouts []evav1.EvaRollout, namespace, name string) []*evav1.EvaRollout {
+	var out []*evav1.EvaRollout
 	for i := range rollouts {
-		r := &rollouts[i]
-		if r.Namespace != namespace || !Admitted(r, name) {
-			continue
-		}
-		if newest == nil || Newer(r, newest) {
-			newest = r
+		if r := &rollouts[i]; r.Namespace == namespace && Admitted(r, name) {
+			out = append(out, r)
 		}
 	}
-	return newest
+	sort.Slice(out, func(i, j int) bool { return Newer(out[j], out[i]) })
+	return out
+}
+
+// ReleaseOf returns the newest rollout of namespace that admitted the tenant name (what
+// its status.release says), or nil when none did.
+func ReleaseOf(rollouts []evav1.EvaRollout, namespace, name string) *evav1.EvaRollout {
+	rels := Releases(rollouts, namespace, name)
+	if len(rels) == 0 {
+		return nil
+	}
+	return rels[len(rels)-1]
 }
 
 // Admitted reports whether a rollout gave its release to the tenant of its namespace
@@ -58,26 +66,47 @@ func Newest(rollouts []evav1.EvaRollout) *evav1.EvaRollout {
 	return newest
 }
 
-// WithRelease returns the tenant as it renders on a release: a copy whose spec.versions
-// holds the release's version for every module of its tier it does not pin itself. The
-// tenant is returned unchanged when there is no release.
-func WithRelease(t *evav1.EvaTenant, r *evav1.EvaRollout, tierModules []string) *evav1.EvaTenant {
-	if r == nil {
+// WithReleases returns the tenant as it renders on the releases that reached it (oldest
+// first): a copy whose spec.versions holds, for every module of its tier it does not pin
+// itself, the version of the newest of them that names the module. Releases add up: a
+// release of itsm does not take back the crm of an earlier one. The tenant is returned
+// unchanged when no release reached it.
+func WithReleases(t *evav1.EvaTenant, releases []*evav1.EvaRollout, tierModules []string) *evav1.EvaTenant {
+	if len(releases) == 0 {
 		return t
 	}
 	out := t.DeepCopy()
 	for _, module := range tierModules {
-		v, ok := r.Spec.Versions[module]
-		if !ok {
+		if _, pinned := t.Spec.Versions[module]; pinned {
 			continue
 		}
-		if _, pinned := out.Spec.Versions[module]; pinned {
-			continue
+		for _, r := range releases {
+			v, ok := r.Spec.Versions[module]
+			if !ok {
+				continue
+			}
+			if out.Spec.Versions == nil {
+				out.Spec.Versions = map[string]evav1.ModuleVersion{}
+			}
+			out.Spec.Versions[module] = v // a newer release overrides an older one
 		}
-		if out.Spec.Versions == nil {
-			out.Spec.Versions = map[string]evav1.ModuleVersion{}
-		}
-		out.Spec.Versions[module] = v
 	}
 	return out
+}
+
+// Needed reports whether the tenant name still renders a version from r: r admitted it
+// and, for some module r names, no newer rollout that admitted it names that module.
+func Needed(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string) bool {
+	rels := Releases(rollouts, r.Namespace, name)
+	for module := range r.Spec.Versions {
+		for i := len(rels) - 1; i >= 0; i-- {
+			if _, names := rels[i].Spec.Versions[module]; names {
+				if rels[i].Name == r.Name {
+					return true
+				}
+				break
+			}
+		}
+	}
+	return false
 }
