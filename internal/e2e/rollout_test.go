@@ -179,38 +179,52 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 // node that does not exist.
 func pushCrmVersions(t *testing.T) {
 	t.Helper()
+	pushCrm.Do(func() { pushCrmErr = pushCrmCharts(t.TempDir()) })
+	if pushCrmErr != nil {
+		t.Fatal(pushCrmErr)
+	}
+}
+
+// pushCrm publishes the versions once for the scenarios that use them.
+var (
+	pushCrm    sync.Once
+	pushCrmErr error
+)
+
+func pushCrmCharts(tmp string) error {
 	for _, v := range []string{crmFixed, crmBroken} {
-		dir := filepath.Join(t.TempDir(), "charts")
+		dir := filepath.Join(tmp, v, "charts")
 		crm := filepath.Join(dir, "eva-crm")
 		if err := os.CopyFS(crm, os.DirFS(filepath.Join(chartsDir, "eva-crm"))); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		chartFile := filepath.Join(crm, "Chart.yaml")
 		data, err := os.ReadFile(chartFile)
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		data = []byte(strings.Replace(string(data), "version: "+crmBase, "version: "+v, 1))
 		if err := os.WriteFile(chartFile, data, 0o644); err != nil {
-			t.Fatal(err)
+			return err
 		}
 		if v == crmBroken {
 			deploy := filepath.Join(crm, "templates", "deployment.yaml")
 			tpl, err := os.ReadFile(deploy)
 			if err != nil {
-				t.Fatal(err)
+				return err
 			}
 			tpl = []byte(strings.Replace(string(tpl), "      automountServiceAccountToken: false",
 				"      automountServiceAccountToken: false\n      nodeSelector:\n        eva.aidonow.com/no-such-node: \"true\"", 1))
 			if err := os.WriteFile(deploy, tpl, 0o644); err != nil {
-				t.Fatal(err)
+				return err
 			}
 		}
 		push := exec.Command(evactl, "charts", "push", "--charts", dir, "--to", chartSourceURL(), "--insecure")
 		if out, err := push.CombinedOutput(); err != nil {
-			t.Fatalf("evactl charts push crm %s: %v\n%s", v, err, out)
+			return fmt.Errorf("evactl charts push crm %s: %v\n%s", v, err, out)
 		}
 	}
+	return nil
 }
 
 // createRollout creates a release bringing crm at version to the tenants of ns.
