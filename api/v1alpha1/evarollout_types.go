@@ -66,6 +66,8 @@ type RolloutGates struct {
 // EvaRolloutSpec is a platform release: module chart versions brought to the tenants
 // wave by wave.
 // +kubebuilder:validation:XValidation:rule="self.versions.all(k, k.matches('^[a-z][a-z0-9-]*$'))",message="versions keys must be module names"
+// +kubebuilder:validation:XValidation:rule="self.versions == oldSelf.versions",message="versions cannot change once released: create a new EvaRollout"
+// +kubebuilder:validation:XValidation:rule="self.waves.map(w, w.wave) == oldSelf.waves.map(w, w.wave)",message="the waves cannot be added, removed or reordered: create a new EvaRollout"
 type EvaRolloutSpec struct {
 	// versions are the module chart versions of the release (module name to exact
 	// semver). A tenant's own spec.versions pin wins over them.
@@ -143,9 +145,10 @@ type EvaRolloutStatus struct {
 	// currentWave is the wave being updated or baked (0 once complete).
 	// +optional
 	CurrentWave int32 `json:"currentWave,omitempty"`
-	// updated and total count the tenants reached and to reach, every wave together.
+	// updated counts the live tenants the rollout reached, every wave together.
 	// +optional
 	Updated int32 `json:"updated,omitempty"`
+	// total is how many tenants the rollout's waves hold, frozen ones included.
 	// +optional
 	Total int32 `json:"total,omitempty"`
 	// message says what the rollout waits for or why it halted, naming the tenants.

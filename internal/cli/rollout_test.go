@@ -50,6 +50,23 @@ func TestRolloutStatusReadsTheCluster(t *testing.T) {
 	if err := c.Create(ctx, ro); err != nil {
 		t.Fatal(err)
 	}
+	// A release's versions and waves are what its admissions were made for.
+	changed := ro.DeepCopy()
+	changed.Spec.Versions["crm"] = "1.6.0"
+	if err := c.Update(ctx, changed); err == nil || !strings.Contains(err.Error(), "versions cannot change once released") {
+		t.Errorf("changing a rollout's versions: %v", err)
+	}
+	changed = ro.DeepCopy()
+	changed.Spec.Waves = changed.Spec.Waves[:1]
+	if err := c.Update(ctx, changed); err == nil || !strings.Contains(err.Error(), "the waves cannot be added, removed or reordered") {
+		t.Errorf("removing a rollout's wave: %v", err)
+	}
+	paused := ro.DeepCopy()
+	paused.Spec.Paused = true
+	if err := c.Update(ctx, paused); err != nil {
+		t.Errorf("pausing a rollout: %v", err)
+	}
+	ro = paused
 	done := metav1.NewTime(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC))
 	ro.Status = evav1.EvaRolloutStatus{Phase: evav1.RolloutHalted, CurrentWave: 2, Updated: 4, Total: 6,
 		Message: "halted in wave 2: ACMECO Failed: crm: \x1b[31mInstallFailed",

@@ -103,8 +103,13 @@ type StreamManager interface {
 type scope struct {
 	tenant *evav1.EvaTenant
 	// rendered is the tenant as it renders: its spec with the module versions of the
-	// platform release it is on (rollout.WithRelease); the tenant itself without one.
+	// platform releases that reached it (rollout.WithReleases); the tenant itself
+	// without one.
 	rendered *evav1.EvaTenant
+	// release is the newest of those releases, written to status.release only together
+	// with the conditions computed against it (statusPhase): a reconcile that ends
+	// early must not pair the new release with the previous Ready.
+	release string
 	// base is the tenant as last written; the deferred status patch diffs against it.
 	base     *evav1.EvaTenant
 	log      logr.Logger

@@ -175,6 +175,7 @@ func (r *EvaTenantReconciler) statusPhase(_ context.Context, s *scope) (ctrl.Res
 	phaseBefore := t.Status.Phase
 	firstBefore := len(t.Status.FirstTrue)
 	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
+	t.Status.Release = s.release
 	emitTransitions(s, transitions, phaseBefore)
 	if len(t.Status.FirstTrue) != firstBefore {
 		r.observeConditionTimes(s, s.base.Status.FirstTrue)

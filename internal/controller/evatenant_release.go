@@ -16,7 +16,7 @@ import (
 )
 
 // resolveRelease finds the platform releases that reached the tenant (the EvaRollouts
-// that admitted it), records the newest in the status and sets the tenant as it renders:
+// that admitted it), keeps the newest for the status and sets the tenant as it renders:
 // each module it does not pin at the version of the newest of them naming it. A tenant
 // no release reached keeps the catalog's versions, whatever newer releases exist.
 func (r *EvaTenantReconciler) resolveRelease(ctx context.Context, s *scope) error {
@@ -27,9 +27,9 @@ func (r *EvaTenantReconciler) resolveRelease(ctx context.Context, s *scope) erro
 	}
 	releases := rollout.Releases(list.Items, t.Namespace, t.Name)
 	s.rendered = rollout.WithReleases(t, releases, r.Renderer.Catalog.ModulesOf(t.Spec.Tier))
-	t.Status.Release = ""
+	s.release = ""
 	if n := len(releases); n > 0 {
-		t.Status.Release = releases[n-1].Name
+		s.release = releases[n-1].Name
 	}
 	return nil
 }

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/sla"
 )
 
@@ -136,7 +137,8 @@ func (p *planner) run(supersededBy string) {
 		}
 		if failing := p.gates(ws); len(failing) > 0 {
 			p.st.Phase = evav1.RolloutHalted
-			p.st.Message = fmt.Sprintf("halted in wave %d: %s", w.Wave, strings.Join(failing, "; "))
+			// Bounded: an event's note is refused past 1024 bytes.
+			p.st.Message = safetext.Limit(fmt.Sprintf("halted in wave %d: %s", w.Wave, strings.Join(failing, "; ")), 900)
 			p.requeue = Progress
 			return
 		}
@@ -167,7 +169,7 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 			// Failed since the release reached it: a tenant Failed before (whose status
 			// may still say so in the write that records the release) is judged by its
 			// timeout instead.
-			failing = append(failing, fmt.Sprintf("%s Failed: %s", t.Code, t.Message))
+			failing = append(failing, fmt.Sprintf("%s Failed: %s", t.Code, safetext.Limit(t.Message, 200)))
 		case t.readyOnRelease():
 			if e.ReadyAt == nil {
 				e.ReadyAt = p.now.DeepCopy()
@@ -238,7 +240,9 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	}
 	if left := w.BakeTime.Duration - p.now.Sub(ws.BakeStartedAt.Time); left > 0 {
 		p.st.Phase = evav1.RolloutBaking
-		p.st.Message = fmt.Sprintf("wave %d baking: %s left", w.Wave, left.Round(time.Second))
+		// The end, not the time left: a message that changed every reconcile would write
+		// the status, and wake every rollout of the namespace, for the whole bake.
+		p.st.Message = fmt.Sprintf("wave %d baking until %s", w.Wave, ws.BakeStartedAt.Add(w.BakeTime.Duration).UTC().Format(time.RFC3339))
 		p.wake(left)
 		return false
 	}
@@ -258,7 +262,7 @@ func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
 	for _, t := range p.byWave[ws.Wave] {
 		if t.Frozen != "" && !admitted[t.key()] {
 			ws.Skipped = append(ws.Skipped, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
-				Reason: "frozen: " + t.Frozen})
+				Reason: "frozen: " + safetext.Escape(t.Frozen)})
 		}
 	}
 }

@@ -285,7 +285,7 @@ func TestFailedBeforeTheReleaseIsJudgedByItsTimeout(t *testing.T) {
 	f.tenants[0].Failed, f.tenants[0].FailedAt, f.tenants[0].Message = true, t0.Add(-time.Hour), "old failure"
 	r.Status = Plan(r, f.tenants, "", t0).Status
 	// The write that records the release still carries the old Failed phase.
-	f.tenants[0].OnRelease = true
+	f.tenants[0].OnRelease, f.tenants[0].Ready = true, false
 	if d := Plan(r, f.tenants, "", t0.Add(10*time.Second)); d.Status.Phase == evav1.RolloutHalted {
 		t.Fatalf("halted on a failure older than the release: %s", d.Status.Message)
 	}

@@ -267,7 +267,18 @@ func (c *Cluster) KubeConfigAs(user string, groups ...string) (string, error) {
 		auth.Impersonate, auth.ImpersonateGroups = user, groups
 	}
 	path := filepath.Join(c.Dir, "kubeconfig-"+strings.NewReplacer(":", "-", "/", "-").Replace(user))
-	return path, clientcmd.WriteToFile(*cfg, path)
+	// Written aside and renamed into place: tests in parallel ask for the same user's
+	// file while another's operator is reading it, and a file rewritten in place was
+	// read empty ("no configuration has been provided") by an operator starting then.
+	tmp, err := os.CreateTemp(c.Dir, ".kubeconfig-*")
+	if err != nil {
+		return "", err
+	}
+	_ = tmp.Close()
+	if err := clientcmd.WriteToFile(*cfg, tmp.Name()); err != nil {
+		return "", err
+	}
+	return path, os.Rename(tmp.Name(), path)
 }
 
 // Components are the paths of the cluster's components.
