@@ -139,8 +139,8 @@ func TestChartInstallsOnAnAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig(), 0o600); err != nil {
+	kubeconfig, err := env.KubeConfigFile(t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	ns := "eva-system"

@@ -2,8 +2,6 @@ package cli
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -23,8 +21,8 @@ func TestRolloutStatusReadsTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = env.Stop() })
-	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
-	if err := os.WriteFile(kubeconfig, env.KubeConfig(), 0o600); err != nil {
+	kubeconfig, err := env.KubeConfigFile(t.TempDir())
+	if err != nil {
 		t.Fatal(err)
 	}
 	scheme := runtime.NewScheme()

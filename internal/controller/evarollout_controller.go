@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -50,7 +49,7 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if err := r.Get(ctx, req.NamespacedName, &ro); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if !(&EvaTenantReconciler{TenantNamespaces: r.TenantNamespaces}).namespaceAllowed(ro.Namespace) {
+	if !namespaceAccepted(r.TenantNamespaces, ro.Namespace) {
 		return ctrl.Result{}, nil // another operator's tenants, or none
 	}
 	var all evav1.EvaRolloutList
@@ -157,30 +156,19 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 		if !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned {
 			continue
 		}
-		ready := apimeta.FindStatusCondition(t.Status.Conditions, evav1.ConditionReady)
-		var failedAt time.Time
-		if ready != nil {
-			failedAt = ready.LastTransitionTime.Time
-		}
+		ready := findCondition(t, evav1.ConditionReady) // empty when not set
 		out = append(out, rollout.Tenant{
-			FailedAt: failedAt,
-			Code:     t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
+			Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
 			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen,
 			OnRelease: t.Status.Release == ro.Name,
 			Ready: t.Status.Phase == evav1.PhaseActive && t.Status.ObservedGeneration == t.Generation &&
-				ready != nil && ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == t.Generation,
-			Failed:  t.Status.Phase == evav1.PhaseFailed,
-			Message: conditionMessage(ready),
+				ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == t.Generation,
+			Failed:   t.Status.Phase == evav1.PhaseFailed,
+			FailedAt: ready.LastTransitionTime.Time,
+			Message:  ready.Message,
 		})
 	}
 	return out, nil
-}
-
-func conditionMessage(c *metav1.Condition) string {
-	if c == nil {
-		return ""
-	}
-	return c.Message
 }
 
 // observe sets the rollout's gauges.

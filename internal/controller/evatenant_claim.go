@@ -34,7 +34,12 @@ func ownerOf(t *evav1.EvaTenant) claim.Owner {
 // accepts every namespace; the operator binary never leaves it empty (its default is its
 // own namespace).
 func (r *EvaTenantReconciler) namespaceAllowed(ns string) bool {
-	return len(r.TenantNamespaces) == 0 || slices.Contains(r.TenantNamespaces, ns)
+	return namespaceAccepted(r.TenantNamespaces, ns)
+}
+
+// namespaceAccepted reports whether ns is one of accepted, or accepted is empty.
+func namespaceAccepted(accepted []string, ns string) bool {
+	return len(accepted) == 0 || slices.Contains(accepted, ns)
 }
 
 // refuseImpostor handles a tenant whose code another tenant holds: it applies, adopts,

@@ -244,6 +244,16 @@ func TestLateTenantOfAFinishedWaveIsAdmitted(t *testing.T) {
 	}
 }
 
+// ReleaseOf is the newest rollout of namespace that admitted the tenant name (what its
+// status.release says), nil when none did.
+func ReleaseOf(rollouts []evav1.EvaRollout, namespace, name string) *evav1.EvaRollout {
+	rels := Releases(rollouts, namespace, name)
+	if len(rels) == 0 {
+		return nil
+	}
+	return rels[len(rels)-1]
+}
+
 func TestReleaseOfAndWithRelease(t *testing.T) {
 	old, fixed := release(wave(1, 1, 0)), release(wave(1, 1, 0))
 	old.Name, fixed.Name = "crm-1-5", "crm-1-6"

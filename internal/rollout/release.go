@@ -23,16 +23,6 @@ func Releases(rollouts []evav1.EvaRollout, namespace, name string) []*evav1.EvaR
 	return out
 }
 
-// ReleaseOf returns the newest rollout of namespace that admitted the tenant name (what
-// its status.release says), or nil when none did.
-func ReleaseOf(rollouts []evav1.EvaRollout, namespace, name string) *evav1.EvaRollout {
-	rels := Releases(rollouts, namespace, name)
-	if len(rels) == 0 {
-		return nil
-	}
-	return rels[len(rels)-1]
-}
-
 // Admitted reports whether a rollout gave its release to the tenant of its namespace
 // called name.
 func Admitted(r *evav1.EvaRollout, name string) bool {

@@ -80,3 +80,9 @@ func GVK(kind string) schema.GroupVersionKind { return evav1.GroupVersion.WithKi
 
 // KubeConfig returns a kubeconfig for the API server (for kubectl and scripts).
 func (e *Env) KubeConfig() []byte { return e.env.KubeConfig }
+
+// KubeConfigFile writes the kubeconfig into dir and returns its path.
+func (e *Env) KubeConfigFile(dir string) (string, error) {
+	path := filepath.Join(dir, "kubeconfig")
+	return path, os.WriteFile(path, e.env.KubeConfig, 0o600)
+}
