@@ -33,9 +33,8 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 	// A short Helm timeout, so four attempts (install and three retries) take minutes
 	// instead of twenty. Not too short: on a loaded machine a release that fits (itsm,
 	// and crm once fixed) must still become ready within it, or it fails for the wrong
-	// reason (15s did, in three full-suite runs out of five; 45s did once in four, itsm
-	// timing out too, once the rollout scenarios ran beside it).
-	startOperator(t, ns, "--overlays="+environment(t, map[string]any{"releaseTimeout": "75s"}))
+	// reason (15s did, in three full-suite runs out of five).
+	startOperator(t, ns, "--overlays="+environment(t, map[string]any{"releaseTimeout": "45s"}))
 	const code = "FAILED"
 	tn := evaTenant(ns, code, evav1.TierStarter)
 	crm := map[string]any{"replicaCount": int64(4), "resources": map[string]any{
