@@ -20,7 +20,7 @@ import (
 )
 
 // TestFailedReleaseFailsTenantAndRecovers: a Starter tenant asks for more CPU for crm
-// than its namespace quota holds (4 replicas of 1 CPU against a 2-CPU quota). The
+// than its namespace quota holds (4 replicas of 700m against a 2-CPU quota). The
 // values are valid, each within the tier's limits, but the quota refuses the pods, the
 // Deployment never becomes Available, and the real helm-controller's install times out,
 // is remediated and retried until its retries are exhausted: the tenant is Failed with
@@ -37,8 +37,13 @@ func TestFailedReleaseFailsTenantAndRecovers(t *testing.T) {
 	startOperator(t, ns, "--overlays="+environment(t, map[string]any{"releaseTimeout": "45s"}))
 	const code = "FAILED"
 	tn := evaTenant(ns, code, evav1.TierStarter)
+	// Four crm pods of 700m against the Starter quota's 2 CPUs: at most two are ever
+	// admitted (1.4 CPU), so crm never becomes ready, and whatever order the pods come
+	// in, 600m stay free for itsm's (500m, the LimitRange default). Four pods of 1 CPU
+	// did not leave that room: when two were admitted before itsm's, itsm failed too,
+	// after the fix below, and the tenant failed a second time, rightly.
 	crm := map[string]any{"replicaCount": int64(4), "resources": map[string]any{
-		"requests": map[string]any{"cpu": "1"}, "limits": map[string]any{"cpu": "1"}}}
+		"requests": map[string]any{"cpu": "700m"}, "limits": map[string]any{"cpu": "700m"}}}
 	if err := unstructured.SetNestedField(tn.Object, map[string]any{"crm": crm}, "spec", "helmValues"); err != nil {
 		t.Fatal(err)
 	}
