@@ -104,9 +104,18 @@ type RolloutTenant struct {
 	// admittedAt is when the release was given to the tenant.
 	// +optional
 	AdmittedAt *metav1.Time `json:"admittedAt,omitempty"`
+	// reachedAt is when the release was first seen to have reached the tenant: for the
+	// operator, its next look after the admission; on the pull-request path, once the
+	// admitting commit was published and applied. The ready timeout counts from then.
+	// +optional
+	ReachedAt *metav1.Time `json:"reachedAt,omitempty"`
 	// readyAt is when the tenant was first seen Ready on the release.
 	// +optional
 	ReadyAt *metav1.Time `json:"readyAt,omitempty"`
+	// generation is the tenant's metadata.generation when the release admitted it. A
+	// tenant whose spec changed since is its owner's doing: the gates do not judge it.
+	// +optional
+	Generation int64 `json:"generation,omitempty"`
 	// reason says why the tenant was skipped or failed a gate.
 	// +optional
 	Reason string `json:"reason,omitempty"`

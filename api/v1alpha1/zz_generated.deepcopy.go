@@ -348,6 +348,10 @@ func (in *RolloutTenant) DeepCopyInto(out *RolloutTenant) {
 		in, out := &in.AdmittedAt, &out.AdmittedAt
 		*out = (*in).DeepCopy()
 	}
+	if in.ReachedAt != nil {
+		in, out := &in.ReachedAt, &out.ReachedAt
+		*out = (*in).DeepCopy()
+	}
 	if in.ReadyAt != nil {
 		in, out := &in.ReadyAt, &out.ReadyAt
 		*out = (*in).DeepCopy()

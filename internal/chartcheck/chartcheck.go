@@ -303,3 +303,10 @@ func nested(m map[string]any, keys ...string) any {
 	}
 	return cur
 }
+
+// HasVersion reports, as an error, when the version of a chart cannot be had: neither
+// the charts folder nor the chart source holds it.
+func (c *Checker) HasVersion(name, version string) error {
+	_, err := c.chartFor(name, version)
+	return err
+}

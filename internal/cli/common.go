@@ -17,6 +17,9 @@ import (
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/rollout"
+	"github.com/aidonow/eva/internal/rolloutfile"
+	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
 
@@ -26,6 +29,7 @@ type renderInputs struct {
 	env          string
 	overlays     string
 	charts       string
+	rollouts     string
 	verifyCharts bool
 }
 
@@ -34,6 +38,7 @@ func (ri *renderInputs) bind(f *pflag.FlagSet) {
 	f.StringVar(&ri.env, "env", "dev", "environment: the overlay under --overlays applied to every bundle")
 	f.StringVar(&ri.overlays, "overlays", "overlays", "folder of environment overlays")
 	f.StringVar(&ri.charts, "charts", "charts", "folder of module charts (for --verify-charts)")
+	f.StringVar(&ri.rollouts, "rollouts", rolloutfile.DefaultDir, "folder of platform releases (EvaRollout files, see evactl rollout promote); none when it does not exist")
 	f.BoolVar(&ri.verifyCharts, "verify-charts", true, "render every release through its chart with the Helm SDK")
 }
 
@@ -62,6 +67,9 @@ type job struct {
 	// files are the loaded tenant files, to explain a failed chart check.
 	files  *tenantfile.Result
 	stderr io.Writer
+	// releases are the release files; each tenant renders at the releases that
+	// admitted it.
+	releases []*rolloutfile.File
 }
 
 // prepare loads the catalog, the environment and the tenants, refusing (and printing
@@ -85,14 +93,21 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 		return nil, err
 	}
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
-	tenantfile.SortProblems(res.Problems)
 	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}}
+	releases, problems, err := rolloutfile.Load(ri.rollouts, catalog)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	res.Problems = append(res.Problems, problems...)
+	j.releases = releases
 	if ri.verifyCharts {
 		if j.checker, err = chartcheck.Load(ri.charts); err != nil {
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 		}
 		j.checker.SetFetcher(chartFetcher(cmd.Context(), env))
+		res.Problems = append(res.Problems, releaseChartProblems(releases, catalog, j.checker)...)
 	}
+	tenantfile.SortProblems(res.Problems)
 	if !res.Valid() {
 		for _, p := range res.Problems {
 			fmt.Fprintln(stderr, p.String())
@@ -100,8 +115,11 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
 	}
 	j.files, j.stderr = res, stderr
+	rollouts := rolloutfile.Rollouts(releases)
 	for _, t := range res.Tenants {
-		j.tenants = append(j.tenants, t.Object)
+		// A tenant renders at the releases that admitted it; its own pins still win.
+		admitted := rollout.Releases(rollouts, t.Object.Namespace, t.Object.Name)
+		j.tenants = append(j.tenants, rollout.WithReleases(t.Object, admitted, catalog.ModulesOf(t.Object.Spec.Tier)))
 		j.codes = append(j.codes, t.Object.Spec.CapsuleCode)
 	}
 	if j.checker != nil {
@@ -161,4 +179,18 @@ func (j *job) summary(stats render.TreeStats, start time.Time) string {
 		s += fmt.Sprintf("; %d releases verified against their charts (%d distinct renders)", j.checker.Checks, j.checker.Renders)
 	}
 	return s
+}
+
+// releaseChartProblems checks that every chart version a release names can be had: a
+// release of a version that does not exist is refused before any tenant reaches it.
+func releaseChartProblems(files []*rolloutfile.File, catalog *tenant.Catalog, checker *chartcheck.Checker) []tenantfile.Problem {
+	var problems []tenantfile.Problem
+	for _, f := range files {
+		for module, version := range f.Rollout.Spec.Versions {
+			if err := checker.HasVersion(catalog.Modules[module].Chart, string(version)); err != nil {
+				problems = append(problems, f.Problem("spec.versions."+module, err.Error()))
+			}
+		}
+	}
+	return problems
 }

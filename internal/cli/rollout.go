@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/spf13/cobra"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/tools/clientcmd"
@@ -14,51 +15,76 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/rollout"
+	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/safetext"
 )
 
-func newRolloutCommand() *cobra.Command {
+func newRolloutCommand(opts *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "Follow platform releases (EvaRollout) on a cluster",
+		Short: "Follow platform releases (EvaRollout) on a cluster, or move those kept as files",
 	}
-	cmd.AddCommand(newRolloutStatusCommand())
+	cmd.AddCommand(newRolloutStatusCommand(opts), newRolloutPlanCommand(opts), newRolloutPromoteCommand(opts))
 	return cmd
 }
 
-func newRolloutStatusCommand() *cobra.Command {
-	var kubeconfig, namespace string
+func newRolloutStatusCommand(opts *options) *cobra.Command {
+	var kubeconfig, namespace, dir string
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show each rollout's phase and a progress bar per wave",
 		Long: "Reads the EvaRollouts of a namespace (or the one named) from the cluster and shows, newest first, " +
 			"each one's phase and message and, per wave, how many tenants it updated, which are skipped and why.",
 		Example: `  evactl rollout status -n tenants
-  evactl rollout status crm-1-5 -n tenants --kubeconfig ~/.kube/config`,
+  evactl rollout status crm-1-5 -n tenants --kubeconfig ~/.kube/config
+  evactl rollout status --rollouts rollouts`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			c, ns, err := clusterClient(kubeconfig, namespace)
-			if err != nil {
-				return &ExitError{Code: ExitUsage, Err: err}
+			var items []evav1.EvaRollout
+			ns := namespace
+			if cmd.Flags().Changed("rollouts") {
+				catalog, err := opts.catalog()
+				if err != nil {
+					return err
+				}
+				files, problems, err := rolloutfile.Load(dir, catalog)
+				if err != nil {
+					return &ExitError{Code: ExitUsage, Err: err}
+				}
+				for _, p := range problems {
+					fmt.Fprintln(cmd.ErrOrStderr(), p.String())
+				}
+				for _, f := range files {
+					if ns == "" || f.Rollout.Namespace == ns {
+						items = append(items, *f.Rollout)
+					}
+				}
+				ns = dir
+			} else {
+				c, cns, err := clusterClient(kubeconfig, namespace)
+				if err != nil {
+					return &ExitError{Code: ExitUsage, Err: err}
+				}
+				var list evav1.EvaRolloutList
+				if err := c.List(cmd.Context(), &list, client.InNamespace(cns)); err != nil {
+					return fmt.Errorf("listing rollouts in %s: %w", cns, err)
+				}
+				items, ns = list.Items, cns
 			}
-			var list evav1.EvaRolloutList
-			if err := c.List(cmd.Context(), &list, client.InNamespace(ns)); err != nil {
-				return fmt.Errorf("listing rollouts in %s: %w", ns, err)
-			}
-			items := list.Items
+			all := items
 			if len(args) == 1 {
 				items = nil
-				for _, ro := range list.Items {
+				for _, ro := range all {
 					if ro.Name == args[0] {
 						items = append(items, ro)
 					}
 				}
 				if len(items) == 0 {
-					return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("no EvaRollout %s in namespace %s", args[0], ns)}
+					return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("no EvaRollout %s in %s", args[0], ns)}
 				}
 			}
 			if len(items) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no EvaRollout in namespace %s\n", ns)
+				fmt.Fprintf(cmd.OutOrStdout(), "no EvaRollout in %s\n", ns)
 				return nil
 			}
 			sort.Slice(items, func(i, j int) bool { return rollout.Newer(&items[i], &items[j]) })
@@ -70,6 +96,7 @@ func newRolloutStatusCommand() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the tenants and their rollouts (default: the context's)")
+	cmd.Flags().StringVar(&dir, "rollouts", "", "read the releases kept as files in this folder instead of the cluster")
 	return cmd
 }
 
@@ -90,6 +117,9 @@ func clusterClient(kubeconfig, namespace string) (client.Client, string, error) 
 	}
 	scheme := runtime.NewScheme()
 	if err := evav1.AddToScheme(scheme); err != nil {
+		return nil, "", err
+	}
+	if err := helmv2.AddToScheme(scheme); err != nil {
 		return nil, "", err
 	}
 	c, err := client.New(rest, client.Options{Scheme: scheme})

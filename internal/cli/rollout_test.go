@@ -96,7 +96,7 @@ func TestRolloutStatusReadsTheCluster(t *testing.T) {
 		t.Error("a tenant's message reached the terminal unescaped")
 	}
 	if code, _, errOut := runCLI(t, "rollout", "status", "nope", "-n", "tenants", "--kubeconfig", kubeconfig); code != ExitInvalid ||
-		!strings.Contains(errOut, "no EvaRollout nope in namespace tenants") {
+		!strings.Contains(errOut, "no EvaRollout nope in tenants") {
 		t.Errorf("unknown rollout: exit %d, %q", code, errOut)
 	}
 }

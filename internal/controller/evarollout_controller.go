@@ -63,7 +63,7 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if !ro.DeletionTimestamp.IsZero() {
 		return r.finalize(ctx, &ro, all.Items)
 	}
-	tenants, err := r.tenants(ctx, &ro)
+	tenants, err := r.tenants(ctx, &ro, all.Items)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -145,7 +145,7 @@ func (r *EvaRolloutReconciler) finalize(ctx context.Context, ro *evav1.EvaRollou
 // tenants reads every live tenant of the rollout's namespace, as the planner sees them:
 // those other operator versions own too (blue/green), so that every operator watching
 // the namespace decides the same from the same status instead of each writing its own.
-func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout) ([]rollout.Tenant, error) {
+func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout, all []evav1.EvaRollout) ([]rollout.Tenant, error) {
 	var list evav1.EvaTenantList
 	if err := r.List(ctx, &list, client.InNamespace(ro.Namespace)); err != nil {
 		return nil, fmt.Errorf("listing tenants: %w", err)
@@ -157,16 +157,21 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 			continue
 		}
 		ready := findCondition(t, evav1.ConditionReady) // empty when not set
-		out = append(out, rollout.Tenant{
-			Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
+		rt := rollout.Tenant{
+			Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier, Generation: t.Generation,
 			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen,
 			OnRelease: t.Status.Release == ro.Name,
 			Ready: t.Status.Phase == evav1.PhaseActive && t.Status.ObservedGeneration == t.Generation &&
 				ready.Status == metav1.ConditionTrue && ready.ObservedGeneration == t.Generation,
-			Failed:   t.Status.Phase == evav1.PhaseFailed,
-			FailedAt: ready.LastTransitionTime.Time,
-			Message:  ready.Message,
-		})
+			Failed:         t.Status.Phase == evav1.PhaseFailed,
+			FailedAt:       ready.LastTransitionTime.Time,
+			Message:        ready.Message,
+			OnOlderRelease: rollout.OnOlderRelease(all, ro, t.Name, t.Generation),
+		}
+		if !rt.Ready && ready.Status == metav1.ConditionFalse {
+			rt.NotReadySince = ready.LastTransitionTime.Time
+		}
+		out = append(out, rt)
 	}
 	return out, nil
 }

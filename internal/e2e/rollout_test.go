@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -185,10 +186,12 @@ func pushCrmVersions(t *testing.T) {
 	}
 }
 
-// pushCrm publishes the versions once for the scenarios that use them.
+// pushCrm publishes the versions once for the scenarios that use them; crmPublished
+// is what evactl charts push recorded of them.
 var (
-	pushCrm    sync.Once
-	pushCrmErr error
+	pushCrm      sync.Once
+	pushCrmErr   error
+	crmPublished []chartrepo.Published
 )
 
 func pushCrmCharts(tmp string) error {
@@ -223,8 +226,39 @@ func pushCrmCharts(tmp string) error {
 		if out, err := push.CombinedOutput(); err != nil {
 			return fmt.Errorf("evactl charts push crm %s: %v\n%s", v, err, out)
 		}
+		lock, err := chartrepo.ReadLock(filepath.Join(dir, chartrepo.LockFile))
+		if err != nil {
+			return err
+		}
+		p, ok := lock.Find("eva-crm", v)
+		if !ok {
+			return fmt.Errorf("evactl charts push did not record eva-crm %s", v)
+		}
+		crmPublished = append(crmPublished, p)
 	}
 	return nil
+}
+
+// teamCharts is the charts folder of a team that pushed the two crm versions: the
+// suite's, its lock listing them too, so chart verification finds them.
+func teamCharts(t *testing.T) string {
+	t.Helper()
+	dir := filepath.Join(t.TempDir(), "charts")
+	if err := os.CopyFS(dir, os.DirFS(chartsDir)); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, chartrepo.LockFile)
+	lock, err := chartrepo.ReadLock(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range crmPublished {
+		lock.Add("eva-crm", p)
+	}
+	if err := lock.Write(file); err != nil {
+		t.Fatal(err)
+	}
+	return dir
 }
 
 // createRollout creates a release bringing crm at version to the tenants of ns.

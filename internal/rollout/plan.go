@@ -28,19 +28,55 @@ type Tenant struct {
 	Frozen string
 	// OnRelease: the tenant's status says it renders this rollout's versions.
 	OnRelease bool
+	// Generation is the tenant's metadata.generation (0 where there is none: files).
+	Generation int64
 	// Ready: the tenant is Active and Ready for its current generation.
 	Ready bool
+	// NotReadySince is when the tenant stopped being Ready (zero while it is).
+	NotReadySince time.Time
+	// OnOlderRelease: the tenant renders an older release that admitted it at its
+	// current generation. Not Ready, it may be that release's doing, which this one may
+	// fix: it is admitted. Any other tenant not Ready is passed over until it is.
+	OnOlderRelease bool
 	// Failed: the tenant's phase is Failed, since FailedAt (its Ready condition's last
 	// transition); Message is that condition's message.
 	Failed   bool
 	FailedAt time.Time
 	Message  string
+	// Pending: the release admitted the tenant but has not reached its workloads yet. On
+	// the pull-request path, admission is a commit that waits for review and for Flux;
+	// the tenant is waited for and not timed until the release reaches it.
+	Pending bool
 }
 
 func (t Tenant) key() string { return t.Name }
 
 // readyOnRelease: the tenant renders the release and is Ready on it.
 func (t Tenant) readyOnRelease() bool { return t.OnRelease && t.Ready }
+
+// admissible: the release may reach the tenant. A tenant not Ready before the release
+// (invalid, refused, failing on its own values) would fail any release, and with it
+// halt the rollout for every tenant of the namespace: it waits until it is Ready.
+func (t Tenant) admissible() bool { return t.Frozen == "" && (t.Ready || t.OnOlderRelease) }
+
+// unjudged says why the gates do not judge an admitted tenant ("" when they do): its
+// owner froze it or changed its spec since the admission, so what it does now is not
+// the release's doing.
+func unjudged(e evav1.RolloutTenant, t Tenant) string {
+	switch {
+	case t.Frozen != "":
+		return "frozen since its admission"
+	case e.Generation != 0 && t.Generation != 0 && e.Generation != t.Generation:
+		return fmt.Sprintf("its spec changed since its admission (generation %d, then %d)", e.Generation, t.Generation)
+	}
+	return ""
+}
+
+// waitedFor: the wave waits for the admitted tenant to be Ready on the release.
+func (p *planner) waitedFor(e evav1.RolloutTenant) bool {
+	t, live := p.byKey[e.Name]
+	return live && unjudged(e, t) == "" && !t.readyOnRelease()
+}
 
 // Event is something a decision wants recorded on the rollout.
 type Event struct{ Type, Reason, Message string }
@@ -162,9 +198,13 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 	for i := range ws.Updated {
 		e := &ws.Updated[i]
 		t, live := p.byKey[e.Name]
-		switch {
-		case !live:
+		if !live {
 			continue // deleted or decommissioned since: nothing to wait for
+		}
+		if e.Reason = unjudged(*e, t); e.Reason != "" {
+			continue
+		}
+		switch {
 		case t.OnRelease && t.Failed && e.AdmittedAt != nil && !t.FailedAt.Before(e.AdmittedAt.Time):
 			// Failed since the release reached it: a tenant Failed before (whose status
 			// may still say so in the write that records the release) is judged by its
@@ -174,10 +214,27 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 			if e.ReadyAt == nil {
 				e.ReadyAt = p.now.DeepCopy()
 			}
+		case e.ReadyAt == nil && e.AdmittedAt != nil && t.Pending:
+			p.wake(Progress)
 		case e.ReadyAt == nil && e.AdmittedAt != nil:
+			if e.ReachedAt == nil {
+				e.ReachedAt = p.now.DeepCopy()
+			}
 			timeout := p.readyTimeout(t.Tier)
-			if left := timeout - p.now.Sub(e.AdmittedAt.Time); left <= 0 {
+			if left := timeout - p.now.Sub(e.ReachedAt.Time); left <= 0 {
 				failing = append(failing, fmt.Sprintf("%s not Ready on the release within %s", t.Code, timeout))
+			} else {
+				p.wake(left)
+			}
+		case e.ReadyAt != nil && t.OnRelease && !t.NotReadySince.IsZero():
+			// Ready on the release once, not any more: timed again from then.
+			timeout, since := p.readyTimeout(t.Tier), t.NotReadySince
+			if since.Before(e.ReadyAt.Time) {
+				since = e.ReadyAt.Time
+			}
+			if left := timeout - p.now.Sub(since); left <= 0 {
+				failing = append(failing, fmt.Sprintf("%s not Ready on the release for more than %s since %s", t.Code, timeout,
+					since.UTC().Format(time.RFC3339)))
 			} else {
 				p.wake(left)
 			}
@@ -193,16 +250,16 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 	updating := 0
 	for _, e := range ws.Updated {
 		admitted[e.Name] = true
-		if t, live := p.byKey[e.Name]; live && !t.readyOnRelease() {
+		if p.waitedFor(e) {
 			updating++
 		}
 	}
 	for _, t := range p.byWave[ws.Wave] {
-		if admitted[t.key()] || t.Frozen != "" || updating >= limit {
+		if admitted[t.key()] || !t.admissible() || updating >= limit {
 			continue
 		}
 		ws.Updated = append(ws.Updated, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
-			AdmittedAt: p.now.DeepCopy()})
+			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation})
 		p.admitted = append(p.admitted, t)
 		p.events = append(p.events, Event{"Normal", "TenantUpdating",
 			fmt.Sprintf("wave %d: tenant %s gets the release", ws.Wave, t.Code)})
@@ -217,13 +274,13 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	var waiting []string
 	for _, e := range ws.Updated {
 		admitted[e.Name] = true
-		if t, live := p.byKey[e.Name]; live && !t.readyOnRelease() {
-			waiting = append(waiting, t.Code)
+		if p.waitedFor(e) {
+			waiting = append(waiting, e.Code)
 		}
 	}
 	pending := 0
 	for _, t := range p.byWave[w.Wave] {
-		if !admitted[t.key()] && t.Frozen == "" {
+		if !admitted[t.key()] && t.admissible() {
 			pending++
 		}
 	}
@@ -252,7 +309,8 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	return true
 }
 
-// refreshSkipped lists the wave's frozen tenants that the release has not reached.
+// refreshSkipped lists the wave's tenants the release has not reached and may not
+// reach now: frozen, or not Ready before it.
 func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
 	admitted := map[string]bool{}
 	for _, e := range ws.Updated {
@@ -260,10 +318,14 @@ func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
 	}
 	ws.Skipped = nil
 	for _, t := range p.byWave[ws.Wave] {
-		if t.Frozen != "" && !admitted[t.key()] {
-			ws.Skipped = append(ws.Skipped, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
-				Reason: "frozen: " + safetext.Escape(t.Frozen)})
+		if admitted[t.key()] || t.admissible() {
+			continue
 		}
+		reason := "frozen: " + safetext.Escape(t.Frozen)
+		if t.Frozen == "" {
+			reason = "not Ready before the release: " + safetext.Limit(safetext.Escape(t.Message), 200)
+		}
+		ws.Skipped = append(ws.Skipped, evav1.RolloutTenant{Code: t.Code, Name: t.Name, Reason: reason})
 	}
 }
 

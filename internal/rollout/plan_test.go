@@ -176,11 +176,17 @@ func TestReadyTimeoutHalts(t *testing.T) {
 	d := Plan(r, f.tenants, "", t0)
 	r.Status = d.Status
 	f.tenants[0].OnRelease, f.tenants[0].Ready = true, false // updating, never Ready
-	d = Plan(r, f.tenants, "", t0.Add(59*time.Second))
+	// The first look after the admission sees the release reach the tenant: the
+	// timeout counts from then.
+	r.Status = Plan(r, f.tenants, "", t0.Add(2*time.Second)).Status
+	if e := Admission(r, "xw1t00"); e.ReachedAt == nil || !e.ReachedAt.Time.Equal(t0.Add(2*time.Second)) {
+		t.Fatalf("reachedAt %v, want the first look after the admission", e.ReachedAt)
+	}
+	d = Plan(r, f.tenants, "", t0.Add(61*time.Second))
 	if d.Status.Phase != evav1.RolloutProgressing || d.RequeueAfter > time.Second+time.Millisecond {
 		t.Fatalf("before the timeout: %s, requeue %s", d.Status.Phase, d.RequeueAfter)
 	}
-	d = Plan(r, f.tenants, "", t0.Add(61*time.Second))
+	d = Plan(r, f.tenants, "", t0.Add(63*time.Second))
 	if d.Status.Phase != evav1.RolloutHalted || !strings.Contains(d.Status.Message, "not Ready on the release within 1m0s") {
 		t.Fatalf("after the timeout: %s: %s", d.Status.Phase, d.Status.Message)
 	}
@@ -340,5 +346,138 @@ func TestReleasesAddUpAndHoldWhatTheyProvide(t *testing.T) {
 	}
 	if v := WithReleases(tn, Releases(all, "tenants", "acme"), []string{"crm", "itsm"}).Spec.Versions; v["crm"] != "1.6.0" || v["itsm"] != "2.0.0" {
 		t.Fatalf("acme renders %v", v)
+	}
+}
+
+// A tenant not Ready before the release (an impostor refused, a tenant failing on its
+// own values) would fail any release and halt it for the namespace: it is passed over,
+// named with its reason, and admitted once Ready.
+func TestNotReadyTenantIsPassedOverUntilReady(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0))
+	f := newFleet(2)
+	f.tenants[0].Ready, f.tenants[0].Message = false, "Stalled: CapsuleCodeInUse: code claimed by eva-system/globex" // XW1T00
+	run(t, r, f, 12, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	if Admitted(r, "xw1t00") {
+		t.Fatal("a tenant not Ready before the release was admitted")
+	}
+	if s := r.Status.Waves[0].Skipped; len(s) != 1 || s[0].Code != "XW1T00" || !strings.Contains(s[0].Reason, "not Ready before the release: Stalled: CapsuleCodeInUse") {
+		t.Fatalf("wave 1 skipped %+v", s)
+	}
+	f.tenants[0].Ready = true
+	run(t, r, f, 1, 10*time.Second)
+	if !Admitted(r, "xw1t00") || len(r.Status.Waves[0].Skipped) != 0 {
+		t.Fatalf("the tenant, Ready now, was not admitted to its finished wave: %+v", r.Status.Waves[0])
+	}
+}
+
+// A tenant failing on an older release that admitted it is what a newer release rolls
+// forward: it is admitted.
+func TestTenantFailingOnAnOlderReleaseIsRolledForward(t *testing.T) {
+	r := release(wave(1, 2, 0))
+	f := newFleet(1)
+	f.tenants[0].Ready, f.tenants[0].Failed, f.tenants[0].OnOlderRelease = false, true, true
+	d := Plan(r, f.tenants, "", t0)
+	if len(d.Admitted) != 1 {
+		t.Fatalf("admitted %d, want the tenant failing on the older release", len(d.Admitted))
+	}
+}
+
+// What a tenant's owner does after the admission (a spec change, a freeze) is not the
+// release's doing: it neither halts the rollout nor holds its wave.
+func TestOwnerChangesAfterAdmissionAreNotJudged(t *testing.T) {
+	for _, change := range []struct {
+		name   string
+		apply  func(*Tenant)
+		reason string
+	}{
+		{"spec changed", func(t *Tenant) { t.Generation = 8 }, "its spec changed since its admission (generation 7, then 8)"},
+		{"frozen", func(t *Tenant) { t.Frozen = "audit" }, "frozen since its admission"},
+	} {
+		t.Run(change.name, func(t *testing.T) {
+			r := release(wave(1, 1, 0), wave(2, 1, 0))
+			r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
+			f := newFleet(1)
+			f.tenants[0].Generation = 7
+			r.Status = Plan(r, f.tenants, "", t0).Status
+			if e := Admission(r, "xw1t00"); e == nil || e.Generation != 7 {
+				t.Fatalf("admission %+v, want generation 7 recorded", e)
+			}
+			f.tenants[0].OnRelease, f.tenants[0].Ready = true, false
+			change.apply(&f.tenants[0])
+			f.tenants[0].Failed, f.tenants[0].FailedAt, f.tenants[0].Message = true, t0.Add(time.Second), "ValuesError"
+			d := Plan(r, f.tenants, "", t0.Add(2*time.Minute))
+			if d.Status.Phase == evav1.RolloutHalted {
+				t.Fatalf("halted on the owner's change: %s", d.Status.Message)
+			}
+			if got := d.Status.Waves[0].Updated[0].Reason; got != change.reason {
+				t.Errorf("reason %q, want %q", got, change.reason)
+			}
+			if !Admitted(&evav1.EvaRollout{Status: d.Status}, "xw2t00") {
+				t.Errorf("wave 2 did not start: %s: %s", d.Status.Phase, d.Status.Message)
+			}
+		})
+	}
+}
+
+// A tenant once Ready on the release and not any more is timed again from then: it
+// halts the rollout instead of holding it for ever.
+func TestReadyThenNotReadyIsTimedAgain(t *testing.T) {
+	r := release(wave(1, 1, time.Hour), wave(2, 1, 0))
+	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
+	f := newFleet(1)
+	r.Status = Plan(r, f.tenants, "", t0).Status
+	f.tenants[0].OnRelease = true
+	r.Status = Plan(r, f.tenants, "", t0.Add(10*time.Second)).Status
+	if r.Status.Phase != evav1.RolloutBaking {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	f.tenants[0].Ready, f.tenants[0].NotReadySince = false, t0.Add(20*time.Second)
+	if d := Plan(r, f.tenants, "", t0.Add(79*time.Second)); d.Status.Phase != evav1.RolloutProgressing {
+		t.Fatalf("within the timeout: %s: %s", d.Status.Phase, d.Status.Message)
+	}
+	d := Plan(r, f.tenants, "", t0.Add(81*time.Second))
+	if d.Status.Phase != evav1.RolloutHalted || !strings.Contains(d.Status.Message, "XW1T00 not Ready on the release for more than 1m0s since") {
+		t.Fatalf("after the timeout: %s: %s", d.Status.Phase, d.Status.Message)
+	}
+}
+
+func TestOnOlderRelease(t *testing.T) {
+	older := evav1.EvaRollout{ObjectMeta: metav1.ObjectMeta{Name: "a", CreationTimestamp: metav1.NewTime(t0)},
+		Status: evav1.EvaRolloutStatus{Waves: []evav1.WaveStatus{{Updated: []evav1.RolloutTenant{{Name: "x", Generation: 3}}}}}}
+	newer := evav1.EvaRollout{ObjectMeta: metav1.ObjectMeta{Name: "b", CreationTimestamp: metav1.NewTime(t0.Add(time.Minute))}}
+	all := []evav1.EvaRollout{older, newer}
+	if !OnOlderRelease(all, &newer, "x", 3) {
+		t.Error("admitted by the older release at this generation: not seen")
+	}
+	if OnOlderRelease(all, &newer, "x", 4) {
+		t.Error("changed since the older release admitted it: still counted as its doing")
+	}
+	if OnOlderRelease(all, &older, "x", 3) || OnOlderRelease(all, &newer, "y", 1) {
+		t.Error("a release is not older than itself; a tenant no release admitted is on none")
+	}
+}
+
+// On the pull-request path the admission is a commit waiting for review: a tenant the
+// release has not reached yet is waited for, not timed, however long that takes.
+func TestPendingTenantIsNotTimed(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0))
+	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
+	f := newFleet(1)
+	r.Status = Plan(r, f.tenants, "", t0).Status
+	f.tenants[0].Pending = true
+	r.Status = Plan(r, f.tenants, "", t0.Add(3*time.Hour)).Status
+	if r.Status.Phase != evav1.RolloutProgressing || Admission(r, "xw1t00").ReachedAt != nil {
+		t.Fatalf("pending for 3h: %s: %s", r.Status.Phase, r.Status.Message)
+	}
+	f.tenants[0].Pending, f.tenants[0].OnRelease, f.tenants[0].Ready = false, true, false
+	r.Status = Plan(r, f.tenants, "", t0.Add(4*time.Hour)).Status
+	if d := Plan(r, f.tenants, "", t0.Add(4*time.Hour+59*time.Second)); d.Status.Phase != evav1.RolloutProgressing {
+		t.Fatalf("within a minute of reaching it: %s: %s", d.Status.Phase, d.Status.Message)
+	}
+	if d := Plan(r, f.tenants, "", t0.Add(4*time.Hour+61*time.Second)); d.Status.Phase != evav1.RolloutHalted {
+		t.Fatalf("a minute after reaching it: %s: %s", d.Status.Phase, d.Status.Message)
 	}
 }

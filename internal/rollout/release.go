@@ -25,13 +25,32 @@ func Releases(rollouts []evav1.EvaRollout, namespace, name string) []*evav1.EvaR
 
 // Admitted reports whether a rollout gave its release to the tenant of its namespace
 // called name.
-func Admitted(r *evav1.EvaRollout, name string) bool {
-	for _, ws := range r.Status.Waves {
-		for _, e := range ws.Updated {
-			if e.Name == name {
-				return true
+func Admitted(r *evav1.EvaRollout, name string) bool { return Admission(r, name) != nil }
+
+// Admission returns the rollout's record of giving its release to the tenant called
+// name, nil when it did not.
+func Admission(r *evav1.EvaRollout, name string) *evav1.RolloutTenant {
+	for i := range r.Status.Waves {
+		for j := range r.Status.Waves[i].Updated {
+			if e := &r.Status.Waves[i].Updated[j]; e.Name == name {
+				return e
 			}
 		}
+	}
+	return nil
+}
+
+// OnOlderRelease reports whether the tenant called name, at generation, renders a
+// release older than r that admitted it at that same generation (or before
+// generations were recorded): if it is not Ready, that release may be why.
+func OnOlderRelease(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string, generation int64) bool {
+	rels := Releases(rollouts, r.Namespace, name)
+	for i := len(rels) - 1; i >= 0; i-- {
+		if rels[i].Name == r.Name || !Newer(r, rels[i]) {
+			continue
+		}
+		e := Admission(rels[i], name)
+		return e.Generation == 0 || e.Generation == generation
 	}
 	return false
 }

@@ -1,0 +1,88 @@
+package cli
+
+import (
+	"fmt"
+	"path/filepath"
+	"time"
+
+	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/aidonow/eva/internal/publish"
+)
+
+// fileCommit commits some files, and nothing else, on the current branch of the git
+// repository holding them.
+type fileCommit struct {
+	wt   *git.Worktree
+	rels []string
+}
+
+// prepareCommit finds the repository of the files and refuses, before anything is
+// written, when other changes are staged: they would ride along in a commit that says
+// it is about these files.
+func prepareCommit(paths []string) (*fileCommit, error) {
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("nothing to commit")
+	}
+	first, err := filepath.Abs(paths[0])
+	if err != nil {
+		return nil, err
+	}
+	repo, err := git.PlainOpenWithOptions(filepath.Dir(first), &git.PlainOpenOptions{DetectDotGit: true})
+	if err != nil {
+		return nil, fmt.Errorf("%s is not in a git repository (or pass --commit=false): %w", paths[0], err)
+	}
+	wt, err := repo.Worktree()
+	if err != nil {
+		return nil, err
+	}
+	root, err := filepath.EvalSymlinks(wt.Filesystem.Root())
+	if err != nil {
+		return nil, err
+	}
+	fc := &fileCommit{wt: wt}
+	ours := map[string]bool{}
+	for _, p := range paths {
+		abs, err := filepath.Abs(p)
+		if err != nil {
+			return nil, err
+		}
+		if abs, err = filepath.EvalSymlinks(abs); err != nil {
+			return nil, err
+		}
+		rel, err := filepath.Rel(root, abs)
+		if err != nil {
+			return nil, err
+		}
+		rel = filepath.ToSlash(rel)
+		ours[rel] = true
+		fc.rels = append(fc.rels, rel)
+	}
+	status, err := wt.Status()
+	if err != nil {
+		return nil, fmt.Errorf("reading the repository's status: %w", err)
+	}
+	for file, fs := range status {
+		if !ours[file] && fs.Staging != git.Unmodified && fs.Staging != git.Untracked {
+			return nil, fmt.Errorf("%s has staged changes (%s): commit or unstage them first, so the step's commit holds the release files only", file, string(fs.Staging))
+		}
+	}
+	return fc, nil
+}
+
+// commit stages the files as they are now and commits them, returning the commit.
+func (fc *fileCommit) commit(message string, author publish.Author) (string, error) {
+	for _, rel := range fc.rels {
+		if _, err := fc.wt.Add(rel); err != nil {
+			return "", fmt.Errorf("staging %s: %w", rel, err)
+		}
+	}
+	hash, err := fc.wt.Commit(message, &git.CommitOptions{
+		Author: &object.Signature{Name: author.Name, Email: author.Email, When: time.Now()},
+	})
+	if err != nil {
+		return "", fmt.Errorf("committing: %w", err)
+	}
+	return hash.String(), nil
+}

@@ -1,0 +1,371 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/clientcmd"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/rollout"
+	"github.com/aidonow/eva/internal/rolloutfile"
+	"github.com/aidonow/eva/internal/safetext"
+	"github.com/aidonow/eva/internal/tenantfile"
+)
+
+// releaseFileOptions are the flags of the commands that move a release kept as a file.
+type releaseFileOptions struct {
+	tenants     []string
+	rollouts    string
+	namespace   string
+	kubeconfig  string
+	assumeReady bool
+}
+
+func (o *releaseFileOptions) bind(f *pflag.FlagSet) {
+	f.StringSliceVar(&o.tenants, "tenants", []string{DefaultTenantsDir}, "tenant files or folders")
+	f.StringVar(&o.rollouts, "rollouts", rolloutfile.DefaultDir, "folder of the release files")
+	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the release, when two release files share its name")
+	f.StringVar(&o.kubeconfig, "kubeconfig", "", "read the tenants' health from this cluster (their HelmReleases, as Flux applied the published render)")
+	f.BoolVar(&o.assumeReady, "assume-ready", false, "without cluster access: vouch that every tenant the release reached is Ready on it (the commit says so)")
+}
+
+// step is one promotion of a release file, decided and not yet written.
+type step struct {
+	target   *rolloutfile.File
+	decision rollout.Decision
+	// changed are the files whose status (or start) the step changes: the target, and
+	// older releases it supersedes.
+	changed    []*rolloutfile.File
+	superseded []string
+	health     string
+	// healthRead: the tenants' health was read or vouched for.
+	healthRead bool
+}
+
+// decideStep decides the next step of the release called name from the tenant files,
+// the release files and the tenants' health, as the operator's rollout controller
+// decides it from the cluster's objects: the same planner, the same gates.
+func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name string, stderr io.Writer, now time.Time) (*step, error) {
+	catalog, err := opts.catalog()
+	if err != nil {
+		return nil, err
+	}
+	res, err := tenantfile.Load(o.tenants, catalog)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	files, problems, err := rolloutfile.Load(o.rollouts, catalog)
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	problems = append(res.Problems, problems...)
+	if len(problems) > 0 {
+		tenantfile.SortProblems(problems)
+		for _, p := range problems {
+			fmt.Fprintln(stderr, p.String())
+		}
+		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant and release files; nothing was promoted", len(problems))}
+	}
+	target, err := findRelease(files, name, o.namespace, o.rollouts)
+	if err != nil {
+		return nil, err
+	}
+	health, err := o.health()
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	ns := target.Rollout.Namespace
+	var siblings []*rolloutfile.File
+	for _, f := range files {
+		if f.Rollout.Namespace == ns {
+			siblings = append(siblings, f)
+		}
+	}
+	_, unknown := health.(unknownHealth)
+	st := &step{target: target, health: health.describe(), healthRead: !unknown}
+	stamp := metav1.NewTime(now.UTC().Truncate(time.Second))
+	if target.Rollout.CreationTimestamp.IsZero() {
+		// A release starts with its first promotion: it is the newest from then on, a
+		// second after another started in the same second if need be.
+		target.Rollout.CreationTimestamp = stamp
+		for _, f := range siblings {
+			if f != target && !f.Rollout.CreationTimestamp.IsZero() && rollout.Newer(f.Rollout, target.Rollout) {
+				target.Rollout.CreationTimestamp = metav1.NewTime(f.Rollout.CreationTimestamp.Add(time.Second))
+			}
+		}
+		st.changed = append(st.changed, target)
+	}
+	for _, f := range siblings {
+		if f != target && !f.Rollout.CreationTimestamp.IsZero() && rollout.Newer(f.Rollout, target.Rollout) {
+			return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("EvaRollout %s started after %s and supersedes it: promote %s instead", f.Rollout.Name, name, f.Rollout.Name)}
+		}
+	}
+	var tenants []*evav1.EvaTenant
+	for _, t := range res.Tenants {
+		if t.Object.Namespace == ns && t.Object.Spec.LifecycleOrDefault() != evav1.LifecycleDecommissioned {
+			tenants = append(tenants, t.Object)
+		}
+	}
+	for _, f := range siblings {
+		if f == target || f.Rollout.CreationTimestamp.IsZero() || f.Rollout.Status.Phase == evav1.RolloutSuperseded {
+			continue
+		}
+		d := rollout.Plan(f.Rollout, planTenants(tenants, nil), name, stamp.Time)
+		f.Rollout.Status = d.Status
+		st.changed = appendOnce(st.changed, f)
+		st.superseded = append(st.superseded, f.Rollout.Name)
+	}
+	observed := planTenants(tenants, target.Rollout)
+	rollouts := rolloutfile.Rollouts(siblings)
+	for i, t := range tenants {
+		if !rollout.Admitted(target.Rollout, t.Name) {
+			observed[i].OnOlderRelease = rollout.OnOlderRelease(rollouts, target.Rollout, t.Name, 0)
+			if err := health.before(ctx, &observed[i], catalog.ModulesOf(t.Spec.Tier)); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		want := releaseWants(t, target.Rollout, catalog.ModulesOf(t.Spec.Tier))
+		if len(want) == 0 {
+			observed[i].OnRelease, observed[i].Ready = true, true // the release changes nothing of it
+			continue
+		}
+		if err := health.observe(ctx, &observed[i], want); err != nil {
+			return nil, err
+		}
+	}
+	st.decision = rollout.Plan(target.Rollout, observed, "", stamp.Time)
+	if !equality.Semantic.DeepEqual(st.decision.Status, target.Rollout.Status) {
+		target.Rollout.Status = st.decision.Status
+		st.changed = appendOnce(st.changed, target)
+	}
+	return st, nil
+}
+
+// planTenants is what the planner knows of the tenants before their health is read:
+// a tenant the release admitted is Pending (waited for, not timed) until read.
+func planTenants(tenants []*evav1.EvaTenant, r *evav1.EvaRollout) []rollout.Tenant {
+	out := make([]rollout.Tenant, len(tenants))
+	for i, t := range tenants {
+		out[i] = rollout.Tenant{Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
+			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen}
+		if r != nil && rollout.Admitted(r, t.Name) {
+			out[i].Pending = true
+		}
+	}
+	return out
+}
+
+func appendOnce(files []*rolloutfile.File, f *rolloutfile.File) []*rolloutfile.File {
+	for _, g := range files {
+		if g == f {
+			return files
+		}
+	}
+	return append(files, f)
+}
+
+func findRelease(files []*rolloutfile.File, name, namespace, dir string) (*rolloutfile.File, error) {
+	var found []*rolloutfile.File
+	for _, f := range files {
+		if f.Rollout.Name == name && (namespace == "" || f.Rollout.Namespace == namespace) {
+			found = append(found, f)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("no EvaRollout %s in %s", name, dir)}
+	case 1:
+		return found[0], nil
+	}
+	return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("EvaRollout %s is in %s and %s: say which with --namespace", name, found[0].Path, found[1].Path)}
+}
+
+// health picks where the tenants' health comes from.
+func (o *releaseFileOptions) health() (releaseHealth, error) {
+	switch {
+	case o.assumeReady && o.kubeconfig != "":
+		return nil, fmt.Errorf("--assume-ready and --kubeconfig: read the cluster, or vouch without it, not both")
+	case o.assumeReady:
+		return assumedHealth{}, nil
+	case o.kubeconfig != "":
+		c, _, err := clusterClient(o.kubeconfig, "default")
+		if err != nil {
+			return nil, err
+		}
+		server := o.kubeconfig
+		if cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig); err == nil {
+			server = cfg.Host
+		}
+		return clusterHealth{c: c, server: server}, nil
+	}
+	return unknownHealth{}, nil
+}
+
+// unknownHealth is neither --kubeconfig nor --assume-ready: the tenants a release
+// reached stay Pending, so it admits a wave's first tenants and waits there.
+type unknownHealth struct{}
+
+func (unknownHealth) observe(context.Context, *rollout.Tenant, map[string]string) error { return nil }
+
+func (unknownHealth) before(_ context.Context, t *rollout.Tenant, _ []string) error {
+	t.Ready = true // unknown: admitting is only a commit, reviewed before it reaches anyone
+	return nil
+}
+
+func (unknownHealth) describe() string {
+	return "not read (neither --kubeconfig nor --assume-ready): the tenants the release reached count as not yet Ready"
+}
+
+// subject is the first line of the step's commit.
+func (st *step) subject() string {
+	name := st.target.Rollout.Name
+	if len(st.decision.Admitted) > 0 {
+		codes := make([]string, len(st.decision.Admitted))
+		for i, t := range st.decision.Admitted {
+			codes[i] = t.Code
+		}
+		return fmt.Sprintf("rollout %s: wave %d admits %s", name, st.decision.Admitted[0].Wave, strings.Join(codes, ", "))
+	}
+	s := st.target.Rollout.Status
+	return safetext.Limit(fmt.Sprintf("rollout %s: %s, %s", name, s.Phase, safetext.Escape(firstLine(s.Message))), 120)
+}
+
+// body is the rest of the step's commit: where the health came from, what it
+// supersedes, and the release's progress.
+func (st *step) body() string {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "Health: %s.\n", st.health)
+	if len(st.superseded) > 0 {
+		fmt.Fprintf(&b, "Supersedes: %s.\n", strings.Join(st.superseded, ", "))
+	}
+	b.WriteString("\n")
+	WriteRolloutStatus(&b, st.target.Rollout)
+	return b.String()
+}
+
+func firstLine(s string) string {
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		return s[:i]
+	}
+	return s
+}
+
+func newRolloutPlanCommand(opts *options) *cobra.Command {
+	o := &releaseFileOptions{}
+	cmd := &cobra.Command{
+		Use:   "plan NAME",
+		Short: "Show the next step of a release kept as a file, without writing anything",
+		Long: "Decides, as evactl rollout promote would, the next step of the release in " + rolloutfile.DefaultDir + "/ called NAME " +
+			"(which tenants it admits, which gate holds it), and prints it. Nothing is written.",
+		Example: `  evactl rollout plan crm-1-5 --kubeconfig ~/.kube/config`,
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := decideStep(cmd.Context(), opts, o, args[0], cmd.ErrOrStderr(), time.Now())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			if len(st.changed) == 0 {
+				fmt.Fprintln(out, "nothing to promote")
+			} else {
+				fmt.Fprintln(out, "next step: "+st.subject())
+			}
+			fmt.Fprint(out, st.body())
+			return nil
+		},
+	}
+	o.bind(cmd.Flags())
+	return cmd
+}
+
+func newRolloutPromoteCommand(opts *options) *cobra.Command {
+	o := &releaseFileOptions{}
+	var author authorFlags
+	var commit bool
+	cmd := &cobra.Command{
+		Use:   "promote NAME",
+		Short: "Take the next step of a release kept as a file, as one commit",
+		Long: `For teams that publish with evactl and no operator. A release is a file under
+` + rolloutfile.DefaultDir + `/ holding one EvaRollout; evactl render and publish give each tenant the
+versions of the releases that admitted it (its own pins still win).
+
+promote decides the next step as the operator would: the gates of the current wave
+(each tenant it reached Ready on the release within the ready timeout, none Failed),
+the bake time, maxUpdate, frozen tenants and waves. It records the step in the
+release's status (the rest of the file stays as written) and commits that file
+alone, one reviewable commit per step; publishing that commit brings the release to
+the tenants it admitted. Run it again to take the next step.
+
+The tenants' health is read from the cluster with --kubeconfig (their HelmReleases as
+Flux applied the published render). Without it, --assume-ready vouches for them; with
+neither, the tenants a release reached count as not yet Ready, so it stops after the
+first tenants of a wave. A halted release is recorded, and promote exits 1.`,
+		Example: `  evactl rollout promote crm-1-5 --kubeconfig ~/.kube/config
+  git push origin HEAD   # review, merge, publish: the admitted tenants move`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			st, err := decideStep(cmd.Context(), opts, o, args[0], cmd.ErrOrStderr(), time.Now())
+			if err != nil {
+				return err
+			}
+			out := cmd.OutOrStdout()
+			status := st.target.Rollout.Status
+			if len(st.changed) == 0 {
+				fmt.Fprintf(out, "nothing to promote: %s, %s\n", status.Phase, safetext.Escape(status.Message))
+				if !st.healthRead {
+					fmt.Fprintln(out, "the tenants' health was not read: pass --kubeconfig, or --assume-ready")
+				}
+				return haltedError(st.target.Rollout)
+			}
+			paths := make([]string, len(st.changed))
+			for i, f := range st.changed {
+				paths[i] = f.Path
+			}
+			var fc *fileCommit
+			if commit {
+				// Refused before anything is written: a refusal leaves the files as they were.
+				if fc, err = prepareCommit(paths); err != nil {
+					return err
+				}
+			}
+			for _, f := range st.changed {
+				if err := f.Save(); err != nil {
+					return err
+				}
+			}
+			if fc != nil {
+				rev, err := fc.commit(st.subject()+"\n\n"+st.body(), author.author())
+				if err != nil {
+					return err
+				}
+				fmt.Fprintf(out, "committed %s: %s\n", short(rev), st.subject())
+			} else {
+				fmt.Fprintf(out, "wrote %s (not committed): %s\n", strings.Join(paths, ", "), st.subject())
+			}
+			WriteRolloutStatus(out, st.target.Rollout)
+			return haltedError(st.target.Rollout)
+		},
+	}
+	o.bind(cmd.Flags())
+	author.bind(cmd.Flags())
+	cmd.Flags().BoolVar(&commit, "commit", true, "commit the release file in its git repository (--commit=false only writes it)")
+	return cmd
+}
+
+// haltedError makes a halted release the command's failure, once it is recorded.
+func haltedError(r *evav1.EvaRollout) error {
+	if r.Status.Phase != evav1.RolloutHalted {
+		return nil
+	}
+	return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("EvaRollout %s is halted: %s", r.Name, safetext.Escape(r.Status.Message))}
+}
