@@ -47,6 +47,9 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	log := ctrl.LoggerFrom(ctx)
 	var ro evav1.EvaRollout
 	if err := r.Get(ctx, req.NamespacedName, &ro); err != nil {
+		if apierrors.IsNotFound(err) && r.Metrics != nil {
+			r.Metrics.ForgetRollout(req.Namespace, req.Name)
+		}
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
 	if !namespaceAccepted(r.TenantNamespaces, ro.Namespace) {
@@ -183,14 +186,14 @@ func (r *EvaRolloutReconciler) observe(ro *evav1.EvaRollout) {
 	}
 	for _, ws := range ro.Status.Waves {
 		wave := fmt.Sprint(ws.Wave)
-		r.Metrics.RolloutUpdated.WithLabelValues(ro.Name, wave).Set(float64(len(ws.Updated)))
-		r.Metrics.RolloutTotal.WithLabelValues(ro.Name, wave).Set(float64(ws.Total))
+		r.Metrics.RolloutUpdated.WithLabelValues(ro.Namespace, ro.Name, wave).Set(float64(len(ws.Updated)))
+		r.Metrics.RolloutTotal.WithLabelValues(ro.Namespace, ro.Name, wave).Set(float64(ws.Total))
 	}
 	halted := 0.0
 	if ro.Status.Phase == evav1.RolloutHalted {
 		halted = 1
 	}
-	r.Metrics.RolloutHalted.WithLabelValues(ro.Name).Set(halted)
+	r.Metrics.RolloutHalted.WithLabelValues(ro.Namespace, ro.Name).Set(halted)
 }
 
 // SetupWithManager registers the reconciler: rollouts, and every change of a tenant

@@ -8,12 +8,14 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -90,8 +92,13 @@ func TestRolloutAcrossBlueAndGreen(t *testing.T) {
 // a newer rollout reaches the tenant.
 func TestRolloutDeletionWaitsForASuccessor(t *testing.T) {
 	startStandIn(t)
+	reg := prometheus.NewRegistry()
 	startOperatorWith(t, "", func(_ *EvaTenantReconciler, mgr ctrl.Manager) {
-		ro := &EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName(""))}
+		m, err := metrics.New(reg, mgr.GetClient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		ro := &EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName("")), Metrics: m}
 		if err := ro.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
@@ -145,6 +152,32 @@ func TestRolloutDeletionWaitsForASuccessor(t *testing.T) {
 		var ro evav1.EvaRollout
 		if err := k8s.Get(ctx, key, &ro); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("still there (%v): %s", err, ro.Status.Message)
+		}
+		return nil
+	})
+	// The gauges name the rollout's namespace, and a rollout's series go with it.
+	eventually(t, waitFor, "crm-a's series gone, crm-b's there", func() error {
+		families, err := reg.Gather()
+		if err != nil {
+			return err
+		}
+		var seen []string
+		for _, f := range families {
+			if !strings.HasPrefix(f.GetName(), "eva_rollout_") {
+				continue
+			}
+			for _, m := range f.GetMetric() {
+				labels := map[string]string{}
+				for _, l := range m.GetLabel() {
+					labels[l.GetName()] = l.GetValue()
+				}
+				seen = append(seen, fmt.Sprintf("%s{%s/%s}", f.GetName(), labels["namespace"], labels["rollout"]))
+			}
+		}
+		got := strings.Join(seen, " ")
+		if strings.Contains(got, "/crm-a}") || !strings.Contains(got, "eva_rollout_halted{"+ns+"/crm-b}") ||
+			!strings.Contains(got, "eva_rollout_wave_tenants{"+ns+"/crm-b}") {
+			return fmt.Errorf("series: %s", got)
 		}
 		return nil
 	})

@@ -35,7 +35,8 @@ type Metrics struct {
 	PublishSeconds   prometheus.Histogram
 	PublishRetries   prometheus.Counter
 	// RolloutUpdated and RolloutTotal are each rollout wave's admitted and total
-	// tenants; RolloutHalted is 1 while a rollout is halted on a failed gate.
+	// tenants; RolloutHalted is 1 while a rollout is halted on a failed gate. A rollout's
+	// series go with it (ForgetRollout).
 	RolloutUpdated *prometheus.GaugeVec
 	RolloutTotal   *prometheus.GaugeVec
 	RolloutHalted  *prometheus.GaugeVec
@@ -66,13 +67,13 @@ func New(reg prometheus.Registerer, reader client.Reader) (*Metrics, error) {
 		}),
 		RolloutUpdated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: RolloutUpdatedName, Help: "Tenants of a rollout's wave given the release.",
-		}, []string{"rollout", "wave"}),
+		}, []string{"namespace", "rollout", "wave"}),
 		RolloutTotal: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: RolloutTotalName, Help: "Tenants of a rollout's wave.",
-		}, []string{"rollout", "wave"}),
+		}, []string{"namespace", "rollout", "wave"}),
 		RolloutHalted: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: RolloutHaltedName, Help: "1 while a rollout is halted on a failed gate.",
-		}, []string{"rollout"}),
+		}, []string{"namespace", "rollout"}),
 	}
 	for _, c := range []prometheus.Collector{m.QueueDepth, m.ConditionSeconds, m.RenderSeconds, m.PublishSeconds,
 		m.PublishRetries, m.RolloutUpdated, m.RolloutTotal, m.RolloutHalted, &tenantCollector{reader: reader}} {
@@ -180,4 +181,12 @@ func (l *QueueDepthLoop) refresh(ctx context.Context, known map[[2]string]bool) 
 			known[key] = true
 		}
 	}
+}
+
+// ForgetRollout removes the series of a rollout that is gone.
+func (m *Metrics) ForgetRollout(namespace, name string) {
+	labels := prometheus.Labels{"namespace": namespace, "rollout": name}
+	m.RolloutUpdated.DeletePartialMatch(labels)
+	m.RolloutTotal.DeletePartialMatch(labels)
+	m.RolloutHalted.DeletePartialMatch(labels)
 }
