@@ -12,9 +12,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -196,9 +199,10 @@ func (r *EvaRolloutReconciler) observe(ro *evav1.EvaRollout) {
 	r.Metrics.RolloutHalted.WithLabelValues(ro.Namespace, ro.Name).Set(halted)
 }
 
-// SetupWithManager registers the reconciler: rollouts, and every change of a tenant
-// (its status included: readiness is what the gates read) or of another rollout (a
-// newer one supersedes) wakes the rollouts of its namespace.
+// SetupWithManager registers the reconciler: rollouts, and a change of a tenant the
+// planner can see (its readiness included: it is what the gates read) or of another
+// rollout (a newer one supersedes) wakes the rollouts of its namespace. The rest of a
+// tenant's status churn (modules, inventory, timings) wakes none.
 func (r *EvaRolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	toRollouts := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 		var list evav1.EvaRolloutList
@@ -214,7 +218,23 @@ func (r *EvaRolloutReconciler) SetupWithManager(mgr ctrl.Manager) error {
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("evarollout").
 		For(&evav1.EvaRollout{}).
-		Watches(&evav1.EvaTenant{}, toRollouts).
+		Watches(&evav1.EvaTenant{}, toRollouts, builder.WithPredicates(predicate.Funcs{
+			UpdateFunc: func(e event.UpdateEvent) bool { return plannerView(e.ObjectOld) != plannerView(e.ObjectNew) },
+		})).
 		Watches(&evav1.EvaRollout{}, toRollouts). // a newer release supersedes the others
 		Complete(r)
+}
+
+// plannerView is what the planner reads of a tenant (rollout.Tenant), as one string:
+// two versions of a tenant with the same view decide the same.
+func plannerView(o client.Object) string {
+	t, ok := o.(*evav1.EvaTenant)
+	if !ok {
+		return ""
+	}
+	ready := findCondition(t, evav1.ConditionReady)
+	return fmt.Sprintf("%d|%v|%s|%s|%d|%q|%s|%s|%d|%s|%d|%s|%s|%q", t.Generation, t.DeletionTimestamp != nil,
+		t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault(), t.Spec.Frozen, t.Spec.LifecycleOrDefault(),
+		t.Status.Phase, t.Status.ObservedGeneration, t.Status.Release,
+		ready.ObservedGeneration, ready.Status, ready.LastTransitionTime.UTC().Format(time.RFC3339), ready.Message)
 }
