@@ -61,6 +61,13 @@ type RolloutGates struct {
 	// Platform 15m).
 	// +optional
 	ReadyTimeout *metav1.Duration `json:"readyTimeout,omitempty"`
+	// maxQueueDepth, when set, holds the rollout while a tenant it updated has a
+	// JetStream stream holding more messages than this (capsule_queue_depth, measured
+	// by an operator connected to NATS): the rollout is Halted, naming the tenant, and
+	// goes on once the backlog is below it again. Not measured, it is not checked.
+	// +optional
+	// +kubebuilder:validation:Minimum=0
+	MaxQueueDepth *int64 `json:"maxQueueDepth,omitempty"`
 }
 
 // EvaRolloutSpec is a platform release: module chart versions brought to the tenants

@@ -148,14 +148,16 @@ func run(cfg config) error {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
 	var streams *messaging.Client
+	var depths *metrics.QueueDepthLoop
 	if cfg.nats.URL != "" {
 		streams, err = messaging.Connect(cfg.nats)
 		if err != nil {
 			return err
 		}
 		defer streams.Close()
-		if err := mgr.Add(&metrics.QueueDepthLoop{Reader: mgr.GetClient(), Streams: streams, Gauge: m.QueueDepth,
-			Interval: cfg.depthInterval, Log: ctrl.Log.WithName("queue-depth")}); err != nil {
+		depths = &metrics.QueueDepthLoop{Reader: mgr.GetClient(), Streams: streams, Gauge: m.QueueDepth,
+			Interval: cfg.depthInterval, Log: ctrl.Log.WithName("queue-depth")}
+		if err := mgr.Add(depths); err != nil {
 			return err
 		}
 	}
@@ -189,6 +191,9 @@ func run(cfg config) error {
 	}
 	rollouts := &controller.EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
 		TenantNamespaces: r.TenantNamespaces, Metrics: m}
+	if depths != nil {
+		rollouts.Depths = depths
+	}
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}

@@ -37,8 +37,17 @@ type EvaRolloutReconciler struct {
 	TenantNamespaces []string
 	// Metrics, when set, receive each wave's progress.
 	Metrics *metrics.Metrics
+	// Depths, when set, say how many messages a tenant's streams hold (the queue-depth
+	// gate); an operator not connected to NATS has none, and the gate is not checked.
+	Depths QueueDepths
 	// Now returns the current time (tests fix it).
 	Now func() time.Time
+}
+
+// QueueDepths reads the most messages one of a capsule's streams held when last
+// measured (metrics.QueueDepthLoop).
+type QueueDepths interface {
+	QueueDepth(code string) (uint64, bool)
 }
 
 // +kubebuilder:rbac:groups=eva.aidonow.com,resources=evarollouts,verbs=get;list;watch;update;patch
@@ -176,6 +185,9 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 		}
 		if !rt.Ready && ready.Status == metav1.ConditionFalse {
 			rt.NotReadySince = ready.LastTransitionTime.Time
+		}
+		if r.Depths != nil {
+			rt.QueueDepth, rt.QueueDepthKnown = r.Depths.QueueDepth(t.Spec.CapsuleCode)
 		}
 		out = append(out, rt)
 	}

@@ -8,15 +8,20 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 // TestRolloutAcrossBlueAndGreen: two operator versions watch one namespace, each owning
@@ -181,4 +186,92 @@ func TestRolloutDeletionWaitsForASuccessor(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestRolloutQueueDepthGate: a tenant the release reached whose stream holds more
+// messages than the gate allows (measured in a real JetStream by the operator's
+// queue-depth loop) halts the rollout, naming it; once the backlog drains, the rollout
+// goes on by itself.
+func TestRolloutQueueDepthGate(t *testing.T) {
+	var measured *metrics.QueueDepthLoop
+	server := testenv.StartNATS(t, -1, t.TempDir())
+	streams, err := messaging.Connect(messaging.Config{URL: server.ClientURL()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer streams.Close()
+	startStandIn(t, withJetStream(streams))
+	startOperatorWith(t, "", func(_ *EvaTenantReconciler, mgr ctrl.Manager) {
+		m, err := metrics.New(prometheus.NewRegistry(), mgr.GetClient())
+		if err != nil {
+			t.Fatal(err)
+		}
+		depths := &metrics.QueueDepthLoop{Reader: mgr.GetClient(), Streams: streams, Gauge: m.QueueDepth, Interval: 200 * time.Millisecond}
+		if err := mgr.Add(depths); err != nil {
+			t.Fatal(err)
+		}
+		measured = depths
+		ro := &EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder(recorderName("")), Metrics: m, Depths: depths}
+		if err := ro.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	})
+	ns := newTestNamespace(t)
+	tn := newTenant(ns, "QDEPTH", evav1.TierStarter)
+	createTenant(t, tn)
+	waitPhase(t, tn, evav1.PhaseActive)
+
+	nc, err := nats.Connect(server.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i := range 5 {
+		if _, err := nc.Request(fmt.Sprintf("capsule.QDEPTH.events.e%d", i), []byte("x"), 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The gate reads the depth as last measured: the rollout starts once the loop has
+	// seen the backlog (a wave whose tenants were Ready under the limit is done).
+	eventually(t, waitFor, "the backlog measured", func() error {
+		if d, known := measured.QueueDepth("QDEPTH"); !known || d != 5 {
+			return fmt.Errorf("depth %d (measured: %v)", d, known)
+		}
+		return nil
+	})
+	ctx := context.Background()
+	limit := int64(3)
+	ro := &evav1.EvaRollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm-deep"},
+		Spec: evav1.EvaRolloutSpec{Versions: map[string]evav1.ModuleVersion{"crm": "9.9.3"},
+			Waves: []evav1.RolloutWave{{Wave: 2}}, Gates: evav1.RolloutGates{MaxQueueDepth: &limit}}}
+	if err := k8s.Create(ctx, ro); err != nil {
+		t.Fatal(err)
+	}
+	key := client.ObjectKeyFromObject(ro)
+	phase := func(want evav1.RolloutPhase, message string) func() error {
+		return func() error {
+			var got evav1.EvaRollout
+			if err := k8s.Get(ctx, key, &got); err != nil {
+				return err
+			}
+			if got.Status.Phase != want || !strings.Contains(got.Status.Message, message) {
+				return fmt.Errorf("%s: %s", got.Status.Phase, got.Status.Message)
+			}
+			return nil
+		}
+	}
+	eventually(t, waitFor, "halted on the backlog", phase(evav1.RolloutHalted, "QDEPTH queue depth 5 above 3"))
+
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stream, err := js.Stream(ctx, tenant.EventsStream("QDEPTH"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := stream.Purge(ctx); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitFor, "complete once drained", phase(evav1.RolloutComplete, ""))
 }

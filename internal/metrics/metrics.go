@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -127,6 +128,37 @@ type QueueDepthLoop struct {
 	Gauge    *prometheus.GaugeVec
 	Interval time.Duration
 	Log      logr.Logger
+
+	mu     sync.Mutex
+	latest map[[2]string]uint64
+}
+
+// QueueDepth returns the most messages one of the capsule's streams held when last
+// measured, and whether any was measured.
+func (l *QueueDepthLoop) QueueDepth(code string) (uint64, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var most uint64
+	known := false
+	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+		if d, ok := l.latest[[2]string{code, stream}]; ok {
+			most, known = max(most, d), true
+		}
+	}
+	return most, known
+}
+
+func (l *QueueDepthLoop) record(key [2]string, depth uint64, ok bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.latest == nil {
+		l.latest = map[[2]string]uint64{}
+	}
+	if ok {
+		l.latest[key] = depth
+	} else {
+		delete(l.latest, key)
+	}
 }
 
 // Start runs the loop until ctx ends.
@@ -168,11 +200,13 @@ func (l *QueueDepthLoop) refresh(ctx context.Context, known map[[2]string]bool) 
 			}
 			seen[key] = true
 			l.Gauge.WithLabelValues(code, stream).Set(float64(depth))
+			l.record(key, depth, true)
 		}
 	}
 	for key := range known {
 		if !seen[key] {
 			l.Gauge.DeleteLabelValues(key[0], key[1])
+			l.record(key, 0, false)
 			delete(known, key)
 		}
 	}

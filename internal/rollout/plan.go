@@ -43,6 +43,10 @@ type Tenant struct {
 	Failed   bool
 	FailedAt time.Time
 	Message  string
+	// QueueDepth is the most messages one of the tenant's streams holds, when measured
+	// (QueueDepthKnown).
+	QueueDepth      uint64
+	QueueDepthKnown bool
 	// Pending: the release admitted the tenant but has not reached its workloads yet. On
 	// the pull-request path, admission is a commit that waits for review and for Flux;
 	// the tenant is waited for and not timed until the release reaches it.
@@ -203,6 +207,9 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 		}
 		if e.Reason = unjudged(*e, t); e.Reason != "" {
 			continue
+		}
+		if limit := p.r.Spec.Gates.MaxQueueDepth; limit != nil && t.QueueDepthKnown && t.QueueDepth > uint64(max(*limit, 0)) {
+			failing = append(failing, fmt.Sprintf("%s queue depth %d above %d", t.Code, t.QueueDepth, *limit))
 		}
 		switch {
 		case t.OnRelease && t.Failed && e.AdmittedAt != nil && !t.FailedAt.Before(e.AdmittedAt.Time):

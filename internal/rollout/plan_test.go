@@ -481,3 +481,33 @@ func TestPendingTenantIsNotTimed(t *testing.T) {
 		t.Fatalf("a minute after reaching it: %s: %s", d.Status.Phase, d.Status.Message)
 	}
 }
+
+// The queue-depth gate holds the rollout while a tenant it updated has a backlog above
+// the limit, and lets it go on once drained; a depth not measured is not checked.
+func TestQueueDepthGate(t *testing.T) {
+	r := release(wave(1, 1, time.Minute), wave(2, 1, 0))
+	limit := int64(100)
+	r.Spec.Gates.MaxQueueDepth = &limit
+	f := newFleet(1)
+	f.tenants[0].QueueDepth, f.tenants[0].QueueDepthKnown = 250, true
+	run(t, r, f, 3, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutHalted || !strings.Contains(r.Status.Message, "XW1T00 queue depth 250 above 100") {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	if Admitted(r, "xw2t00") {
+		t.Fatal("wave 2 admitted while wave 1 was over the limit")
+	}
+	f.tenants[0].QueueDepth = 40
+	run(t, r, f, 12, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("drained: %s: %s", r.Status.Phase, r.Status.Message)
+	}
+	unmeasured := release(wave(1, 1, 0))
+	unmeasured.Spec.Gates.MaxQueueDepth = &limit
+	g := newFleet(1)
+	g.tenants[0].QueueDepth = 250 // QueueDepthKnown false: no NATS to measure it
+	run(t, unmeasured, g, 4, 10*time.Second)
+	if unmeasured.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("unmeasured: %s: %s", unmeasured.Status.Phase, unmeasured.Status.Message)
+	}
+}
