@@ -3,6 +3,7 @@ package cli
 import (
 	"fmt"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5"
@@ -29,31 +30,31 @@ func prepareCommit(paths []string) (*fileCommit, error) {
 	if err != nil {
 		return nil, err
 	}
-	repo, err := git.PlainOpenWithOptions(filepath.Dir(first), &git.PlainOpenOptions{DetectDotGit: true})
+	repo, err := git.PlainOpenWithOptions(filepath.Dir(first), &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if err != nil {
 		return nil, fmt.Errorf("%s is not in a git repository (or pass --commit=false): %w", paths[0], err)
 	}
 	wt, err := repo.Worktree()
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("opening the worktree of %s: %w", paths[0], err)
 	}
 	root, err := filepath.EvalSymlinks(wt.Filesystem.Root())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("resolving the worktree of %s: %w", paths[0], err)
 	}
 	fc := &fileCommit{wt: wt}
 	ours := map[string]bool{}
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
-		if err != nil {
-			return nil, err
+		if err == nil {
+			abs, err = filepath.EvalSymlinks(abs)
 		}
-		if abs, err = filepath.EvalSymlinks(abs); err != nil {
-			return nil, err
+		if err != nil {
+			return nil, fmt.Errorf("resolving %s: %w", p, err)
 		}
 		rel, err := filepath.Rel(root, abs)
-		if err != nil {
-			return nil, err
+		if err != nil || strings.HasPrefix(rel, "..") {
+			return nil, fmt.Errorf("%s is outside the repository at %s", p, root)
 		}
 		rel = filepath.ToSlash(rel)
 		ours[rel] = true
@@ -66,6 +67,14 @@ func prepareCommit(paths []string) (*fileCommit, error) {
 	for file, fs := range status {
 		if !ours[file] && fs.Staging != git.Unmodified && fs.Staging != git.Untracked {
 			return nil, fmt.Errorf("%s has staged changes (%s): commit or unstage them first, so the step's commit holds the release files only", file, string(fs.Staging))
+		}
+	}
+	for _, rel := range fc.rels {
+		// The step's commit says it records a step: edits of the release itself (or a
+		// release never committed) are reviewed as such, in a commit of their own.
+		// (Status lists changed and untracked files only.)
+		if fs, listed := status[rel]; listed && (fs.Staging != git.Unmodified || fs.Worktree != git.Unmodified) {
+			return nil, fmt.Errorf("%s has changes that are not committed: commit the release file first, then promote", rel)
 		}
 	}
 	return fc, nil

@@ -51,8 +51,11 @@ func newRolloutStatusCommand(opts *options) *cobra.Command {
 				if err != nil {
 					return &ExitError{Code: ExitUsage, Err: err}
 				}
-				for _, p := range problems {
-					fmt.Fprintln(cmd.ErrOrStderr(), p.String())
+				if len(problems) > 0 {
+					for _, p := range problems {
+						fmt.Fprintln(cmd.ErrOrStderr(), p.String())
+					}
+					return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the release files", len(problems))}
 				}
 				for _, f := range files {
 					if ns == "" || f.Rollout.Namespace == ns {

@@ -66,7 +66,7 @@ func (h clusterHealth) describe() string { return "read from the cluster at " + 
 func (h clusterHealth) observe(ctx context.Context, t *rollout.Tenant, want map[string]string) error {
 	ns := tenant.Namespace(t.Code)
 	t.Ready, t.OnRelease = true, true
-	var failures, waiting []string
+	var failures []string
 	for _, module := range sortedModules(want) {
 		version := want[module]
 		var hr helmv2.HelmRelease
@@ -84,12 +84,12 @@ func (h clusterHealth) observe(ctx context.Context, t *rollout.Tenant, want map[
 			continue
 		}
 		ready := apimeta.FindStatusCondition(hr.Status.Conditions, "Ready")
-		current := ready != nil && ready.ObservedGeneration == hr.Generation
 		latest := hr.Status.History.Latest()
-		if !(current && ready.Status == metav1.ConditionTrue && latest != nil && latest.ChartVersion == version) {
+		readyOnVersion := ready != nil && ready.ObservedGeneration == hr.Generation && ready.Status == metav1.ConditionTrue &&
+			latest != nil && latest.ChartVersion == version
+		if !readyOnVersion {
 			t.Ready = false
-			waiting = append(waiting, module)
-			if ready != nil && ready.Status == metav1.ConditionFalse &&
+			if ready != nil && ready.Status != metav1.ConditionTrue &&
 				(t.NotReadySince.IsZero() || ready.LastTransitionTime.Before(&metav1.Time{Time: t.NotReadySince})) {
 				t.NotReadySince = ready.LastTransitionTime.Time
 			}
@@ -122,11 +122,11 @@ func (h clusterHealth) before(ctx context.Context, t *rollout.Tenant, modules []
 		}
 		ready := apimeta.FindStatusCondition(hr.Status.Conditions, "Ready")
 		if ready == nil || ready.Status != metav1.ConditionTrue || ready.ObservedGeneration != hr.Generation {
-			msg := "not reconciled"
+			reason := "not reconciled"
 			if ready != nil {
-				msg = ready.Reason + ": " + ready.Message
+				reason = ready.Reason // not the message: it would be committed (see releaseFailed)
 			}
-			problems = append(problems, fmt.Sprintf("HelmRelease %s/%s: %s", ns, module, safetext.Limit(msg, 200)))
+			problems = append(problems, fmt.Sprintf("HelmRelease %s/%s: %s", ns, module, safetext.Limit(reason, 100)))
 		}
 	}
 	t.Ready, t.Message = len(problems) == 0, strings.Join(problems, "; ")
@@ -145,17 +145,20 @@ func releaseFailed(hr *helmv2.HelmRelease, ready *metav1.Condition) (string, tim
 	if rem := hr.GetActiveRemediation(); rem != nil {
 		exhausted = rem.RetriesExhausted(hr)
 	}
-	if !(exhausted || (stalled != nil && stalled.Status == metav1.ConditionTrue)) {
+	isStalled := stalled != nil && stalled.Status == metav1.ConditionTrue
+	if !exhausted && !isStalled {
 		return "", time.Time{}, false
 	}
 	c := ready
-	if stalled != nil && stalled.Status == metav1.ConditionTrue {
+	if isStalled {
 		c = stalled
 	}
 	if c == nil {
 		return "retries exhausted", time.Now(), true
 	}
-	return safetext.Limit(c.Reason+": "+c.Message, 300), c.LastTransitionTime.Time, true
+	// The reason only: what is said here is committed to the repository's history for
+	// good, and helm-controller's messages can quote rendered values.
+	return c.Reason, c.LastTransitionTime.Time, true
 }
 
 // releaseWants maps each module of the tenant's tier that the release names and the

@@ -3,7 +3,9 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
+	"hash/fnv"
 	"io"
 	"strings"
 	"time"
@@ -47,8 +49,6 @@ type step struct {
 	changed    []*rolloutfile.File
 	superseded []string
 	health     string
-	// healthRead: the tenants' health was read or vouched for.
-	healthRead bool
 }
 
 // decideStep decides the next step of the release called name from the tenant files,
@@ -90,8 +90,7 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 			siblings = append(siblings, f)
 		}
 	}
-	_, unknown := health.(unknownHealth)
-	st := &step{target: target, health: health.describe(), healthRead: !unknown}
+	st := &step{target: target, health: health.describe()}
 	stamp := metav1.NewTime(now.UTC().Truncate(time.Second))
 	if target.Rollout.CreationTimestamp.IsZero() {
 		// A release starts with its first promotion: it is the newest from then on, a
@@ -128,7 +127,7 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 	rollouts := rolloutfile.Rollouts(siblings)
 	for i, t := range tenants {
 		if !rollout.Admitted(target.Rollout, t.Name) {
-			observed[i].OnOlderRelease = rollout.OnOlderRelease(rollouts, target.Rollout, t.Name, 0)
+			observed[i].OnOlderRelease = rollout.OnOlderRelease(rollouts, target.Rollout, t.Name, observed[i].Generation)
 			if err := health.before(ctx, &observed[i], catalog.ModulesOf(t.Spec.Tier)); err != nil {
 				return nil, err
 			}
@@ -157,12 +156,26 @@ func planTenants(tenants []*evav1.EvaTenant, r *evav1.EvaRollout) []rollout.Tena
 	out := make([]rollout.Tenant, len(tenants))
 	for i, t := range tenants {
 		out[i] = rollout.Tenant{Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
-			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen}
+			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen, Generation: specGeneration(t)}
 		if r != nil && rollout.Admitted(r, t.Name) {
 			out[i].Pending = true
 		}
 	}
 	return out
+}
+
+// specGeneration stands in, for a tenant file, for the generation the API server keeps:
+// a number that changes with the spec (a hash of it, never 0). An admission records it,
+// so a tenant whose owner changed its file since is not judged by the gates, and a
+// tenant failing after changing itself is not taken for a victim of an older release.
+func specGeneration(t *evav1.EvaTenant) int64 {
+	data, err := json.Marshal(t.Spec) // struct fields in order, map keys sorted
+	if err != nil {
+		return 1
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return int64(h.Sum64()>>1) | 1
 }
 
 func appendOnce(files []*rolloutfile.File, f *rolloutfile.File) []*rolloutfile.File {
@@ -211,19 +224,20 @@ func (o *releaseFileOptions) health() (releaseHealth, error) {
 	return unknownHealth{}, nil
 }
 
-// unknownHealth is neither --kubeconfig nor --assume-ready: the tenants a release
-// reached stay Pending, so it admits a wave's first tenants and waits there.
+// unknownHealth is neither --kubeconfig nor --assume-ready (plan only: promote needs
+// one): no tenant is known Ready, so the release admits none and the tenants it
+// reached stay Pending.
 type unknownHealth struct{}
 
 func (unknownHealth) observe(context.Context, *rollout.Tenant, map[string]string) error { return nil }
 
 func (unknownHealth) before(_ context.Context, t *rollout.Tenant, _ []string) error {
-	t.Ready = true // unknown: admitting is only a commit, reviewed before it reaches anyone
+	t.Ready, t.Message = false, "health not read (neither --kubeconfig nor --assume-ready)"
 	return nil
 }
 
 func (unknownHealth) describe() string {
-	return "not read (neither --kubeconfig nor --assume-ready): the tenants the release reached count as not yet Ready"
+	return "not read (neither --kubeconfig nor --assume-ready): no tenant counts as Ready, so none is admitted"
 }
 
 // subject is the first line of the step's commit.
@@ -307,13 +321,16 @@ alone, one reviewable commit per step; publishing that commit brings the release
 the tenants it admitted. Run it again to take the next step.
 
 The tenants' health is read from the cluster with --kubeconfig (their HelmReleases as
-Flux applied the published render). Without it, --assume-ready vouches for them; with
-neither, the tenants a release reached count as not yet Ready, so it stops after the
-first tenants of a wave. A halted release is recorded, and promote exits 1.`,
+Flux applied the published render); without cluster access, --assume-ready vouches for
+them, and the commit says so. One of the two is required. A halted release is recorded,
+and promote exits 1.`,
 		Example: `  evactl rollout promote crm-1-5 --kubeconfig ~/.kube/config
   git push origin HEAD   # review, merge, publish: the admitted tenants move`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if !o.assumeReady && o.kubeconfig == "" {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("promote needs the tenants' health: --kubeconfig (read from the cluster) or --assume-ready (vouched for, and said so in the commit)")}
+			}
 			st, err := decideStep(cmd.Context(), opts, o, args[0], cmd.ErrOrStderr(), time.Now())
 			if err != nil {
 				return err
@@ -322,9 +339,6 @@ first tenants of a wave. A halted release is recorded, and promote exits 1.`,
 			status := st.target.Rollout.Status
 			if len(st.changed) == 0 {
 				fmt.Fprintf(out, "nothing to promote: %s, %s\n", status.Phase, safetext.Escape(status.Message))
-				if !st.healthRead {
-					fmt.Fprintln(out, "the tenants' health was not read: pass --kubeconfig, or --assume-ready")
-				}
 				return haltedError(st.target.Rollout)
 			}
 			paths := make([]string, len(st.changed))
@@ -338,15 +352,25 @@ first tenants of a wave. A halted release is recorded, and promote exits 1.`,
 					return err
 				}
 			}
+			// All or nothing: a failure puts back the files already written, or the next
+			// run would take the uncommitted status for the release's own.
+			restore := func(err error) error {
+				for _, f := range st.changed {
+					if rerr := f.Restore(); rerr != nil {
+						return fmt.Errorf("%w (and %v)", err, rerr)
+					}
+				}
+				return err
+			}
 			for _, f := range st.changed {
 				if err := f.Save(); err != nil {
-					return err
+					return restore(err)
 				}
 			}
 			if fc != nil {
 				rev, err := fc.commit(st.subject()+"\n\n"+st.body(), author.author())
 				if err != nil {
-					return err
+					return restore(err)
 				}
 				fmt.Fprintf(out, "committed %s: %s\n", short(rev), st.subject())
 			} else {

@@ -109,7 +109,18 @@ func TestRolloutPromoteStepByStep(t *testing.T) {
 	repo, tenants, rollouts := newSourceRepo(t)
 	file := filepath.Join(rollouts, "crm-1-5.yaml")
 
+	// Promote needs the tenants' health, read or vouched for.
+	head := gitOut(t, repo, "rev-parse", "HEAD")
 	code, out := promote(t, tenants, rollouts)
+	if code != ExitUsage || !strings.Contains(out, "promote needs the tenants' health: --kubeconfig") || gitOut(t, repo, "rev-parse", "HEAD") != head {
+		t.Fatalf("promote without health: exit %d:\n%s", code, out)
+	}
+	// plan shows, without health, that nobody would be admitted.
+	code, out = runEvactl(t, "rollout", "plan", "crm-1-5", "--tenants", tenants, "--rollouts", rollouts)
+	if code != ExitOK || !strings.Contains(out, "no tenant Ready to take the release") || !strings.Contains(out, "Health: not read") {
+		t.Fatalf("plan without health: exit %d:\n%s", code, out)
+	}
+	code, out = promote(t, tenants, rollouts, "--assume-ready")
 	if code != ExitOK || !strings.Contains(out, "rollout crm-1-5: wave 1 admits AAAAAA") {
 		t.Fatalf("first promote: exit %d:\n%s", code, out)
 	}
@@ -126,15 +137,19 @@ func TestRolloutPromoteStepByStep(t *testing.T) {
 		t.Errorf("after wave 1's admission, crm renders %v", got)
 	}
 
-	// Without health, AAAAAA is not known Ready: nothing moves, nothing is committed.
-	head := gitOut(t, repo, "rev-parse", "HEAD")
-	if code, out := promote(t, tenants, rollouts); code != ExitOK || !strings.Contains(out, "nothing to promote") ||
-		!strings.Contains(out, "pass --kubeconfig, or --assume-ready") {
-		t.Errorf("promote without health: exit %d:\n%s", code, out)
+	// An edit of the release not committed would ride in a step's commit: refused, and
+	// the file left as it was.
+	edited := append(append([]byte{}, data...), "# not yet reviewed\n"...)
+	if err := os.WriteFile(file, edited, 0o644); err != nil {
+		t.Fatal(err)
 	}
-	if gitOut(t, repo, "rev-parse", "HEAD") != head {
-		t.Error("a promote that moved nothing committed")
+	if code, out := promote(t, tenants, rollouts, "--assume-ready"); code == ExitOK || !strings.Contains(out, "rollouts/crm-1-5.yaml has changes that are not committed") {
+		t.Fatalf("promote over an uncommitted edit: exit %d:\n%s", code, out)
 	}
+	if now, _ := os.ReadFile(file); string(now) != string(edited) {
+		t.Fatalf("a refused promote rewrote the release file:\n%s", now)
+	}
+	gitOut(t, repo, "checkout", "--", "rollouts/crm-1-5.yaml")
 
 	// Vouched for: wave 1 completes (no bake time), wave 2 admits one tenant at a time,
 	// in code order, passing over the frozen one.
@@ -174,7 +189,7 @@ func TestRolloutPromoteStepByStep(t *testing.T) {
 // it gave them.
 func TestRolloutPromoteSupersedes(t *testing.T) {
 	repo, tenants, rollouts := newSourceRepo(t)
-	if code, out := promote(t, tenants, rollouts); code != ExitOK {
+	if code, out := promote(t, tenants, rollouts, "--assume-ready"); code != ExitOK {
 		t.Fatalf("promote: exit %d:\n%s", code, out)
 	}
 	newer := strings.NewReplacer("crm-1-5", "crm-1-6", "1.5.0", "1.6.0").Replace(crmRelease)
@@ -190,7 +205,7 @@ func TestRolloutPromoteSupersedes(t *testing.T) {
 		t.Fatal(err)
 	}
 	gitOut(t, repo, "add", "tenants/BBBBBB.yaml")
-	code, out := runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts)
+	code, out := runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts, "--assume-ready")
 	if code == ExitOK || !strings.Contains(out, "tenants/BBBBBB.yaml has staged changes") {
 		t.Fatalf("promote with another change staged: exit %d:\n%s", code, out)
 	}
@@ -199,7 +214,7 @@ func TestRolloutPromoteSupersedes(t *testing.T) {
 	}
 	gitOut(t, repo, "reset", "-q", "--hard")
 
-	code, out = runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts)
+	code, out = runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts, "--assume-ready")
 	if code != ExitOK || !strings.Contains(out, "rollout crm-1-6: wave 1 admits AAAAAA") {
 		t.Fatalf("promote crm-1-6: exit %d:\n%s", code, out)
 	}
@@ -250,7 +265,7 @@ func TestRolloutFileProblems(t *testing.T) {
 	if _, err := os.Stat(out); !os.IsNotExist(err) {
 		t.Errorf("a render refused for its release files wrote %s", out)
 	}
-	if code, msg := promote(t, tenants, rollouts); code != ExitInvalid || !strings.Contains(msg, "nothing was promoted") {
+	if code, msg := promote(t, tenants, rollouts, "--assume-ready"); code != ExitInvalid || !strings.Contains(msg, "nothing was promoted") {
 		t.Errorf("promote with a wrong release: exit %d: %s", code, msg)
 	}
 }

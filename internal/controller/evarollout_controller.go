@@ -183,8 +183,8 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 			Message:        ready.Message,
 			OnOlderRelease: rollout.OnOlderRelease(all, ro, t.Name, t.Generation),
 		}
-		if !rt.Ready && ready.Status == metav1.ConditionFalse {
-			rt.NotReadySince = ready.LastTransitionTime.Time
+		if !rt.Ready && ready.Status != metav1.ConditionTrue {
+			rt.NotReadySince = ready.LastTransitionTime.Time // zero when never set
 		}
 		if r.Depths != nil {
 			rt.QueueDepth, rt.QueueDepthKnown = r.Depths.QueueDepth(t.Spec.CapsuleCode)

@@ -188,10 +188,10 @@ func TestRolloutDeletionWaitsForASuccessor(t *testing.T) {
 	})
 }
 
-// TestRolloutQueueDepthGate: a tenant the release reached whose stream holds more
-// messages than the gate allows (measured in a real JetStream by the operator's
-// queue-depth loop) halts the rollout, naming it; once the backlog drains, the rollout
-// goes on by itself.
+// TestRolloutQueueDepthGate: a backlog that builds up, on a tenant the release reached,
+// past what the gate allows (measured in a real JetStream by the operator's queue-depth
+// loop) halts the rollout while its wave bakes, naming the tenant; once the backlog
+// drains, the rollout goes on by itself.
 func TestRolloutQueueDepthGate(t *testing.T) {
 	var measured *metrics.QueueDepthLoop
 	server := testenv.StartNATS(t, -1, t.TempDir())
@@ -220,30 +220,23 @@ func TestRolloutQueueDepthGate(t *testing.T) {
 	tn := newTenant(ns, "QDEPTH", evav1.TierStarter)
 	createTenant(t, tn)
 	waitPhase(t, tn, evav1.PhaseActive)
+	depth := func(want uint64) {
+		t.Helper()
+		eventually(t, waitFor, fmt.Sprintf("depth %d measured", want), func() error {
+			if d, known := measured.QueueDepth("QDEPTH"); !known || d != want {
+				return fmt.Errorf("depth %d (measured: %v)", d, known)
+			}
+			return nil
+		})
+	}
+	depth(0)
 
-	nc, err := nats.Connect(server.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	for i := range 5 {
-		if _, err := nc.Request(fmt.Sprintf("capsule.QDEPTH.events.e%d", i), []byte("x"), 2*time.Second); err != nil {
-			t.Fatal(err)
-		}
-	}
-	// The gate reads the depth as last measured: the rollout starts once the loop has
-	// seen the backlog (a wave whose tenants were Ready under the limit is done).
-	eventually(t, waitFor, "the backlog measured", func() error {
-		if d, known := measured.QueueDepth("QDEPTH"); !known || d != 5 {
-			return fmt.Errorf("depth %d (measured: %v)", d, known)
-		}
-		return nil
-	})
 	ctx := context.Background()
 	limit := int64(3)
 	ro := &evav1.EvaRollout{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm-deep"},
 		Spec: evav1.EvaRolloutSpec{Versions: map[string]evav1.ModuleVersion{"crm": "9.9.3"},
-			Waves: []evav1.RolloutWave{{Wave: 2}}, Gates: evav1.RolloutGates{MaxQueueDepth: &limit}}}
+			Waves: []evav1.RolloutWave{{Wave: 2, BakeTime: metav1.Duration{Duration: time.Hour}}},
+			Gates: evav1.RolloutGates{MaxQueueDepth: &limit}}}
 	if err := k8s.Create(ctx, ro); err != nil {
 		t.Fatal(err)
 	}
@@ -260,6 +253,19 @@ func TestRolloutQueueDepthGate(t *testing.T) {
 			return nil
 		}
 	}
+	eventually(t, waitFor, "the wave baking", phase(evav1.RolloutBaking, "wave 2 baking until"))
+
+	nc, err := nats.Connect(server.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	for i := range 5 {
+		if _, err := nc.Request(fmt.Sprintf("capsule.QDEPTH.events.e%d", i), []byte("x"), 2*time.Second); err != nil {
+			t.Fatal(err)
+		}
+	}
+	depth(5)
 	eventually(t, waitFor, "halted on the backlog", phase(evav1.RolloutHalted, "QDEPTH queue depth 5 above 3"))
 
 	js, err := jetstream.New(nc)
@@ -273,5 +279,5 @@ func TestRolloutQueueDepthGate(t *testing.T) {
 	if err := stream.Purge(ctx); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, waitFor, "complete once drained", phase(evav1.RolloutComplete, ""))
+	eventually(t, waitFor, "baking again once drained", phase(evav1.RolloutBaking, "wave 2 baking until"))
 }

@@ -105,7 +105,7 @@ spec:
 	writeFile(t, filepath.Join(rollouts, "crm-broken.yaml"), releaseFile("crm-broken", crmBroken, "40s"))
 	sourceGit(t, repo, "add", "rollouts/crm-broken.yaml")
 	sourceGit(t, repo, "commit", "-q", "-m", "the crm "+crmBroken+" release")
-	wave2 := crmResourceVersions(t, map[string]int{"PRWAVB": 2, "PRWAVC": 2})
+	wave2 := settledReleases(t, map[string]int{"PRWAVB": 2, "PRWAVC": 2})
 	step("crm-broken", "wave 1 admits PRWAVA", time.Minute)
 	out := step("crm-broken", "halted in wave 1: PRWAVA ", 5*time.Minute)
 	if !strings.Contains(out, "committed ") {

@@ -78,17 +78,7 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 	})
 	// The suspension is written by the operator, then noted by helm-controller: the
 	// snapshot below is taken once no crm release was written for 5 seconds.
-	settled, stable := crmResourceVersions(t, waveOf), 0
-	poll(t, "the tenants' releases settled", 2*time.Minute, func() error {
-		now := crmResourceVersions(t, waveOf)
-		if fmt.Sprint(now) != fmt.Sprint(settled) {
-			settled, stable = now, 0
-		}
-		if stable++; stable < 5 {
-			return fmt.Errorf("written within the last %ds", stable)
-		}
-		return nil
-	})
+	settledReleases(t, waveOf)
 	history := watchReleases(t, waveOf)
 
 	// 1. The broken release halts in wave 1.
@@ -173,6 +163,25 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 		}
 	}
 	history.check(t, waveOf)
+}
+
+// settledReleases returns the tenants' crm releases (crmResourceVersions) once none was
+// written for 5 seconds: helm-controller may still note a release's status after it is
+// Ready, which a snapshot taken at once would count as a change.
+func settledReleases(t *testing.T, waveOf map[string]int) map[string]string {
+	t.Helper()
+	settled, stable := crmResourceVersions(t, waveOf), 0
+	poll(t, "the tenants' releases settled", 2*time.Minute, func() error {
+		now := crmResourceVersions(t, waveOf)
+		if fmt.Sprint(now) != fmt.Sprint(settled) {
+			settled, stable = now, 0
+		}
+		if stable++; stable < 5 {
+			return fmt.Errorf("written within the last %ds", stable)
+		}
+		return nil
+	})
+	return settled
 }
 
 // pushCrmVersions publishes two more crm versions to the suite's registry, as a

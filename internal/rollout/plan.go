@@ -58,10 +58,27 @@ func (t Tenant) key() string { return t.Name }
 // readyOnRelease: the tenant renders the release and is Ready on it.
 func (t Tenant) readyOnRelease() bool { return t.OnRelease && t.Ready }
 
-// admissible: the release may reach the tenant. A tenant not Ready before the release
-// (invalid, refused, failing on its own values) would fail any release, and with it
-// halt the rollout for every tenant of the namespace: it waits until it is Ready.
-func (t Tenant) admissible() bool { return t.Frozen == "" && (t.Ready || t.OnOlderRelease) }
+// notAdmissible says why the release may not reach the tenant now ("" when it may).
+// A tenant not Ready before the release (invalid, refused, failing on its own values),
+// or already over the queue-depth gate, would fail any release and with it halt the
+// rollout for every tenant of the namespace: it waits until it is Ready and drained.
+func (p *planner) notAdmissible(t Tenant) string {
+	switch {
+	case t.Frozen != "":
+		return "frozen: " + safetext.Escape(t.Frozen)
+	case !t.Ready && !t.OnOlderRelease:
+		return "not Ready before the release: " + safetext.Limit(safetext.Escape(t.Message), 200)
+	case p.overQueueDepth(t):
+		return fmt.Sprintf("queue depth %d above %d before the release", t.QueueDepth, *p.r.Spec.Gates.MaxQueueDepth)
+	}
+	return ""
+}
+
+// overQueueDepth: the gate has a limit and the tenant's measured backlog is over it.
+func (p *planner) overQueueDepth(t Tenant) bool {
+	limit := p.r.Spec.Gates.MaxQueueDepth
+	return limit != nil && t.QueueDepthKnown && t.QueueDepth > uint64(max(*limit, 0))
+}
 
 // unjudged says why the gates do not judge an admitted tenant ("" when they do): its
 // owner froze it or changed its spec since the admission, so what it does now is not
@@ -118,11 +135,14 @@ func Plan(r *evav1.EvaRollout, tenants []Tenant, supersededBy string, now time.T
 }
 
 type planner struct {
-	r        *evav1.EvaRollout
-	now      metav1.Time
-	st       evav1.EvaRolloutStatus
-	byWave   map[int32][]Tenant
-	byKey    map[string]Tenant
+	r      *evav1.EvaRollout
+	now    metav1.Time
+	st     evav1.EvaRolloutStatus
+	byWave map[int32][]Tenant
+	byKey  map[string]Tenant
+	// ever holds the tenants any wave of the rollout admitted: a tenant whose
+	// spec.wave changed after its admission is not admitted again.
+	ever     map[string]bool
 	admitted []Tenant
 	events   []Event
 	requeue  time.Duration
@@ -140,8 +160,12 @@ func (p *planner) group(tenants []Tenant) {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Code < ts[j].Code })
 	}
 	previous := map[int32]evav1.WaveStatus{}
+	p.ever = map[string]bool{}
 	for _, ws := range p.st.Waves {
 		previous[ws.Wave] = ws
+		for _, e := range ws.Updated {
+			p.ever[e.Name] = true
+		}
 	}
 	p.st.Waves = make([]evav1.WaveStatus, len(p.r.Spec.Waves))
 	for i, w := range p.r.Spec.Waves {
@@ -208,8 +232,11 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 		if e.Reason = unjudged(*e, t); e.Reason != "" {
 			continue
 		}
-		if limit := p.r.Spec.Gates.MaxQueueDepth; limit != nil && t.QueueDepthKnown && t.QueueDepth > uint64(max(*limit, 0)) {
-			failing = append(failing, fmt.Sprintf("%s queue depth %d above %d", t.Code, t.QueueDepth, *limit))
+		if p.r.Spec.Gates.MaxQueueDepth != nil {
+			p.wake(Progress) // a backlog changes no object: look again while the wave lasts
+		}
+		if p.overQueueDepth(t) {
+			failing = append(failing, fmt.Sprintf("%s queue depth %d above %d", t.Code, t.QueueDepth, *p.r.Spec.Gates.MaxQueueDepth))
 		}
 		switch {
 		case t.OnRelease && t.Failed && e.AdmittedAt != nil && !t.FailedAt.Before(e.AdmittedAt.Time):
@@ -253,18 +280,17 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 // admit gives the release to the next tenants of the wave, in code order, while fewer
 // than limit are updating.
 func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
-	admitted := map[string]bool{}
 	updating := 0
 	for _, e := range ws.Updated {
-		admitted[e.Name] = true
 		if p.waitedFor(e) {
 			updating++
 		}
 	}
 	for _, t := range p.byWave[ws.Wave] {
-		if admitted[t.key()] || !t.admissible() || updating >= limit {
+		if p.ever[t.key()] || p.notAdmissible(t) != "" || updating >= limit {
 			continue
 		}
+		p.ever[t.key()] = true
 		ws.Updated = append(ws.Updated, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
 			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation})
 		p.admitted = append(p.admitted, t)
@@ -277,19 +303,31 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 // waveDone reports whether the wave is updated and baked; when it is not, it sets the
 // phase and message saying what the wave waits for.
 func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
-	admitted := map[string]bool{}
 	var waiting []string
 	for _, e := range ws.Updated {
-		admitted[e.Name] = true
 		if p.waitedFor(e) {
-			waiting = append(waiting, e.Code)
+			code := e.Code
+			if p.byKey[e.Name].Pending {
+				code += " (the admitting change not applied yet)"
+			}
+			waiting = append(waiting, code)
 		}
 	}
 	pending := 0
 	for _, t := range p.byWave[w.Wave] {
-		if !admitted[t.key()] && t.admissible() {
+		if !p.ever[t.key()] && p.notAdmissible(t) == "" {
 			pending++
 		}
+	}
+	if len(ws.Updated) == 0 && p.eligible(w.Wave) > 0 {
+		// Every tenant of the wave passed over (none Ready): the wave has not proven the
+		// release on anyone, so it does not complete, or the release would sail through
+		// every wave of an unhealthy fleet and reach each tenant ungated as it recovers.
+		ws.BakeStartedAt = nil
+		p.st.Phase = evav1.RolloutProgressing
+		p.st.Message = fmt.Sprintf("wave %d: no tenant Ready to take the release (%d passed over)", w.Wave, len(ws.Skipped))
+		p.wake(Progress)
+		return false
 	}
 	if pending > 0 || len(waiting) > 0 {
 		ws.BakeStartedAt = nil // a tenant that stops being Ready restarts the bake
@@ -319,20 +357,14 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 // refreshSkipped lists the wave's tenants the release has not reached and may not
 // reach now: frozen, or not Ready before it.
 func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
-	admitted := map[string]bool{}
-	for _, e := range ws.Updated {
-		admitted[e.Name] = true
-	}
 	ws.Skipped = nil
 	for _, t := range p.byWave[ws.Wave] {
-		if admitted[t.key()] || t.admissible() {
+		if p.ever[t.key()] {
 			continue
 		}
-		reason := "frozen: " + safetext.Escape(t.Frozen)
-		if t.Frozen == "" {
-			reason = "not Ready before the release: " + safetext.Limit(safetext.Escape(t.Message), 200)
+		if reason := p.notAdmissible(t); reason != "" {
+			ws.Skipped = append(ws.Skipped, evav1.RolloutTenant{Code: t.Code, Name: t.Name, Reason: reason})
 		}
-		ws.Skipped = append(ws.Skipped, evav1.RolloutTenant{Code: t.Code, Name: t.Name, Reason: reason})
 	}
 }
 

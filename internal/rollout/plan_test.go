@@ -489,7 +489,9 @@ func TestQueueDepthGate(t *testing.T) {
 	limit := int64(100)
 	r.Spec.Gates.MaxQueueDepth = &limit
 	f := newFleet(1)
-	f.tenants[0].QueueDepth, f.tenants[0].QueueDepthKnown = 250, true
+	f.tenants[0].QueueDepth, f.tenants[0].QueueDepthKnown = 40, true
+	run(t, r, f, 1, 10*time.Second) // admitted under the limit
+	f.tenants[0].QueueDepth = 250   // the backlog grows on the release
 	run(t, r, f, 3, 10*time.Second)
 	if r.Status.Phase != evav1.RolloutHalted || !strings.Contains(r.Status.Message, "XW1T00 queue depth 250 above 100") {
 		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
@@ -509,5 +511,59 @@ func TestQueueDepthGate(t *testing.T) {
 	run(t, unmeasured, g, 4, 10*time.Second)
 	if unmeasured.Status.Phase != evav1.RolloutComplete {
 		t.Fatalf("unmeasured: %s: %s", unmeasured.Status.Phase, unmeasured.Status.Message)
+	}
+}
+
+// A tenant moved to another wave after its admission is not admitted again there.
+func TestTenantMovedToALaterWaveIsAdmittedOnce(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0))
+	f := newFleet(1)
+	run(t, r, f, 3, 10*time.Second) // XW1T00 admitted and Ready; wave 2 starts
+	f.tenants[0].Wave = 2
+	run(t, r, f, 6, 10*time.Second)
+	n := 0
+	for _, ws := range r.Status.Waves {
+		for _, e := range ws.Updated {
+			if e.Name == "xw1t00" {
+				n++
+			}
+		}
+	}
+	if n != 1 || r.Status.Updated > r.Status.Total {
+		t.Fatalf("admitted %d times; %d updated of %d", n, r.Status.Updated, r.Status.Total)
+	}
+}
+
+// A tenant already over the queue-depth limit is passed over, not admitted to halt.
+func TestTenantOverQueueDepthBeforeTheReleaseIsPassedOver(t *testing.T) {
+	r := release(wave(1, 2, 0))
+	limit := int64(10)
+	r.Spec.Gates.MaxQueueDepth = &limit
+	f := newFleet(2)
+	f.tenants[0].QueueDepth, f.tenants[0].QueueDepthKnown = 50, true
+	run(t, r, f, 4, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete || Admitted(r, "xw1t00") {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	if s := r.Status.Waves[0].Skipped; len(s) != 1 || s[0].Reason != "queue depth 50 above 10 before the release" {
+		t.Fatalf("skipped %+v", s)
+	}
+}
+
+// A wave none of whose tenants is Ready does not complete: the release would otherwise
+// go through every wave of an unhealthy fleet and reach each tenant ungated later.
+func TestWaveWithNoReadyTenantWaits(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0))
+	f := newFleet(2)
+	f.tenants[0].Ready, f.tenants[1].Ready = false, false
+	run(t, r, f, 4, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutProgressing || r.Status.CurrentWave != 1 ||
+		!strings.Contains(r.Status.Message, "wave 1: no tenant Ready to take the release (2 passed over)") {
+		t.Fatalf("%s wave %d: %s", r.Status.Phase, r.Status.CurrentWave, r.Status.Message)
+	}
+	f.tenants[1].Ready = true
+	run(t, r, f, 8, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutComplete || !Admitted(r, "xw1t01") || Admitted(r, "xw1t00") {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
 	}
 }

@@ -38,8 +38,9 @@ type File struct {
 	Path string
 	// Rollout is the release, with the progress recorded so far.
 	Rollout *evav1.EvaRollout
-	// doc is the parsed document, comments kept, that Save edits.
+	// doc is the parsed document and raw its text, which Save edits.
 	doc *yaml.Node
+	raw []byte
 }
 
 var (
@@ -64,7 +65,7 @@ func Load(dir string, catalog *tenant.Catalog) ([]*File, []tenantfile.Problem, e
 	byName := map[string]string{}
 	for _, e := range entries {
 		name := e.Name()
-		if e.IsDir() || !(strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml")) {
+		if e.IsDir() || (!strings.HasSuffix(name, ".yaml") && !strings.HasSuffix(name, ".yml")) {
 			continue
 		}
 		path := filepath.Join(dir, name)
@@ -125,7 +126,7 @@ func parseFile(path string, catalog *tenant.Catalog) (*File, []tenantfile.Proble
 	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
 		return nil, fail(1, "not a YAML mapping: a release file holds one EvaRollout")
 	}
-	f := &File{Path: path, doc: &doc, Rollout: &evav1.EvaRollout{}}
+	f := &File{Path: path, doc: &doc, raw: data, Rollout: &evav1.EvaRollout{}}
 	if err := sigsyaml.UnmarshalStrict(data, f.Rollout); err != nil {
 		return nil, []tenantfile.Problem{f.Problem("", "does not read as an EvaRollout: "+err.Error())}
 	}
