@@ -57,12 +57,12 @@ func TestRolloutAcrossBlueAndGreen(t *testing.T) {
 		t.Fatal(err)
 	}
 	key := types.NamespacedName{Namespace: ns, Name: ro.Name}
-	eventually(t, waitFor, "both tenants on the release", func() error {
+	eventually(t, waitFor, "both tenants on the release, the rollout complete", func() error {
 		if err := k8s.Get(ctx, key, ro); err != nil {
 			return err
 		}
-		if ro.Status.Updated != 2 || ro.Status.Total != 2 {
-			return fmt.Errorf("updated %d of %d: %s", ro.Status.Updated, ro.Status.Total, ro.Status.Message)
+		if ro.Status.Updated != 2 || ro.Status.Total != 2 || ro.Status.Phase != evav1.RolloutComplete {
+			return fmt.Errorf("%s, updated %d of %d: %s", ro.Status.Phase, ro.Status.Updated, ro.Status.Total, ro.Status.Message)
 		}
 		for code := range tenants {
 			got := getTenant(t, newTenant(ns, code, evav1.TierStarter))
