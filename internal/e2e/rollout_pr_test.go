@@ -82,7 +82,8 @@ spec:
 		}
 		return string(out), err
 	}
-	// step promotes until the output says want.
+	// step promotes until the output says want. Its timeouts are deadlines, not budgets:
+	// under the full suite, Flux took more than 5 minutes to apply one published commit.
 	step := func(name, want string, timeout time.Duration) string {
 		t.Helper()
 		var out string
@@ -113,8 +114,8 @@ spec:
 	wave2Of := map[string]int{"PRWAVB": 2, "PRWAVC": 2}
 	settledReleases(t, wave2Of)
 	wave2 := specWrites(t, wave2Of)
-	step("crm-broken", "wave 1 admits PRWAVA", time.Minute)
-	out := step("crm-broken", "halted in wave 1: PRWAVA ", 5*time.Minute)
+	step("crm-broken", "wave 1 admits PRWAVA", 3*time.Minute)
+	out := step("crm-broken", "halted in wave 1: PRWAVA ", 10*time.Minute)
 	if !strings.Contains(out, "committed ") {
 		t.Errorf("the halt was not committed:\n%s", out)
 	}
@@ -129,10 +130,10 @@ spec:
 	writeFile(t, filepath.Join(rollouts, "crm-fixed.yaml"), releaseFile("crm-fixed", crmFixed, ""))
 	sourceGit(t, repo, "add", "rollouts/crm-fixed.yaml")
 	sourceGit(t, repo, "commit", "-q", "-m", "the crm "+crmFixed+" release")
-	step("crm-fixed", "wave 1 admits PRWAVA", time.Minute)
-	step("crm-fixed", "wave 2 admits PRWAVB", 6*time.Minute)
-	step("crm-fixed", "wave 2 admits PRWAVC", 6*time.Minute)
-	step("crm-fixed", "crm-fixed  Complete", 6*time.Minute)
+	step("crm-fixed", "wave 1 admits PRWAVA", 3*time.Minute)
+	step("crm-fixed", "wave 2 admits PRWAVB", 10*time.Minute)
+	step("crm-fixed", "wave 2 admits PRWAVC", 10*time.Minute)
+	step("crm-fixed", "crm-fixed  Complete", 10*time.Minute)
 	for code, v := range crmVersions(t, waveOf) {
 		if v != crmFixed {
 			t.Errorf("%s runs crm %s after the release, want %s", code, v, crmFixed)
