@@ -3,7 +3,8 @@ package cli
 import (
 	"context"
 	"fmt"
-	"sort"
+	"maps"
+	"slices"
 	"strings"
 	"time"
 
@@ -25,7 +26,7 @@ type releaseHealth interface {
 	// observe fills in the tenant's OnRelease, Pending, Ready, NotReadySince and Failed
 	// fields for a tenant the release admitted; want maps each module the release
 	// changes for the tenant to the version it renders.
-	observe(ctx context.Context, t *rollout.Tenant, want map[string]string) error
+	observe(ctx context.Context, t *rollout.Tenant, want map[string]evav1.ModuleVersion) error
 	// before fills in the Ready and Message fields of a tenant the release has not
 	// reached, from its releases of the tier's modules as they are.
 	before(ctx context.Context, t *rollout.Tenant, modules []string) error
@@ -38,7 +39,7 @@ type releaseHealth interface {
 // repository's automation runs). The commit says so.
 type assumedHealth struct{}
 
-func (assumedHealth) observe(_ context.Context, t *rollout.Tenant, _ map[string]string) error {
+func (assumedHealth) observe(_ context.Context, t *rollout.Tenant, _ map[string]evav1.ModuleVersion) error {
 	t.OnRelease, t.Ready = true, true
 	return nil
 }
@@ -63,12 +64,12 @@ type clusterHealth struct {
 
 func (h clusterHealth) describe() string { return "read from the cluster at " + h.server }
 
-func (h clusterHealth) observe(ctx context.Context, t *rollout.Tenant, want map[string]string) error {
+func (h clusterHealth) observe(ctx context.Context, t *rollout.Tenant, want map[string]evav1.ModuleVersion) error {
 	ns := tenant.Namespace(t.Code)
 	t.Ready, t.OnRelease = true, true
 	var failures []string
-	for _, module := range sortedModules(want) {
-		version := want[module]
+	for _, module := range slices.Sorted(maps.Keys(want)) {
+		version := string(want[module])
 		var hr helmv2.HelmRelease
 		err := h.c.Get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
 		if apierrors.IsNotFound(err) {
@@ -159,28 +160,4 @@ func releaseFailed(hr *helmv2.HelmRelease, ready *metav1.Condition) (string, tim
 	// The reason only: what is said here is committed to the repository's history for
 	// good, and helm-controller's messages can quote rendered values.
 	return c.Reason, c.LastTransitionTime.Time, true
-}
-
-// releaseWants maps each module of the tenant's tier that the release names and the
-// tenant does not pin to the version the tenant renders on it.
-func releaseWants(t *evav1.EvaTenant, r *evav1.EvaRollout, tierModules []string) map[string]string {
-	want := map[string]string{}
-	for _, m := range tierModules {
-		if _, pinned := t.Spec.Versions[m]; pinned {
-			continue
-		}
-		if v, ok := r.Spec.Versions[m]; ok {
-			want[m] = string(v)
-		}
-	}
-	return want
-}
-
-func sortedModules(m map[string]string) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
 }

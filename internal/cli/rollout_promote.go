@@ -118,12 +118,12 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 		if f == target || f.Rollout.CreationTimestamp.IsZero() || f.Rollout.Status.Phase == evav1.RolloutSuperseded {
 			continue
 		}
-		d := rollout.Plan(f.Rollout, planTenants(tenants, nil), name, stamp.Time)
+		d := rollout.Plan(f.Rollout, planTenants(tenants), name, stamp.Time)
 		f.Rollout.Status = d.Status
 		st.changed = appendOnce(st.changed, f)
 		st.superseded = append(st.superseded, f.Rollout.Name)
 	}
-	observed := planTenants(tenants, target.Rollout)
+	observed := planTenants(tenants)
 	rollouts := rolloutfile.Rollouts(siblings)
 	for i, t := range tenants {
 		if !rollout.Admitted(target.Rollout, t.Name) {
@@ -133,7 +133,7 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 			}
 			continue
 		}
-		want := releaseWants(t, target.Rollout, catalog.ModulesOf(t.Spec.Tier))
+		want := rollout.Changes(t, target.Rollout, catalog.ModulesOf(t.Spec.Tier))
 		if len(want) == 0 {
 			observed[i].OnRelease, observed[i].Ready = true, true // the release changes nothing of it
 			continue
@@ -150,16 +150,12 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 	return st, nil
 }
 
-// planTenants is what the planner knows of the tenants before their health is read:
-// a tenant the release admitted is Pending (waited for, not timed) until read.
-func planTenants(tenants []*evav1.EvaTenant, r *evav1.EvaRollout) []rollout.Tenant {
+// planTenants is what the planner knows of the tenants before their health is read.
+func planTenants(tenants []*evav1.EvaTenant) []rollout.Tenant {
 	out := make([]rollout.Tenant, len(tenants))
 	for i, t := range tenants {
 		out[i] = rollout.Tenant{Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
 			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen, Generation: specGeneration(t)}
-		if r != nil && rollout.Admitted(r, t.Name) {
-			out[i].Pending = true
-		}
 	}
 	return out
 }
@@ -229,7 +225,10 @@ func (o *releaseFileOptions) health() (releaseHealth, error) {
 // reached stay Pending.
 type unknownHealth struct{}
 
-func (unknownHealth) observe(context.Context, *rollout.Tenant, map[string]string) error { return nil }
+func (unknownHealth) observe(_ context.Context, t *rollout.Tenant, _ map[string]evav1.ModuleVersion) error {
+	t.Pending = true // waited for, not timed: nothing says whether it reached the tenant
+	return nil
+}
 
 func (unknownHealth) before(_ context.Context, t *rollout.Tenant, _ []string) error {
 	t.Ready, t.Message = false, "health not read (neither --kubeconfig nor --assume-ready)"

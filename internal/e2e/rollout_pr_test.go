@@ -115,7 +115,7 @@ spec:
 	settledReleases(t, wave2Of)
 	wave2 := specWrites(t, wave2Of)
 	step("crm-broken", "wave 1 admits PRWAVA", 3*time.Minute)
-	out := step("crm-broken", "halted in wave 1: PRWAVA ", 10*time.Minute)
+	out := step("crm-broken", "halted in wave 1: PRWAVA not Ready on the release within 40s", 10*time.Minute)
 	if !strings.Contains(out, "committed ") {
 		t.Errorf("the halt was not committed:\n%s", out)
 	}

@@ -85,19 +85,27 @@ func WithReleases(t *evav1.EvaTenant, releases []*evav1.EvaRollout, tierModules 
 		return t
 	}
 	out := t.DeepCopy()
-	for _, module := range tierModules {
-		if _, pinned := t.Spec.Versions[module]; pinned {
-			continue
-		}
-		for _, r := range releases {
-			v, ok := r.Spec.Versions[module]
-			if !ok {
-				continue
-			}
+	for _, r := range releases {
+		for module, v := range Changes(t, r, tierModules) {
 			if out.Spec.Versions == nil {
 				out.Spec.Versions = map[string]evav1.ModuleVersion{}
 			}
 			out.Spec.Versions[module] = v // a newer release overrides an older one
+		}
+	}
+	return out
+}
+
+// Changes maps what a release changes of a tenant: each module of its tier that the
+// release names and the tenant does not pin itself, to the release's version.
+func Changes(t *evav1.EvaTenant, r *evav1.EvaRollout, tierModules []string) map[string]evav1.ModuleVersion {
+	out := map[string]evav1.ModuleVersion{}
+	for _, module := range tierModules {
+		if _, pinned := t.Spec.Versions[module]; pinned {
+			continue
+		}
+		if v, ok := r.Spec.Versions[module]; ok {
+			out[module] = v
 		}
 	}
 	return out

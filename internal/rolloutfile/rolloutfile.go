@@ -10,9 +10,11 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 
@@ -156,13 +158,13 @@ func (f *File) validate(catalog *tenant.Catalog) []tenantfile.Problem {
 	if len(r.Spec.Versions) == 0 || len(r.Spec.Versions) > 16 {
 		add("spec.versions", "%d module(s): a release names 1 to 16", len(r.Spec.Versions))
 	}
-	for _, m := range sortedKeys(r.Spec.Versions) {
+	for _, m := range slices.Sorted(maps.Keys(r.Spec.Versions)) {
 		v := string(r.Spec.Versions[m])
 		switch {
 		case !moduleRE.MatchString(m):
 			add("spec.versions."+m, "%q is not a module name", m)
 		case catalog.Modules[m].Chart == "":
-			add("spec.versions."+m, "no module %q in the catalog (modules: %s)", m, strings.Join(sortedKeys(catalog.Modules), ", "))
+			add("spec.versions."+m, "no module %q in the catalog (modules: %s)", m, strings.Join(slices.Sorted(maps.Keys(catalog.Modules)), ", "))
 		case !semverRE.MatchString(v) || len(v) > 64:
 			add("spec.versions."+m, "%q is not an exact semantic version", v)
 		}
@@ -249,13 +251,4 @@ func child(n *yaml.Node, part string) *yaml.Node {
 		}
 	}
 	return nil
-}
-
-func sortedKeys[K ~string, V any](m map[K]V) []K {
-	keys := make([]K, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Slice(keys, func(i, j int) bool { return keys[i] < keys[j] })
-	return keys
 }
