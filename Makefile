@@ -109,11 +109,8 @@ e2e-binaries: $(CONTROLLER_GEN) ## Build kube-controller-manager, kube-scheduler
 	@CONTROLLER_GEN=$(CONTROLLER_GEN) hack/e2e-binaries.sh $(BIN) >/dev/null
 
 .PHONY: e2e
-e2e: envtest e2e-binaries ## Run the end-to-end suite (real control plane, kwok nodes, real Flux controllers) under hack/egress: no packet may leave.
-	go build -o $(BIN)/egress ./hack/egress
-	@mkdir -p out
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" $(BIN)/egress -report out/egress.json -- \
-	  go test $(GO_TEST_FLAGS) ./internal/testcluster/... ./internal/e2e/...
+e2e: envtest e2e-binaries ## Run the end-to-end suite (real control plane, kwok nodes, real Flux controllers) and evactl render under hack/egress: no packet may leave.
+	hack/run-e2e.sh "$(GO_TEST_FLAGS)"
 
 .PHONY: test
 test: envtest e2e-binaries vet verify ## Run every test: envtest, and the end-to-end suite with real Flux inside a network namespace with no way out.

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -14,10 +15,23 @@ const (
 	tableEnd   = "<!-- /operator-flags -->"
 )
 
-// flagTable is the README table of every flag `eva-operator --help` prints.
-func flagTable() string {
+// operatorFlags is every flag `eva-operator --help` prints: the operator's own and those
+// its libraries define on the command line when their packages load (controller-runtime's
+// --kubeconfig), the test binary's own (-test.*) left out.
+func operatorFlags() *flag.FlagSet {
 	fs := flag.NewFlagSet("eva-operator", flag.ContinueOnError)
 	bindFlags(fs, &config{})
+	flag.CommandLine.VisitAll(func(f *flag.Flag) {
+		if !strings.HasPrefix(f.Name, "test.") && fs.Lookup(f.Name) == nil {
+			fs.Var(f.Value, f.Name, f.Usage)
+		}
+	})
+	return fs
+}
+
+// flagTable is the README table of every flag `eva-operator --help` prints.
+func flagTable() string {
+	fs := operatorFlags()
 	var b strings.Builder
 	b.WriteString("| Flag | Default | What it does |\n|---|---|---|\n")
 	fs.VisitAll(func(f *flag.Flag) {
@@ -56,4 +70,36 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 		return
 	}
 	t.Errorf("README.md's operator flag table differs from the flags; run EVA_UPDATE_README=1 go test ./cmd/eva-operator. Want:\n%s", want)
+}
+
+// notChartValues are the flags the operator's Helm chart sets no value for, and why.
+var notChartValues = map[string]string{
+	"version":    "prints the version and exits",
+	"kubeconfig": "the pod uses its service account (in-cluster configuration)",
+	"overlays":   "the chart mounts its environment and passes --environment-dir",
+}
+
+// TestChartHasAValueForEveryFlag: every flag of the operator can be set through the
+// chart's values (its Deployment template passes it), except those listed with a reason.
+func TestChartHasAValueForEveryFlag(t *testing.T) {
+	data, err := os.ReadFile("../../deploy/charts/eva-operator/templates/deployment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var args []string
+	for _, line := range strings.Split(string(data), "\n") {
+		if arg, ok := strings.CutPrefix(strings.TrimSpace(line), "- --"); ok {
+			name, _, _ := strings.Cut(arg, "=")
+			args = append(args, name)
+		}
+	}
+	operatorFlags().VisitAll(func(f *flag.Flag) {
+		_, excepted := notChartValues[f.Name]
+		switch passed := slices.Contains(args, f.Name); {
+		case !passed && !excepted:
+			t.Errorf("--%s: the chart's Deployment does not pass it, so no value sets it", f.Name)
+		case passed && excepted:
+			t.Errorf("--%s is listed as not a chart value (%s), but the chart passes it", f.Name, notChartValues[f.Name])
+		}
+	})
 }

@@ -3,24 +3,28 @@ package controller
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/claim"
 )
 
-// countingClient counts the operator's API writes.
+// countingClient counts the operator's API writes, and its dry runs apart when dryRuns
+// is set.
 type countingClient struct {
 	client.Client
-	writes *atomic.Int64
+	writes, dryRuns *atomic.Int64
 }
 
 func (c countingClient) Create(ctx context.Context, o client.Object, opts ...client.CreateOption) error {
@@ -32,7 +36,13 @@ func (c countingClient) Update(ctx context.Context, o client.Object, opts ...cli
 	return c.Client.Update(ctx, o, opts...)
 }
 func (c countingClient) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.PatchOption) error {
-	c.writes.Add(1)
+	if isDryRun(opts) {
+		if c.dryRuns != nil {
+			c.dryRuns.Add(1)
+		}
+	} else {
+		c.writes.Add(1)
+	}
 	return c.Client.Patch(ctx, o, p, opts...)
 }
 func (c countingClient) Delete(ctx context.Context, o client.Object, opts ...client.DeleteOption) error {
@@ -60,7 +70,9 @@ func (c countingStatus) Update(ctx context.Context, o client.Object, opts ...cli
 // BenchmarkOperatorFleet applies 1,000 tenants of mixed tiers at once and measures the
 // time until all are Active (with the stand-in playing the other controllers), the
 // operator's API writes per tenant and the process's peak heap (the stand-in and its
-// embedded JetStream included).
+// embedded JetStream included). Then a new operator takes over the Active fleet: its
+// writes while it looks at every tenant, and its writes and requests per tenant-hour of
+// drift checks when nothing drifts (idleFleet).
 func BenchmarkOperatorFleet(b *testing.B) {
 	const fleet = 1000
 	startStandIn(b)
@@ -74,14 +86,15 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		counting := countingClient{mgr.GetClient(), &writes}
+		counting := countingClient{Client: mgr.GetClient(), writes: &writes}
 		r := &EvaTenantReconciler{Client: counting, Recorder: mgr.GetEventRecorder("eva-bench"),
 			Renderer: testRenderer(b), APIReader: mgr.GetAPIReader(),
 			Claims: &claim.Store{Client: counting, Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
 		if err := r.SetupWithManager(ctx, mgr, 8); err != nil {
 			b.Fatal(err)
 		}
-		go func() { _ = mgr.Start(ctx) }()
+		stopped := make(chan struct{})
+		go func() { _ = mgr.Start(ctx); close(stopped) }()
 
 		var peak atomic.Uint64
 		stopSampling := make(chan struct{})
@@ -144,5 +157,106 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		b.ReportMetric(float64(writes.Load())/fleet, "writes/tenant")
 		b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
 		cancel()
+		<-stopped
+		idle := idleFleet(b, fleet)
+		b.ReportMetric(float64(idle.restartWrites), "writes-at-restart")
+		b.ReportMetric(float64(idle.restartDryRuns), "dry-runs-at-restart")
+		b.ReportMetric(idle.writesPerTenantHour, "idle-writes/tenant-hour")
+		b.ReportMetric(idle.dryRunsPerTenantHour, "idle-dry-runs/tenant-hour")
+		b.ReportMetric(idle.requestsPerTenantHour, "idle-requests/tenant-hour")
 	}
+}
+
+// idleResults are what an operator restarted over an Active fleet costs: its writes
+// while it looks at every tenant once, then its writes and API requests per tenant and
+// hour of drift checks (12 per hour) when nothing drifts.
+type idleResults struct {
+	restartWrites, restartDryRuns                                    int64
+	writesPerTenantHour, dryRunsPerTenantHour, requestsPerTenantHour float64
+}
+
+// idleFleet starts a new operator over the fleet, waits until it has looked at every
+// tenant, then lets it run drift checks 2 s apart (instead of 5 minutes) for 30 s and
+// counts its writes and its requests to the API server.
+func idleFleet(b *testing.B, fleet int) idleResults {
+	b.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var writes, dryRuns, requests atomic.Int64
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &requests} })
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Cache: CacheOptions(claimsNamespace), Controller: controllerConfig(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	counting := countingClient{Client: mgr.GetClient(), writes: &writes, dryRuns: &dryRuns}
+	r := &EvaTenantReconciler{Client: counting, Recorder: mgr.GetEventRecorder("eva-bench"),
+		Renderer: testRenderer(b), APIReader: mgr.GetAPIReader(), resync: 2 * time.Second,
+		Claims: &claim.Store{Client: counting, Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
+	if err := r.SetupWithManager(ctx, mgr, 8); err != nil {
+		b.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(stopped) }()
+	defer func() { cancel(); <-stopped }()
+	deadline := time.Now().Add(5 * time.Minute)
+	for looked := 0; looked < fleet; {
+		if time.Now().After(deadline) {
+			b.Fatalf("the restarted operator looked at %d of %d tenants in 5 minutes", looked, fleet)
+		}
+		time.Sleep(250 * time.Millisecond)
+		looked = 0
+		r.lastApply.Range(func(any, any) bool { looked++; return true })
+	}
+	out := idleResults{restartWrites: writes.Load(), restartDryRuns: dryRuns.Load()}
+	reconcilesBefore := reconcileTotal(b)
+	writes.Store(0)
+	dryRuns.Store(0)
+	requests.Store(0)
+	time.Sleep(30 * time.Second)
+	checks := reconcileTotal(b) - reconcilesBefore
+	if checks < float64(fleet) {
+		b.Fatalf("only %.0f drift checks in 30 s for %d tenants", checks, fleet)
+	}
+	tenantHours := checks / float64(time.Hour/ResyncActive)
+	out.writesPerTenantHour = float64(writes.Load()) / tenantHours
+	out.dryRunsPerTenantHour = float64(dryRuns.Load()) / tenantHours
+	out.requestsPerTenantHour = float64(requests.Load()) / tenantHours
+	return out
+}
+
+// countingTransport counts the requests sent to the API server.
+type countingTransport struct {
+	http.RoundTripper
+	n *atomic.Int64
+}
+
+func (c countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	c.n.Add(1)
+	return c.RoundTripper.RoundTrip(req)
+}
+
+// reconcileTotal is controller-runtime's count of the tenant controller's reconciles.
+func reconcileTotal(b *testing.B) float64 {
+	families, err := crmetrics.Registry.Gather()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, f := range families {
+		if f.GetName() != "controller_runtime_reconcile_total" {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "controller" && l.GetValue() == "evatenant" {
+					total += m.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	return total
 }

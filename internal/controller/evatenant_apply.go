@@ -32,8 +32,9 @@ func refString(r evav1.ObjectRef) string {
 	return r.Kind + " " + r.Namespace + "/" + r.Name
 }
 
-// applyBundle server-side applies the bundle when it changed since the last apply (or
-// the periodic drift check is due), then prunes what the previous inventory held and
+// applyBundle server-side applies the bundle when it changed since the last apply, or,
+// when the periodic drift check is due (or the operator restarted), the objects that
+// drifted from it (see driftedObjects); then it prunes what the previous inventory held and
 // the bundle no longer does. The foundation (namespace, confinement, streams, rules) and
 // the decrypted Secrets go first; the workloads (releases, seed Job, Ingress) only once
 // the tenant's quota is enforced (see internal/quota), or their pods could be admitted
@@ -57,12 +58,29 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	workloads := s.bundle.UnstructuredLayer(render.Workloads)
 	inventory := refsOf(append(slices.Clone(foundation), workloads...))
 	last, _ := r.lastApply.Load(t.UID)
-	due := last == nil || r.now().Sub(last.(time.Time)) >= ResyncActive
+	due := last == nil || r.now().Sub(last.(time.Time)) >= r.resyncActive()
 	if t.Status.AppliedDigest == s.digest && slices.Equal(t.Status.Inventory, inventory) && !due {
 		s.observed.Applied.Revision = s.digest
 		return nil
 	}
 	changed := t.Status.AppliedDigest != s.digest
+	quotaFrom := foundation
+	if !changed && slices.Equal(t.Status.Inventory, inventory) {
+		// The drift check (periodic, or the first look after a restart): only what
+		// drifted from the bundle is applied.
+		var drifted, more []string
+		foundation, drifted = r.driftedObjects(ctx, s, foundation)
+		workloads, more = r.driftedObjects(ctx, s, workloads)
+		if drifted = append(drifted, more...); len(drifted) > 0 {
+			s.log.Info("Correcting drift", "objects", drifted)
+			s.event(corev1.EventTypeWarning, "DriftCorrected", "Re-applying %d object(s) changed outside Eva: %s", len(drifted), firstOf(drifted, 5))
+		}
+		if len(foundation) == 0 && len(workloads) == 0 {
+			s.observed.Applied.Revision = s.digest
+			r.lastApply.Store(t.UID, r.now())
+			return nil
+		}
+	}
 	if err := r.checkNamespaceOwner(ctx, t); err != nil {
 		return err
 	}
@@ -70,7 +88,7 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 		return err
 	}
 	if len(workloads) > 0 {
-		enforced, why, err := r.quotaEnforced(ctx, foundation)
+		enforced, why, err := r.quotaEnforced(ctx, quotaFrom)
 		if err != nil {
 			s.observed.Applied.Error = "could not read the tenant's ResourceQuota: see operator logs"
 			t.Status.Inventory = union(t.Status.Inventory, refsOf(foundation))
@@ -118,14 +136,20 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 			}
 		}
 		stampOwner(u, t)
+		ref, hash := refOf(u), ""
+		if !isSecret(u) {
+			hash = appliedHash(u)
+		}
 		// Forced: drift (a kubectl edit) is corrected. Safe only because the code's claim
 		// and the namespace check make this tenant the one owner of these objects.
 		err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
 		if err != nil {
-			failed = append(failed, refString(refOf(u)))
-			errs = append(errs, fmt.Errorf("applying %s: %w", refString(refOf(u)), err))
-			s.log.Error(err, "apply failed", "object", refString(refOf(u)))
+			failed = append(failed, refString(ref))
+			errs = append(errs, fmt.Errorf("applying %s: %w", refString(ref), err))
+			s.log.Error(err, "apply failed", "object", refString(ref))
+			continue
 		}
+		r.memo.record(t.UID, ref, u.GetResourceVersion(), hash)
 	}
 	if len(failed) == 0 {
 		return nil
@@ -229,6 +253,14 @@ func (r *EvaTenantReconciler) deleteRef(ctx context.Context, t *evav1.EvaTenant,
 		return fmt.Errorf("deleting %s: %w", refString(ref), err)
 	}
 	return nil
+}
+
+// firstOf lists up to n items, and how many more there are.
+func firstOf(items []string, n int) string {
+	if len(items) <= n {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:n], ", "), len(items)-n)
 }
 
 func hasReleases(refs []evav1.ObjectRef) bool { return countKind(refs, "HelmRelease") > 0 }

@@ -87,6 +87,12 @@ type EvaTenantReconciler struct {
 	// lastApply remembers when each tenant's bundle was last applied in full, for the
 	// periodic drift check.
 	lastApply sync.Map // types.UID → time.Time
+	// resync is the drift check interval of an Active tenant; zero is ResyncActive
+	// (benchmarks shorten it to simulate hours of checks).
+	resync time.Duration
+	// memo remembers the resourceVersion of each object right after its apply: a
+	// shortcut for the drift check.
+	memo applyMemo
 	// phases are the mode's provisioning steps, chosen once (provisionPhases).
 	phases     []phase
 	phasesOnce sync.Once
@@ -326,9 +332,17 @@ func setCondition(t *evav1.EvaTenant, ct string, st metav1.ConditionStatus, reas
 
 func (r *EvaTenantReconciler) requeueAfter(t *evav1.EvaTenant) time.Duration {
 	if t.Status.Phase == evav1.PhaseActive {
-		return ResyncActive + time.Duration(rand.Int64N(int64(ResyncActive/5)))
+		every := r.resyncActive()
+		return every + time.Duration(rand.Int64N(int64(every/5)))
 	}
 	return ResyncProvisioning
+}
+
+func (r *EvaTenantReconciler) resyncActive() time.Duration {
+	if r.resync > 0 {
+		return r.resync
+	}
+	return ResyncActive
 }
 
 func (r *EvaTenantReconciler) now() time.Time {

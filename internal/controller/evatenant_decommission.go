@@ -146,6 +146,8 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, 
 	if r.GitOps != nil {
 		r.GitOps.forget(t.UID)
 	}
+	r.memo.forget(t.UID)
+	r.lastApply.Delete(t.UID)
 	r.flushEvents(s)
 	// 5. The finalizer.
 	return ctrl.Result{}, r.releaseFinalizer(ctx, t)

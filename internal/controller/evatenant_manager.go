@@ -6,10 +6,12 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/types"
@@ -25,6 +27,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/tenant"
 )
@@ -33,24 +36,36 @@ import (
 // carry the capsule label) back to the tenant.
 const capsuleCodeIndex = "spec.capsuleCode"
 
-// CacheOptions restricts the cache of the watched kinds to the objects Eva renders
-// (those with the capsule label), so the operator's memory grows with its tenants, not
-// with the cluster.
+// CacheOptions restricts the cache of the watched and applied kinds to the objects Eva
+// renders (those with the capsule label), so the operator's memory grows with its
+// tenants, not with the cluster. The drift check reads the applied kinds from it
+// (Secrets excepted: the operator does not read them).
 // Capsule-code claims (Leases) are cached from the claims namespace only.
 func CacheOptions(claimsNamespace string) cache.Options {
 	selector := labels.SelectorFromSet(nil)
 	req, _ := labels.NewRequirement(tenant.LabelCapsule, "exists", nil)
 	selector = selector.Add(*req)
 	byLabel := cache.ByObject{Label: selector}
-	return cache.Options{ByObject: map[client.Object]cache.ByObject{
-		&corev1.Namespace{}:     byLabel,
-		&corev1.ResourceQuota{}: byLabel,
-		&helmv2.HelmRelease{}:   byLabel,
-		&batchv1.Job{}:          byLabel,
-		&networkingv1.Ingress{}: byLabel,
-		&nackv1beta2.Stream{}:   byLabel,
-		&coordinationv1.Lease{}: {Label: selector, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
-	}}
+	return cache.Options{
+		// Nothing reads managedFields from the cache; a fleet's worth of them is most of
+		// its memory.
+		DefaultTransform: cache.TransformStripManagedFields(),
+		ByObject: map[client.Object]cache.ByObject{
+			&corev1.Namespace{}:            byLabel,
+			&corev1.ResourceQuota{}:        byLabel,
+			&corev1.LimitRange{}:           byLabel,
+			&corev1.ServiceAccount{}:       byLabel,
+			&networkingv1.NetworkPolicy{}:  byLabel,
+			&rbacv1.RoleBinding{}:          byLabel,
+			&helmv2.HelmRelease{}:          byLabel,
+			&sourcev1.HelmRepository{}:     byLabel,
+			&batchv1.Job{}:                 byLabel,
+			&networkingv1.Ingress{}:        byLabel,
+			&nackv1beta2.Stream{}:          byLabel,
+			&monitoringv1.PrometheusRule{}: byLabel,
+			&kustomizev1.Kustomization{}:   byLabel,
+			&coordinationv1.Lease{}:        {Label: selector, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
+		}}
 }
 
 // SetupWithManager registers the reconciler: tenants, and the tenant's Namespace,

@@ -12,7 +12,8 @@ import (
 )
 
 // TestReconcileIsIdempotent restarts the operator over an Active tenant: the new one
-// re-applies the whole bundle, and no object (nor the tenant) changes.
+// checks the whole bundle for drift, and no object (nor the tenant) changes.
+// TestDriftCheckWritesOnlyWhatDrifted checks it does so without a write.
 func TestReconcileIsIdempotent(t *testing.T) {
 	ns := newTestNamespace(t)
 	op := startOperator(t, "")

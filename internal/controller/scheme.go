@@ -3,6 +3,7 @@ package controller
 import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -19,6 +20,7 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(evav1.AddToScheme(s))
 	utilruntime.Must(helmv2.AddToScheme(s))
 	utilruntime.Must(kustomizev1.AddToScheme(s))
+	utilruntime.Must(sourcev1.AddToScheme(s))
 	utilruntime.Must(nackv1beta2.AddToScheme(s))
 	utilruntime.Must(monitoringv1.AddToScheme(s))
 	return s

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# `make e2e`, and the end-to-end half of `make test`: the end-to-end suite (a real
+# control plane, kwok nodes, the real Flux controllers, the operator binary), together
+# with an `evactl render` of the example tenants, runs under hack/egress: inside a
+# network namespace with loopback only, where a packet sent anywhere else or a DNS query
+# fails the run (out/egress.json says what was seen, or why the check was skipped).
+# Everything is compiled before the network goes away, so a cold module cache cannot
+# look like egress. Argument: the go test flags.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+bin="$root/bin"
+flags=${1:--race -count=1 -timeout=30m -parallel=4}
+KUBEBUILDER_ASSETS="$(hack/envtest-binaries.sh "$bin")"
+export KUBEBUILDER_ASSETS
+
+go build -o "$bin/evactl" ./cmd/evactl
+go build -o "$bin/egress" ./hack/egress
+mkdir -p out
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+# shellcheck disable=SC2086
+go test $flags -c -o "$scratch/" ./internal/testcluster/... ./internal/e2e/...
+# shellcheck disable=SC2086
+"$bin/egress" -report out/egress.json -- bash -c \
+  '"$1" render --tenants tenants --env prod --out "$2/gitops" && go test $3 -p 1 ./internal/testcluster/... ./internal/e2e/...' \
+  egress-run "$bin/evactl" "$scratch" "$flags"
