@@ -31,7 +31,8 @@ type writeLog struct {
 }
 
 func (l *writeLog) add(verb string, o client.Object) {
-	if o.GetNamespace() != l.ns && !(o.GetNamespace() == "" && o.GetName() == l.ns) {
+	inTenant := o.GetNamespace() == l.ns || (o.GetNamespace() == "" && o.GetName() == l.ns)
+	if !inTenant {
 		return
 	}
 	kind := o.GetObjectKind().GroupVersionKind().Kind
