@@ -77,24 +77,9 @@ func BenchmarkOperatorFleet(b *testing.B) {
 	const fleet = 1000
 	startStandIn(b)
 	for b.Loop() {
-		ctx, cancel := context.WithCancel(context.Background())
+		ctx := context.Background()
 		var writes atomic.Int64
-		mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
-			Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-			Cache: CacheOptions(claimsNamespace), Controller: controllerConfig(),
-		})
-		if err != nil {
-			b.Fatal(err)
-		}
-		counting := countingClient{Client: mgr.GetClient(), writes: &writes}
-		r := &EvaTenantReconciler{Client: counting, Recorder: mgr.GetEventRecorder("eva-bench"),
-			Renderer: testRenderer(b), APIReader: mgr.GetAPIReader(),
-			Claims: &claim.Store{Client: counting, Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
-		if err := r.SetupWithManager(ctx, mgr, 8); err != nil {
-			b.Fatal(err)
-		}
-		stopped := make(chan struct{})
-		go func() { _ = mgr.Start(ctx); close(stopped) }()
+		_, stop := startBenchOperator(b, env.Config, countingClient{writes: &writes}, 0)
 
 		var peak atomic.Uint64
 		stopSampling := make(chan struct{})
@@ -156,8 +141,7 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		b.ReportMetric(elapsed.Seconds(), "s-to-all-Active")
 		b.ReportMetric(float64(writes.Load())/fleet, "writes/tenant")
 		b.ReportMetric(float64(peak.Load())/(1<<20), "peak-heap-MiB")
-		cancel()
-		<-stopped
+		stop()
 		idle := idleFleet(b, fleet)
 		b.ReportMetric(float64(idle.restartWrites), "writes-at-restart")
 		b.ReportMetric(float64(idle.restartDryRuns), "dry-runs-at-restart")
@@ -165,6 +149,32 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		b.ReportMetric(idle.dryRunsPerTenantHour, "idle-dry-runs/tenant-hour")
 		b.ReportMetric(idle.requestsPerTenantHour, "idle-requests/tenant-hour")
 	}
+}
+
+// startBenchOperator starts an operator on cfg whose writes go through counting (its
+// Client is set here), with drift checks resync apart (zero: ResyncActive). stop stops it
+// and waits until it has.
+func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient, resync time.Duration) (*EvaTenantReconciler, func()) {
+	b.Helper()
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
+		Cache: CacheOptions(claimsNamespace), Controller: controllerConfig(),
+	})
+	if err != nil {
+		b.Fatal(err)
+	}
+	counting.Client = mgr.GetClient()
+	r := &EvaTenantReconciler{Client: counting, Recorder: mgr.GetEventRecorder("eva-bench"),
+		Renderer: testRenderer(b), APIReader: mgr.GetAPIReader(), resync: resync,
+		Claims: &claim.Store{Client: counting, Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
+	ctx, cancel := context.WithCancel(context.Background())
+	if err := r.SetupWithManager(ctx, mgr, 8); err != nil {
+		cancel()
+		b.Fatal(err)
+	}
+	stopped := make(chan struct{})
+	go func() { _ = mgr.Start(ctx); close(stopped) }()
+	return r, func() { cancel(); <-stopped }
 }
 
 // idleResults are what an operator restarted over an Active fleet costs: its writes
@@ -180,28 +190,11 @@ type idleResults struct {
 // counts its writes and its requests to the API server.
 func idleFleet(b *testing.B, fleet int) idleResults {
 	b.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
 	var writes, dryRuns, requests atomic.Int64
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &requests} })
-	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: CacheOptions(claimsNamespace), Controller: controllerConfig(),
-	})
-	if err != nil {
-		b.Fatal(err)
-	}
-	counting := countingClient{Client: mgr.GetClient(), writes: &writes, dryRuns: &dryRuns}
-	r := &EvaTenantReconciler{Client: counting, Recorder: mgr.GetEventRecorder("eva-bench"),
-		Renderer: testRenderer(b), APIReader: mgr.GetAPIReader(), resync: 2 * time.Second,
-		Claims: &claim.Store{Client: counting, Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
-	if err := r.SetupWithManager(ctx, mgr, 8); err != nil {
-		b.Fatal(err)
-	}
-	stopped := make(chan struct{})
-	go func() { _ = mgr.Start(ctx); close(stopped) }()
-	defer func() { cancel(); <-stopped }()
+	r, stop := startBenchOperator(b, cfg, countingClient{writes: &writes, dryRuns: &dryRuns}, 2*time.Second)
+	defer stop()
 	deadline := time.Now().Add(5 * time.Minute)
 	for looked := 0; looked < fleet; {
 		if time.Now().After(deadline) {

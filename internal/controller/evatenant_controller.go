@@ -84,14 +84,14 @@ type EvaTenantReconciler struct {
 	// Now returns the current time (tests fix it).
 	Now func() time.Time
 
-	// lastApply remembers when each tenant's bundle was last applied in full, for the
-	// periodic drift check.
+	// lastApply remembers when each tenant's bundle was last applied in full or checked
+	// for drift, for the periodic drift check.
 	lastApply sync.Map // types.UID → time.Time
 	// resync is the drift check interval of an Active tenant; zero is ResyncActive
 	// (benchmarks shorten it to simulate hours of checks).
 	resync time.Duration
-	// memo remembers the resourceVersion of each object right after its apply: a
-	// shortcut for the drift check.
+	// memo remembers the resourceVersion at which each object was last known to hold
+	// what is applied: a shortcut for the drift check (see applyMemo).
 	memo applyMemo
 	// phases are the mode's provisioning steps, chosen once (provisionPhases).
 	phases     []phase

@@ -15,6 +15,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/drift"
+	"github.com/aidonow/eva/internal/safetext"
 )
 
 // The periodic drift check of an Active tenant, and the first look after an operator
@@ -56,7 +57,8 @@ func (r *EvaTenantReconciler) driftedObjects(ctx context.Context, s *scope, obje
 			s.log.Error(err, "Drift check failed; applying", "object", refString(refOf(u)))
 			apply = append(apply, u)
 		case field != "":
-			report = append(report, refString(refOf(u))+" ("+field+")")
+			// The path can hold key names a tenant wrote (its Helm values).
+			report = append(report, refString(refOf(u))+" ("+safetext.Limit(safetext.Escape(field), 200)+")")
 			apply = append(apply, u)
 		}
 	}

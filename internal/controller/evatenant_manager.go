@@ -47,8 +47,7 @@ func CacheOptions(claimsNamespace string) cache.Options {
 	selector = selector.Add(*req)
 	byLabel := cache.ByObject{Label: selector}
 	return cache.Options{
-		// Nothing reads managedFields from the cache; a fleet's worth of them is most of
-		// its memory.
+		// Nothing reads managedFields from the cache, so they are not kept.
 		DefaultTransform: cache.TransformStripManagedFields(),
 		ByObject: map[client.Object]cache.ByObject{
 			&corev1.Namespace{}:            byLabel,
