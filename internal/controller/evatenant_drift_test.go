@@ -30,18 +30,23 @@ type writeLog struct {
 	writes []string
 }
 
-func (l *writeLog) add(verb string, o client.Object) {
+// add describes a write to be logged; the entry is logged when the returned function
+// runs (after the API server answered), described as the object was sent.
+func (l *writeLog) add(verb string, o client.Object) func() {
 	inTenant := o.GetNamespace() == l.ns || (o.GetNamespace() == "" && o.GetName() == l.ns)
 	if !inTenant {
-		return
+		return func() {}
 	}
 	kind := o.GetObjectKind().GroupVersionKind().Kind
 	if kind == "" {
 		kind = fmt.Sprintf("%T", o)
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.writes = append(l.writes, verb+" "+kind+" "+o.GetName())
+	entry := verb + " " + kind + " " + o.GetName()
+	return func() {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.writes = append(l.writes, entry)
+	}
 }
 
 func (l *writeLog) list() []string {
@@ -56,17 +61,19 @@ type recordingClient struct {
 	log *writeLog
 }
 
+// Each write is logged once the API server answered it, so a test that sees it in the
+// log also sees its effect on the server.
 func (c recordingClient) Create(ctx context.Context, o client.Object, opts ...client.CreateOption) error {
-	c.log.add("create", o)
+	defer c.log.add("create", o)()
 	return c.Client.Create(ctx, o, opts...)
 }
 func (c recordingClient) Update(ctx context.Context, o client.Object, opts ...client.UpdateOption) error {
-	c.log.add("update", o)
+	defer c.log.add("update", o)()
 	return c.Client.Update(ctx, o, opts...)
 }
 func (c recordingClient) Patch(ctx context.Context, o client.Object, p client.Patch, opts ...client.PatchOption) error {
 	if !isDryRun(opts) {
-		c.log.add("patch", o)
+		defer c.log.add("patch", o)()
 	}
 	return c.Client.Patch(ctx, o, p, opts...)
 }
@@ -76,7 +83,7 @@ func isDryRun(opts []client.PatchOption) bool {
 	return slices.ContainsFunc(opts, func(o client.PatchOption) bool { return o == client.DryRunAll })
 }
 func (c recordingClient) Delete(ctx context.Context, o client.Object, opts ...client.DeleteOption) error {
-	c.log.add("delete", o)
+	defer c.log.add("delete", o)()
 	return c.Client.Delete(ctx, o, opts...)
 }
 

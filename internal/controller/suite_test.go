@@ -8,10 +8,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -29,6 +31,13 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	// The operators the tests start log nowhere unless EVA_TEST_LOG is set; without a
+	// logger controller-runtime prints a warning with a stack trace after 30 seconds.
+	logger := logr.Discard()
+	if os.Getenv("EVA_TEST_LOG") != "" {
+		logger = zap.New(zap.UseDevMode(true), zap.WriteTo(os.Stderr))
+	}
+	ctrl.SetLogger(logger)
 	crds := filepath.Join(testenv.RepoRoot(), "internal", "testenv", "crds")
 	var err error
 	env, err = testenv.Start(filepath.Join(crds, "flux"), filepath.Join(crds, "addons"))
