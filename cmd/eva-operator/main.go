@@ -31,6 +31,7 @@ import (
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -56,6 +57,7 @@ type config struct {
 	environmentDir  string
 	env             string
 	concurrency     int
+	shard           string
 	operatorVersion string
 	nats            messaging.Config
 	messagingMode   string
@@ -114,6 +116,10 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	shards, err := shard.Parse(cfg.shard)
+	if err != nil {
+		return err
+	}
 	scheme := controller.NewScheme()
 
 	restCfg, err := ctrl.GetConfig()
@@ -121,12 +127,13 @@ func run(cfg config) error {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
-		Scheme:                 scheme,
-		Metrics:                metricsOptions(cfg),
-		HealthProbeBindAddress: cfg.probeAddr,
-		LeaderElection:         cfg.leaderElect,
-		LeaderElectionID:       "eva-operator.eva.aidonow.com",
-		Cache:                  controller.CacheOptions(cfg.claimsNS),
+		Scheme:                  scheme,
+		Metrics:                 metricsOptions(cfg),
+		HealthProbeBindAddress:  cfg.probeAddr,
+		LeaderElection:          cfg.leaderElect,
+		LeaderElectionID:        shards.LeaderElectionID("eva-operator.eva.aidonow.com"),
+		LeaderElectionNamespace: cfg.ownNamespace,
+		Cache:                   controller.CacheOptions(cfg.claimsNS, shards),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -198,7 +205,7 @@ func run(cfg config) error {
 		return err
 	}
 	log.Info("Starting manager", "version", version, "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name,
-		"tenantNamespaces", r.TenantNamespaces, "claimsNamespace", cfg.claimsNS)
+		"tenantNamespaces", r.TenantNamespaces, "claimsNamespace", cfg.claimsNS, "shard", shards.String())
 	return mgr.Start(ctx)
 }
 

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -112,6 +113,8 @@ func TestChartLintsAndValidatesValues(t *testing.T) {
 		"a digest that is not one":     {"image": map[string]any{"repository": "r", "digest": "sha256:PLACEHOLDER"}},
 		"an unknown value":             {"replica": 3},
 		"an environment not shipped":   {"env": "staging"},
+		"a shard name not a name":      {"shards": []any{"Shard A"}},
+		"a shard listed twice":         {"shards": []any{"a", "a"}},
 	} {
 		if _, err := render(chrt, values); err == nil {
 			t.Errorf("%s: rendered", name)
@@ -127,6 +130,59 @@ func TestChartLintsAndValidatesValues(t *testing.T) {
 	for _, arg := range []string{"--publish=oci", "--oci-ref=oci://registry.example/eva:prod", "--concurrency=8", "--zap-log-level=debug"} {
 		if !strings.Contains(out, "- "+arg+"\n") {
 			t.Errorf("values did not become the flag %s", arg)
+		}
+	}
+}
+
+// TestChartRendersOneDeploymentPerShard: with shards listed, the chart renders the
+// main Deployment for the tenants of no shard and one per shard, each with its --shard
+// selector, selecting only its own pods (disjoint selectors), all of them selected by the
+// metrics Service and the NetworkPolicy.
+func TestChartRendersOneDeploymentPerShard(t *testing.T) {
+	chrt := loadChart(t)
+	got := helmObjects(t, chrt, map[string]any{"shards": []any{"a", "b7"}})
+	wantShard := map[string]string{
+		"eva-operator":          "--shard=!eva.aidonow.com/shard",
+		"eva-operator-shard-a":  "--shard=eva.aidonow.com/shard=a",
+		"eva-operator-shard-b7": "--shard=eva.aidonow.com/shard=b7",
+	}
+	common := map[string]string{"app.kubernetes.io/part-of": "eva-operator"}
+	for name, flag := range wantShard {
+		d, ok := got["apps/v1/Deployment/eva-system/"+name]
+		if !ok {
+			t.Errorf("no Deployment %s", name)
+			continue
+		}
+		selector, _, _ := unstructured.NestedStringMap(d, "spec", "selector", "matchLabels")
+		if !maps.Equal(selector, map[string]string{"app.kubernetes.io/name": name}) {
+			t.Errorf("%s selects %v, want its own pods only", name, selector)
+		}
+		podLabels, _, _ := unstructured.NestedStringMap(d, "spec", "template", "metadata", "labels")
+		for k, v := range common {
+			if podLabels[k] != v {
+				t.Errorf("%s's pods are labelled %v: the Service and NetworkPolicy do not select them", name, podLabels)
+			}
+		}
+		containers, _, _ := unstructured.NestedSlice(d, "spec", "template", "spec", "containers")
+		args, _, _ := unstructured.NestedStringSlice(containers[0].(map[string]any), "args")
+		if n := slices.Index(args, flag); n < 0 || len(slices.DeleteFunc(slices.Clone(args), func(a string) bool { return !strings.HasPrefix(a, "--shard") })) != 1 {
+			t.Errorf("%s's args %v, want exactly one --shard: %s", name, args, flag)
+		}
+	}
+	for _, key := range []string{"networking.k8s.io/v1/NetworkPolicy/eva-system/eva-operator", "v1/Service/eva-system/eva-operator-metrics"} {
+		sel, _, _ := unstructured.NestedStringMap(got[key], "spec", "podSelector", "matchLabels")
+		if strings.Contains(key, "Service") {
+			sel, _, _ = unstructured.NestedStringMap(got[key], "spec", "selector")
+		}
+		if !maps.Equal(sel, common) {
+			t.Errorf("%s selects %v, want %v", key, sel, common)
+		}
+	}
+	// Unsharded: one Deployment, no --shard.
+	plain := helmObjects(t, chrt, map[string]any{})
+	for k := range plain {
+		if strings.Contains(k, "/Deployment/") && !strings.HasSuffix(k, "/eva-operator") {
+			t.Errorf("unsharded chart renders %s", k)
 		}
 	}
 }

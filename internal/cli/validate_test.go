@@ -173,6 +173,10 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "capsuleCode: ACMECO", "capsuleCode: 123456", 1)},
 			want:  []want{{"ACMECO.yaml", 6, "spec.capsuleCode", "expected a string"}},
 		},
+		"shard chosen by the file": { // the platform assigns shards (internal/shard)
+			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "  name: acmeco\n", "  name: acmeco\n  labels:\n    eva.aidonow.com/shard: a\n", 1)},
+			want:  []want{{"ACMECO.yaml", 6, "metadata.labels[eva.aidonow.com/shard]", "prefix is reserved"}},
+		},
 		"unknown tier": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "tier: Customer", "tier: Gold", 1)},
 			want:  []want{{"ACMECO.yaml", 7, "spec.tier", `unsupported value "Gold"`}},

@@ -18,6 +18,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/claim"
+	"github.com/aidonow/eva/internal/shard"
 )
 
 // countingClient counts the operator's API writes, and its dry runs apart when dryRuns
@@ -77,7 +78,6 @@ func BenchmarkOperatorFleet(b *testing.B) {
 	const fleet = 1000
 	startStandIn(b)
 	for b.Loop() {
-		ctx := context.Background()
 		var writes atomic.Int64
 		_, stop := startBenchOperator(b, env.Config, countingClient{writes: &writes}, 0)
 
@@ -99,43 +99,9 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		}()
 
 		ns := newTestNamespace(b)
-		tiers := []evav1.Tier{evav1.TierStarter, evav1.TierStarter, evav1.TierStarter, evav1.TierStarter, evav1.TierStarter,
-			evav1.TierStarter, evav1.TierStarter, evav1.TierCustomer, evav1.TierCustomer, evav1.TierEnterprise}
 		start := time.Now()
-		var wg sync.WaitGroup
-		sem := make(chan struct{}, 16)
-		for i := range fleet {
-			wg.Add(1)
-			sem <- struct{}{}
-			go func() {
-				defer func() { <-sem; wg.Done() }()
-				code := fmt.Sprintf("BN%c%c%c%c", 'A'+i/17576%26, 'A'+i/676%26, 'A'+i/26%26, 'A'+i%26)
-				if err := k8s.Create(ctx, newTenant(ns, code, tiers[i%len(tiers)])); err != nil {
-					b.Error(err)
-				}
-			}()
-		}
-		wg.Wait()
-		deadline := time.Now().Add(10 * time.Minute)
-		for {
-			var list evav1.EvaTenantList
-			if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
-				b.Fatal(err)
-			}
-			active := 0
-			for _, t := range list.Items {
-				if t.Status.Phase == evav1.PhaseActive {
-					active++
-				}
-			}
-			if active == fleet {
-				break
-			}
-			if time.Now().After(deadline) {
-				b.Fatalf("only %d of %d tenants Active after 10 minutes", active, fleet)
-			}
-			time.Sleep(250 * time.Millisecond)
-		}
+		createFleet(b, ns, "BN", fleet, nil)
+		waitAllActive(b, ns, fleet)
 		elapsed := time.Since(start)
 		close(stopSampling)
 		b.ReportMetric(elapsed.Seconds(), "s-to-all-Active")
@@ -158,7 +124,7 @@ func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient,
 	b.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: CacheOptions(claimsNamespace), Controller: controllerConfig(),
+		Cache: CacheOptions(claimsNamespace, shard.Selector{}), Controller: controllerConfig(),
 	})
 	if err != nil {
 		b.Fatal(err)
@@ -252,4 +218,58 @@ func reconcileTotal(b *testing.B) float64 {
 		}
 	}
 	return total
+}
+
+// fleetTiers is the tier mix of the operator benchmarks' fleets: 70% Starter, 20%
+// Customer, 10% Enterprise.
+var fleetTiers = []evav1.Tier{evav1.TierStarter, evav1.TierStarter, evav1.TierStarter, evav1.TierStarter, evav1.TierStarter,
+	evav1.TierStarter, evav1.TierStarter, evav1.TierCustomer, evav1.TierCustomer, evav1.TierEnterprise}
+
+// createFleet creates n tenants in ns at once (16 creates in flight), codes prefix and
+// four letters, tiers in the fleet mix; opts, when set, adds options to tenant i.
+func createFleet(b *testing.B, ns, prefix string, n int, opts func(i int) []tenantOpt) {
+	b.Helper()
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 16)
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			code := fmt.Sprintf("%s%c%c%c%c", prefix, 'A'+i/17576%26, 'A'+i/676%26, 'A'+i/26%26, 'A'+i%26)
+			var o []tenantOpt
+			if opts != nil {
+				o = opts(i)
+			}
+			if err := k8s.Create(context.Background(), newTenant(ns, code, fleetTiers[i%len(fleetTiers)], o...)); err != nil {
+				b.Error(err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// waitAllActive waits until n tenants in ns are Active, for at most 10 minutes.
+func waitAllActive(b *testing.B, ns string, n int) {
+	b.Helper()
+	deadline := time.Now().Add(10 * time.Minute)
+	for {
+		var list evav1.EvaTenantList
+		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+			b.Fatal(err)
+		}
+		active := 0
+		for _, t := range list.Items {
+			if t.Status.Phase == evav1.PhaseActive {
+				active++
+			}
+		}
+		if active == n {
+			return
+		}
+		if time.Now().After(deadline) {
+			b.Fatalf("only %d of %d tenants Active after 10 minutes", active, n)
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
 }

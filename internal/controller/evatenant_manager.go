@@ -14,6 +14,7 @@ import (
 	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -29,6 +30,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -40,31 +42,44 @@ const capsuleCodeIndex = "spec.capsuleCode"
 // renders (those with the capsule label), so the operator's memory grows with its
 // tenants, not with the cluster. The drift check reads the applied kinds from it
 // (Secrets excepted: the operator does not read them).
-// Capsule-code claims (Leases) are cached from the claims namespace only.
-func CacheOptions(claimsNamespace string) cache.Options {
-	selector := labels.SelectorFromSet(nil)
-	req, _ := labels.NewRequirement(tenant.LabelCapsule, "exists", nil)
-	selector = selector.Add(*req)
-	byLabel := cache.ByObject{Label: selector}
+// Capsule-code claims (Leases) are cached from the claims namespace only, all of them:
+// a capsule code is unique across shards.
+// A sharded operator (shards.Sharded) caches only the tenants and rollouts of its shards
+// and the objects rendered for them (which carry the tenant's shard label), so it neither
+// sees nor reconciles another shard's tenants, and its memory grows with its shard.
+func CacheOptions(claimsNamespace string, shards shard.Selector) cache.Options {
+	hasCapsule, _ := labels.NewRequirement(tenant.LabelCapsule, selection.Exists, nil)
+	claims := labels.NewSelector().Add(*hasCapsule)
+	rendered := claims
+	if reqs, selectable := shards.Labels().Requirements(); selectable {
+		rendered = rendered.Add(reqs...)
+	}
+	byLabel := cache.ByObject{Label: rendered}
+	byObject := map[client.Object]cache.ByObject{
+		&corev1.Namespace{}:            byLabel,
+		&corev1.ResourceQuota{}:        byLabel,
+		&corev1.LimitRange{}:           byLabel,
+		&corev1.ServiceAccount{}:       byLabel,
+		&networkingv1.NetworkPolicy{}:  byLabel,
+		&rbacv1.RoleBinding{}:          byLabel,
+		&helmv2.HelmRelease{}:          byLabel,
+		&sourcev1.HelmRepository{}:     byLabel,
+		&batchv1.Job{}:                 byLabel,
+		&networkingv1.Ingress{}:        byLabel,
+		&nackv1beta2.Stream{}:          byLabel,
+		&monitoringv1.PrometheusRule{}: byLabel,
+		&kustomizev1.Kustomization{}:   byLabel,
+		&coordinationv1.Lease{}:        {Label: claims, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
+	}
+	if shards.Sharded() {
+		byObject[&evav1.EvaTenant{}] = cache.ByObject{Label: shards.Labels()}
+		byObject[&evav1.EvaRollout{}] = cache.ByObject{Label: shards.Labels()}
+	}
 	return cache.Options{
 		// Nothing reads managedFields from the cache, so they are not kept.
 		DefaultTransform: cache.TransformStripManagedFields(),
-		ByObject: map[client.Object]cache.ByObject{
-			&corev1.Namespace{}:            byLabel,
-			&corev1.ResourceQuota{}:        byLabel,
-			&corev1.LimitRange{}:           byLabel,
-			&corev1.ServiceAccount{}:       byLabel,
-			&networkingv1.NetworkPolicy{}:  byLabel,
-			&rbacv1.RoleBinding{}:          byLabel,
-			&helmv2.HelmRelease{}:          byLabel,
-			&sourcev1.HelmRepository{}:     byLabel,
-			&batchv1.Job{}:                 byLabel,
-			&networkingv1.Ingress{}:        byLabel,
-			&nackv1beta2.Stream{}:          byLabel,
-			&monitoringv1.PrometheusRule{}: byLabel,
-			&kustomizev1.Kustomization{}:   byLabel,
-			&coordinationv1.Lease{}:        {Label: selector, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
-		}}
+		ByObject:         byObject,
+	}
 }
 
 // SetupWithManager registers the reconciler: tenants, and the tenant's Namespace,

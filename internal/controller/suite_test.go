@@ -20,6 +20,7 @@ import (
 	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -94,11 +95,18 @@ func startOperator(t testing.TB, version string) *operator {
 // runnables before the manager starts.
 func startOperatorWith(t testing.TB, version string, configure func(*EvaTenantReconciler, ctrl.Manager)) *operator {
 	t.Helper()
+	return startShardOperator(t, version, shard.Selector{}, configure)
+}
+
+// startShardOperator is startOperatorWith for an operator holding only the shards the
+// selector names (the --shard flag).
+func startShardOperator(t testing.TB, version string, shards shard.Selector, configure func(*EvaTenantReconciler, ctrl.Manager)) *operator {
+	t.Helper()
 	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
 		Scheme:                 NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(claimsNamespace),
+		Cache:                  CacheOptions(claimsNamespace, shards),
 		Controller:             controllerConfig(),
 	})
 	if err != nil {

@@ -18,6 +18,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/manifest"
 	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -277,6 +278,9 @@ func (s *scope) labels(extra ...string) map[string]string {
 		tenant.LabelWave:    strconv.Itoa(int(s.t.Spec.WaveOrDefault())),
 		labelManagedBy:      managedBy,
 		labelPartOf:         "eva",
+	}
+	if v := s.t.Labels[shard.Label]; v != "" { // validated by Catalog.Validate
+		l[shard.Label] = v
 	}
 	for i := 0; i+1 < len(extra); i += 2 {
 		l[extra[i]] = extra[i+1]

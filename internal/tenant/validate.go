@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/sopsdoc"
 )
 
@@ -156,6 +157,9 @@ func validateMeta(t *evav1.EvaTenant) field.ErrorList {
 		for _, msg := range apivalidation.ValidateNamespaceName(t.Namespace, false) {
 			errs = append(errs, field.Invalid(meta.Child("namespace"), t.Namespace, msg))
 		}
+	}
+	if _, err := shard.Of(t.Labels); err != nil {
+		errs = append(errs, field.Invalid(meta.Child("labels").Key(shard.Label), t.Labels[shard.Label], err.Error()))
 	}
 	return errs
 }

@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 )
@@ -84,4 +86,23 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 	w.p.mu.Lock()
 	defer w.p.mu.Unlock()
 	return w.p.log.Write(b)
+}
+
+// PeakRSS returns the most memory the running process has held resident (VmHWM in
+// /proc/<pid>/status), in bytes.
+func (p *Process) PeakRSS() (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return 0, fmt.Errorf("reading the status of %s: %w", p.Name, err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%s: VmHWM %q: %w", p.Name, v, err)
+			}
+			return kib << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("%s: no VmHWM in /proc/%d/status", p.Name, p.cmd.Process.Pid)
 }
