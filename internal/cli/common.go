@@ -17,6 +17,7 @@ import (
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/rendercache"
 	"github.com/aidonow/eva/internal/rollout"
 	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/tenant"
@@ -70,11 +71,27 @@ type job struct {
 	// releases are the release files; each tenant renders at the releases that
 	// admitted it.
 	releases []*rolloutfile.File
+	// unchanged marks, parallel to tenants, those whose inputs are the same as when
+	// they were rendered into the cached commit (prepareWith): they hold stubs only.
+	unchanged []bool
+	// cache is what this render was made from, saved once it is committed.
+	cache *rendercache.Cache
+	// allReused says no tenant file was read: each is unchanged on disk since the
+	// cached render.
+	allReused bool
 }
 
 // prepare loads the catalog, the environment and the tenants, refusing (and printing
 // every problem) when any tenant is invalid, and sets up chart verification.
 func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) {
+	return prepareWith(cmd, opts, ri, nil)
+}
+
+// prepareWith is prepare for a render that may reuse the cache of the repository it
+// commits into (ru, nil for none): tenant files unchanged on disk are not decoded again,
+// and tenants whose inputs are unchanged since the cached commit are marked so (and
+// left undecoded) rather than rendered.
+func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse) (*job, error) {
 	stderr := cmd.ErrOrStderr()
 	catalog, err := opts.catalog()
 	if err != nil {
@@ -84,7 +101,12 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
-	res, err := tenantfile.Load(ri.tenants, catalog)
+	key, err := sharedKey(catalog, env, ri)
+	if err != nil {
+		return nil, err
+	}
+	loadStart := time.Now()
+	res, err := tenantfile.LoadWith(ri.tenants, catalog, ru.loadOptions(key))
 	if err != nil {
 		var usage *tenantfile.UsageError
 		if errors.As(err, &usage) {
@@ -115,12 +137,34 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
 	}
 	j.files, j.stderr = res, stderr
-	rollouts := rolloutfile.Rollouts(releases)
+	j.cache = &rendercache.Cache{Key: key, Tenants: make(map[string]string, len(res.Tenants)), Files: res.Known(), Recorded: loadStart}
+	j.allReused = true
 	for _, t := range res.Tenants {
+		j.allReused = j.allReused && t.Reused
+	}
+	rollouts := rolloutfile.Rollouts(releases)
+	digests := newTenantDigests(key, res.Secrets)
+	for i, t := range res.Tenants {
 		// A tenant renders at the releases that admitted it; its own pins still win.
 		admitted := rollout.Releases(rollouts, t.Object.Namespace, t.Object.Name)
+		code := t.Object.Spec.CapsuleCode
+		digest := digests.of(t, admitted)
+		j.cache.Tenants[code] = digest
+		j.codes = append(j.codes, code)
+		if ru.unchanged(key, code, digest) {
+			// Rendered into the cached commit from these very inputs: not rendered again.
+			j.tenants = append(j.tenants, t.Object)
+			j.unchanged = append(j.unchanged, true)
+			continue
+		}
+		if t.Reused {
+			if t, err = tenantfile.Reload(t, catalog); err != nil {
+				return nil, err
+			}
+			res.Tenants[i] = t
+		}
 		j.tenants = append(j.tenants, rollout.WithReleases(t.Object, admitted, catalog.ModulesOf(t.Object.Spec.Tier)))
-		j.codes = append(j.codes, t.Object.Spec.CapsuleCode)
+		j.unchanged = append(j.unchanged, false)
 	}
 	if j.checker != nil {
 		j.r.Check = func(b *render.Bundle) error {

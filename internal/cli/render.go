@@ -16,6 +16,7 @@ import (
 
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/rendercache"
 )
 
 // RenderGCPercent is the garbage collector target evactl render runs with.
@@ -68,7 +69,13 @@ type sink interface{ Put(render.File) error }
 func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error) {
 	start := time.Now()
 	stderr := cmd.ErrOrStderr()
-	job, err := prepare(cmd, opts, &ro.inputs)
+	var ru *reuse
+	if ro.git {
+		if head, gitDir, ok := publish.PeekLocal(ro.out); ok {
+			ru = &reuse{cache: rendercache.Load(gitDir), head: head}
+		}
+	}
+	job, err := prepareWith(cmd, opts, &ro.inputs, ru)
 	if err != nil {
 		return err
 	}
@@ -109,10 +116,16 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 		out = dir
 	}
 
-	bar := newProgress(stderr, len(job.tenants), ro.quiet)
 	// A render is a short batch job that allocates a lot and keeps little: trading
 	// memory for fewer garbage collections makes a large fleet render much faster.
 	defer debug.SetGCPercent(debug.SetGCPercent(RenderGCPercent))
+	if local != nil && ru.fresh(job.cache.Key) {
+		if local.Head() != ru.head {
+			return fmt.Errorf("%s: the branch moved while the tenants were read; render again", ro.out)
+		}
+		return job.commitChanges(local, ru, ro, start)
+	}
+	bar := newProgress(stderr, len(job.tenants), ro.quiet)
 	emit := out.Put
 	var staged []render.File
 	if dir != nil && created == "" {
@@ -144,11 +157,8 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 		if err != nil {
 			return err
 		}
-		if result.Committed {
-			summary += fmt.Sprintf("; committed %s (%s)", short(result.Revision), planCounts(result.Plan))
-		} else {
-			summary += "; nothing changed, nothing committed"
-		}
+		summary += commitSummary(result)
+		job.saveCache(local, result, stderr)
 	case dir != nil:
 		if err := dir.Finish(); err != nil {
 			return err
@@ -158,6 +168,13 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 		fmt.Fprintln(stderr, summary)
 	}
 	return nil
+}
+
+func commitSummary(result *publish.Result) string {
+	if result.Committed {
+		return fmt.Sprintf("; committed %s (%s)", short(result.Revision), planCounts(result.Plan))
+	}
+	return "; nothing changed, nothing committed"
 }
 
 func planCounts(p *publish.Plan) string {

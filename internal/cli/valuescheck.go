@@ -31,7 +31,9 @@ func chartProblems(res *tenantfile.Result, r *render.Renderer, checker *chartche
 	}
 	var todo []*tenantfile.Tenant
 	for _, t := range res.Tenants {
-		if !bad[safetext.Escape(t.File)] && t.Object != nil {
+		// A reused tenant (a stub) was checked by the render the cache describes, with
+		// the same charts; it is not rendered now.
+		if !bad[safetext.Escape(t.File)] && t.Object != nil && !t.Reused {
 			todo = append(todo, t)
 		}
 	}

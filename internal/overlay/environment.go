@@ -5,7 +5,11 @@
 package overlay
 
 import (
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
 	"fmt"
+	"hash"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -107,6 +111,10 @@ type Environment struct {
 	Name     string
 	Settings Settings
 	Patches  []Patch
+	// Digest identifies everything the environment was loaded from (its name, the
+	// settings file, the kustomization and every patch file, as bytes): two loads with
+	// the same digest render the same. Empty for an environment built in code.
+	Digest string
 }
 
 // ageRecipientRE is an X25519 age recipient: "age1" and 58 bech32 characters.
@@ -133,11 +141,23 @@ func LoadDir(dir, name string) (*Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SettingsFile), err)
 	}
-	patches, err := loadPatches(dir)
+	sum := sha256.New()
+	writeDigestPart(sum, []byte(name))
+	writeDigestPart(sum, data)
+	patches, err := loadPatches(dir, func(b []byte) { writeDigestPart(sum, b) })
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", name, err)
 	}
-	return &Environment{Name: name, Settings: *settings, Patches: patches}, nil
+	return &Environment{Name: name, Settings: *settings, Patches: patches, Digest: hex.EncodeToString(sum.Sum(nil))}, nil
+}
+
+// writeDigestPart adds one length-prefixed part to a digest, so that no two different
+// sequences of parts hash alike.
+func writeDigestPart(h hash.Hash, b []byte) {
+	var n [8]byte
+	binary.BigEndian.PutUint64(n[:], uint64(len(b)))
+	h.Write(n[:])
+	h.Write(b)
 }
 
 // ParseSettings decodes settings strictly, fills defaults and checks them.

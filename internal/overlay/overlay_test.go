@@ -115,7 +115,7 @@ func TestPatchErrors(t *testing.T) {
 	}
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, KustomizationFile), []byte("resources: [x.yaml]\n"), 0o644)
-	if _, err := loadPatches(dir); err == nil || !strings.Contains(err.Error(), "may only hold `patches`") {
+	if _, err := loadPatches(dir, func([]byte) {}); err == nil || !strings.Contains(err.Error(), "may only hold `patches`") {
 		t.Errorf("overlay with resources: %v", err)
 	}
 }

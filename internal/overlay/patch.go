@@ -37,7 +37,7 @@ type selector struct {
 // loadPatches reads the `patches` of dir/kustomization.yaml. A tenant overlay is a
 // kustomize file holding patches only: anything else in it would change what a tenant
 // is made of, which belongs in the renderer or the catalog.
-func loadPatches(dir string) ([]Patch, error) {
+func loadPatches(dir string, read func([]byte)) ([]Patch, error) {
 	path := filepath.Join(dir, KustomizationFile)
 	data, err := os.ReadFile(path)
 	if os.IsNotExist(err) {
@@ -46,6 +46,7 @@ func loadPatches(dir string) ([]Patch, error) {
 	if err != nil {
 		return nil, err
 	}
+	read(data)
 	var k types.Kustomization
 	if err := sigsyaml.UnmarshalStrict(data, &k); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
@@ -68,6 +69,7 @@ func loadPatches(dir string) ([]Patch, error) {
 			if err != nil {
 				return nil, fmt.Errorf("%s: %w", src, err)
 			}
+			read(b)
 			body, src = string(b), filepath.Join(dir, p.Path)
 		}
 		patch, err := ParsePatch(src, body, p.Target)

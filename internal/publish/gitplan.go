@@ -26,7 +26,7 @@ func (p *published) tenantDirs() (map[string]bool, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := map[string]bool{}
+	out := make(map[string]bool, len(entries))
 	for name, e := range entries {
 		if e.Mode == filemode.Dir {
 			out[name] = true

@@ -75,10 +75,49 @@ func OpenLocal(dir string) (*LocalRepo, error) {
 	} else if !errors.Is(err, plumbing.ErrReferenceNotFound) {
 		return nil, fmt.Errorf("reading %s of %s: %w", l.branch, dir, err)
 	}
-	if l.old, _, err = gitrepo.ReadTree(repo.Storer, l.head); err != nil {
-		return nil, err
-	}
 	return l, nil
+}
+
+// PeekLocal returns the commit the current branch of the repository at dir points at,
+// and its .git folder, creating nothing; ok is false when there is no such repository
+// or it has no commit yet.
+func PeekLocal(dir string) (head, gitDir string, ok bool) {
+	repo, err := git.PlainOpen(dir)
+	if err != nil {
+		return "", "", false
+	}
+	ref, err := repo.Head()
+	if err != nil {
+		return "", "", false
+	}
+	return ref.Hash().String(), filepath.Join(dir, git.GitDirName), true
+}
+
+// Head returns the commit the branch points at ("" in an empty repository).
+func (l *LocalRepo) Head() string {
+	if l.head.IsZero() {
+		return ""
+	}
+	return l.head.String()
+}
+
+// GitDir returns the repository's .git folder.
+func (l *LocalRepo) GitDir() string { return filepath.Join(l.dir, git.GitDirName) }
+
+// oldFiles returns the head's tree as flat files, read on first use: a publish of a few
+// tenants (PublishChanges) never reads the whole tree.
+func (l *LocalRepo) oldFiles() (gitrepo.Files, error) {
+	if l.old == nil {
+		files, _, err := gitrepo.ReadTree(l.repo.Storer, l.head)
+		if err != nil {
+			return nil, err
+		}
+		if files == nil {
+			files = gitrepo.Files{}
+		}
+		l.old = files
+	}
+	return l.old, nil
 }
 
 // Put records one rendered file and stores its blob. It is safe for concurrent use.
@@ -107,6 +146,9 @@ type Result struct {
 // Commit checks the plan against the safety rules, brings the worktree to the new
 // render and commits it (nothing when nothing changed).
 func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Result, error) {
+	if _, err := l.oldFiles(); err != nil {
+		return nil, err
+	}
 	plan := MakePlan(l.old, l.new)
 	plan.Partial = l.partial
 	if err := plan.Check(safety, l.readOld); err != nil {
@@ -256,7 +298,11 @@ func (d *LocalDir) Publish(_ context.Context, u Update, s Safety) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	next, err := merge(l.old, u.clone(), func(data []byte) (gitrepo.Entry, error) {
+	old, err := l.oldFiles()
+	if err != nil {
+		return nil, err
+	}
+	next, err := merge(old, u.clone(), func(data []byte) (gitrepo.Entry, error) {
 		h, err := gitrepo.StoreBlob(l.repo.Storer, data)
 		return gitrepo.Entry{Hash: h, Mode: filemode.Regular}, err
 	})

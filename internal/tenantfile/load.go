@@ -7,8 +7,11 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
+	"sync/atomic"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/tenant"
@@ -45,29 +48,64 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // every Secret a tenant's valuesFrom requires must be one of them. A folder holding no tenant file is a problem,
 // since publishing an empty set would delete every tenant downstream.
 func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
+	return LoadWith(paths, catalog, LoadOptions{})
+}
+
+// LoadWith is Load with options: files a previous valid load already decoded (by a
+// render cache) are not decoded again. The tenant files are read and decoded on every
+// core; the result is the same as a sequential load's.
+func LoadWith(paths []string, catalog *tenant.Catalog, opts LoadOptions) (*Result, error) {
 	files, res, err := collect(paths)
 	if err != nil {
 		return nil, err
 	}
-	for _, f := range files {
-		data, refusal := readTenantFile(f.path, f.folder)
-		if refusal != "" {
-			res.Problems = append(res.Problems, Problem{File: f.path, Line: 1, Column: 1, Message: refusal}.clean())
+	type loaded struct {
+		data     []byte
+		info     os.FileInfo
+		refusal  string
+		tenant   *Tenant
+		problems []Problem
+		secret   *SecretFile
+	}
+	out := make([]loaded, len(files))
+	opts.withSecrets = codesWithSecrets(files)
+	eachIndex(len(files), func(i int) {
+		f, l := files[i], &out[i]
+		if !IsSecretFile(f.path) {
+			if t := opts.reuse(f.path); t != nil {
+				l.tenant = t
+				return
+			}
+		}
+		l.data, l.info, l.refusal = readTenantFile(f.path, f.folder)
+		switch {
+		case l.refusal != "":
+		case IsSecretFile(f.path):
+			l.secret, l.problems = ParseSecret(f.path, l.data)
+		default:
+			l.tenant, l.problems = Parse(f.path, l.data, catalog)
+			if l.tenant != nil {
+				k := knownOf(l.info)
+				l.tenant.known = &k
+			}
+		}
+	})
+	for i, f := range files {
+		l := out[i]
+		if l.refusal != "" {
+			res.Problems = append(res.Problems, Problem{File: f.path, Line: 1, Column: 1, Message: l.refusal}.clean())
 			continue
 		}
+		res.Problems = append(res.Problems, l.problems...)
 		if IsSecretFile(f.path) {
-			s, problems := ParseSecret(f.path, data)
-			res.Problems = append(res.Problems, problems...)
-			if s != nil {
-				res.Secrets = append(res.Secrets, s)
+			if l.secret != nil {
+				res.Secrets = append(res.Secrets, l.secret)
 			}
 			continue
 		}
-		t, problems := Parse(f.path, data, catalog)
 		res.Files++
-		res.Problems = append(res.Problems, problems...)
-		if t != nil {
-			res.Tenants = append(res.Tenants, t)
+		if l.tenant != nil {
+			res.Tenants = append(res.Tenants, l.tenant)
 		}
 	}
 	for _, p := range append(crossFileProblems(res.Tenants), attachSecrets(res.Tenants, res.Secrets)...) {
@@ -75,6 +113,22 @@ func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
 	}
 	SortProblems(res.Problems)
 	return res, nil
+}
+
+// eachIndex calls fn for 0..n-1 on every core.
+func eachIndex(n int, fn func(i int)) {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), max(n, 1)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < n; i = int(next.Add(1)) - 1 {
+				fn(i)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // tenantPath is a tenant file to read and the folder it must stay in: the folder
@@ -150,8 +204,8 @@ func isYAML(path string) bool {
 // crossFileProblems checks unique capsule codes, unique object names, and file names.
 func crossFileProblems(tenants []*Tenant) []Problem {
 	var problems []Problem
-	byCode := map[string][]*Tenant{}
-	byName := map[string][]*Tenant{}
+	byCode := make(map[string][]*Tenant, len(tenants))
+	byName := make(map[string][]*Tenant, len(tenants))
 	for _, t := range tenants {
 		code := t.Object.Spec.CapsuleCode
 		if capsuleCodeValid(code) {

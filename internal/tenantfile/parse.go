@@ -2,6 +2,7 @@ package tenantfile
 
 import (
 	"bytes"
+	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -29,8 +30,16 @@ type Tenant struct {
 	File string
 	// Object is the decoded tenant; nil when the file could not be decoded at all.
 	Object *evav1.EvaTenant
-	dec    *decoder
-	doc    position
+	// Sum is the SHA-256 of the file as read: what a render cache keys the tenant on.
+	Sum [sha256.Size]byte
+	// Reused marks a stub: a file a previous valid load decoded (LoadOptions.Previous)
+	// and that has not changed since. Its Object holds only the name, namespace and
+	// capsule code; decode it with Reload before using anything else.
+	Reused bool
+	// known is the file's identity on disk when it was read.
+	known *Known
+	dec *decoder
+	doc position
 }
 
 // Position returns the line and column of a field path (for example
@@ -99,7 +108,7 @@ func parse(file string, data []byte, catalog *tenant.Catalog) (*Tenant, []Proble
 			"a tenant file holds exactly one EvaTenant; found another document here (split it into its own <CODE>.yaml)"))
 	}
 	root := docs[0]
-	t := &Tenant{File: file, dec: newDecoder(), doc: pos(root)}
+	t := &Tenant{File: file, Sum: sha256.Sum256(data), dec: newDecoder(), doc: pos(root)}
 	if root.Kind != yaml.MappingNode {
 		return nil, append(problems, at(root.Line, root.Column, "", "expected an EvaTenant object, got %s", describe(root)))
 	}

@@ -18,37 +18,37 @@ import (
 // name, not the tenant it publishes, and two names for one file would publish a
 // tenant twice. Devices, sockets and FIFOs are refused (reading them can block or
 // never end), and a file over MaxFileBytes is refused before it is read.
-func readTenantFile(path, folder string) ([]byte, string) {
+func readTenantFile(path, folder string) ([]byte, os.FileInfo, string) {
 	info, err := os.Lstat(path)
 	if err != nil {
-		return nil, "cannot read: " + readError(err)
+		return nil, nil, "cannot read: " + readError(err)
 	}
 	switch mode := info.Mode(); {
 	case mode&os.ModeSymlink != 0:
-		return nil, symlinkRefusal(path, folder)
+		return nil, nil, symlinkRefusal(path, folder)
 	case !mode.IsRegular():
-		return nil, fmt.Sprintf("not a regular file (%s): tenant files must be plain files", kind(mode))
+		return nil, nil, fmt.Sprintf("not a regular file (%s): tenant files must be plain files", kind(mode))
 	case info.Size() > MaxFileBytes:
-		return nil, tooBig(info.Size())
+		return nil, nil, tooBig(info.Size())
 	}
 	f, err := os.Open(path)
 	if err != nil {
-		return nil, "cannot read: " + readError(err)
+		return nil, nil, "cannot read: " + readError(err)
 	}
 	defer f.Close()
 	// The path may have been swapped for a link or a device since Lstat: read only the
 	// very file that was checked.
 	if opened, err := f.Stat(); err != nil || !os.SameFile(info, opened) {
-		return nil, "the file changed while it was being read; refused"
+		return nil, nil, "the file changed while it was being read; refused"
 	}
 	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
 	if err != nil {
-		return nil, "cannot read: " + readError(err)
+		return nil, nil, "cannot read: " + readError(err)
 	}
 	if len(data) > MaxFileBytes {
-		return nil, tooBig(int64(len(data)))
+		return nil, nil, tooBig(int64(len(data)))
 	}
-	return data, ""
+	return data, info, ""
 }
 
 // symlinkRefusal explains why a link is refused. The target is resolved (which reads

@@ -1,0 +1,156 @@
+package publish
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
+
+	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// PublishChanges commits the tenants an update lists on top of the head, the way a
+// remote branch is updated: only their published files are read and replaced, only the
+// trees on their paths are rebuilt, and only their files change in the worktree and
+// the index. It is how a re-render of a large fleet commits in time proportional to
+// the change rather than to the fleet.
+//
+// The update must list every tenant whose render may differ from the head's, and the
+// tenants removed (nil files); the caller knows them from its render cache. Tenants it
+// does not list stay as published and count as rendered, so the mass-deletion guard
+// and the Decommissioned rule apply exactly as to a full render.
+func (l *LocalRepo) PublishChanges(u Update, s Safety, author Author, subject string) (*Result, error) {
+	var baseTree plumbing.Hash
+	if !l.head.IsZero() {
+		c, err := l.repo.CommitObject(l.head)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s: %w", l.head, err)
+		}
+		baseTree = c.TreeHash
+	}
+	pub := &published{view: gitrepo.NewView(l.repo.Storer, baseTree)}
+	u.Full = false
+	plan, err := pub.planUpdate(u)
+	if err != nil {
+		return nil, err
+	}
+	plan.Partial = false
+	err = plan.Check(s, func(p string) ([]byte, error) {
+		e, ok, err := pub.view.Lookup(p)
+		if err != nil || !ok {
+			return nil, fmt.Errorf("%s is not in the published tree: %v", p, err)
+		}
+		return readBlob(l.repo, e.Hash)
+	})
+	if err != nil {
+		return nil, err
+	}
+	res := &Result{Plan: plan, Revision: l.head.String()}
+	if plan.Empty() && !l.head.IsZero() {
+		return res, nil
+	}
+	eff := Update{Tenants: map[string][]render.File{}}
+	for _, d := range append(plan.Added, plan.Changed...) {
+		eff.Tenants[d] = u.Tenants[d]
+	}
+	for _, d := range plan.Removed {
+		eff.Tenants[d] = nil
+	}
+	content := map[plumbing.Hash][]byte{}
+	changes, err := pub.changes(eff, func(data []byte) (gitrepo.Entry, error) {
+		h, err := gitrepo.StoreBlob(l.repo.Storer, data)
+		content[h] = data
+		return gitrepo.Entry{Hash: h, Mode: filemode.Regular}, err
+	})
+	if err != nil {
+		return nil, err
+	}
+	tree, _, err := pub.view.Edit(changes)
+	if err != nil {
+		return nil, err
+	}
+	if tree == baseTree && !l.head.IsZero() {
+		return res, nil
+	}
+	msg := subject + "\n"
+	if sum := plan.Summary(); sum != "" {
+		msg += "\n" + sum
+	}
+	sig := object.Signature{Name: author.Name, Email: author.Email, When: time.Now()}
+	commit, err := gitrepo.WriteCommit(l.repo.Storer, tree, l.head, sig, msg)
+	if err != nil {
+		return nil, err
+	}
+	if err := l.repo.Storer.SetReference(plumbing.NewHashReference(l.branch, commit)); err != nil {
+		return nil, fmt.Errorf("updating %s: %w", l.branch, err)
+	}
+	l.head, l.old = commit, nil
+	res.Revision, res.Committed = commit.String(), true
+	if err := l.applyToWorktree(changes, content); err != nil {
+		return res, err
+	}
+	return res, l.editIndex(changes)
+}
+
+// applyToWorktree writes and removes the changed files in the worktree.
+func (l *LocalRepo) applyToWorktree(changes map[string]*gitrepo.Entry, content map[plumbing.Hash][]byte) error {
+	for p, e := range changes {
+		full := filepath.Join(l.dir, filepath.FromSlash(p))
+		if e == nil {
+			if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
+				return fmt.Errorf("removing %s: %w", full, err)
+			}
+			removeEmptyParents(l.dir, filepath.Dir(full))
+			continue
+		}
+		data := content[e.Hash]
+		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
+			continue
+		}
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			return err
+		}
+		if err := os.WriteFile(full, data, 0o644); err != nil {
+			return fmt.Errorf("writing %s: %w", full, err)
+		}
+	}
+	return nil
+}
+
+// editIndex applies the changes to the index, so `git status` stays clean. The index
+// is spliced in place (gitrepo.EditIndex); one in another form is written anew from
+// the head's tree.
+func (l *LocalRepo) editIndex(changes map[string]*gitrepo.Entry) error {
+	edits := make(map[string]*gitrepo.IndexEntry, len(changes))
+	for p, e := range changes {
+		if e == nil {
+			edits[p] = nil
+			continue
+		}
+		entry := &gitrepo.IndexEntry{Hash: e.Hash, Mode: e.Mode}
+		if fi, err := os.Stat(filepath.Join(l.dir, filepath.FromSlash(p))); err == nil {
+			entry.Size, entry.ModTime = uint32(fi.Size()), fi.ModTime()
+		}
+		edits[p] = entry
+	}
+	err := gitrepo.EditIndex(filepath.Join(l.GitDir(), "index"), edits)
+	if err == nil {
+		return nil
+	}
+	if !errors.Is(err, gitrepo.ErrIndexFormat) && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("writing index: %w", err)
+	}
+	files, _, err := gitrepo.ReadTree(l.repo.Storer, l.head)
+	if err != nil {
+		return err
+	}
+	l.new = files
+	return l.writeIndex(map[string]bool{})
+}
