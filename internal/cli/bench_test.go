@@ -34,7 +34,16 @@ func tmpfsDir(b *testing.B, prefix string) string {
 func writeBenchFleet(b *testing.B) string {
 	b.Helper()
 	dir := tmpfsDir(b, "eva-bench-tenants-")
-	for i := range benchFleet {
+	writeFleet(b, dir, benchFleet)
+	return dir
+}
+
+// writeFleet writes n generated tenant files into dir in the fleet-scale mix (70%
+// Starter, 20% Customer, 8% Enterprise, 2% Platform, half with helmValues), codes
+// AAAAAA, AAAAAB, ...
+func writeFleet(tb testing.TB, dir string, n int) {
+	tb.Helper()
+	for i := range n {
 		code := benchCode(i)
 		tier := "Starter"
 		switch p := i % 100; {
@@ -52,10 +61,9 @@ func writeBenchFleet(b *testing.B) string {
 		text := fmt.Sprintf("apiVersion: eva.aidonow.com/v1alpha1\nkind: EvaTenant\nmetadata:\n  name: %s\nspec:\n  capsuleCode: %s\n  tier: %s\n  wave: %d\n  seedsVersion: seeds-1.0.0\n%s",
 			lower(code), code, tier, 1+i%3, values)
 		if err := os.WriteFile(filepath.Join(dir, code+".yaml"), []byte(text), 0o644); err != nil {
-			b.Fatal(err)
+			tb.Fatal(err)
 		}
 	}
-	return dir
 }
 
 func benchCode(i int) string {

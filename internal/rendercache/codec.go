@@ -23,13 +23,14 @@ const magic = "eva-render-cache"
 
 var errFormat = errors.New("render cache: unreadable")
 
+// encode writes the cache; the writer keeps the first error for its Flush.
 func (c *Cache) encode(w *bufio.Writer) {
 	var scratch [binary.MaxVarintLen64]byte
 	str := func(s string) {
-		w.Write(scratch[:binary.PutUvarint(scratch[:], uint64(len(s)))])
-		w.WriteString(s)
+		_, _ = w.Write(scratch[:binary.PutUvarint(scratch[:], uint64(len(s)))])
+		_, _ = w.WriteString(s)
 	}
-	num := func(n int64) { w.Write(scratch[:binary.PutVarint(scratch[:], n)]) }
+	num := func(n int64) { _, _ = w.Write(scratch[:binary.PutVarint(scratch[:], n)]) }
 	str(magic)
 	num(formatVersion)
 	str(c.Commit)

@@ -38,8 +38,8 @@ type Tenant struct {
 	Reused bool
 	// known is the file's identity on disk when it was read.
 	known *Known
-	dec *decoder
-	doc position
+	dec   *decoder
+	doc   position
 }
 
 // Position returns the line and column of a field path (for example
