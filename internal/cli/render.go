@@ -46,7 +46,12 @@ func newRenderCommand(opts *options) *cobra.Command {
 The tenants are validated first; nothing is written if any is invalid. Each module
 release is rendered through its chart with the Helm SDK (--verify-charts). The output
 folder is made a git repository if it is not one, and the render is committed
-(nothing is committed when nothing changed); --git=false writes a plain folder.`,
+(nothing is committed when nothing changed); --git=false writes a plain folder.
+
+A render into a repository it rendered into before reads only the tenant files changed
+on disk, renders only the tenants whose inputs changed and commits them on top of the
+head; a change to the catalog, the environment, the charts or evactl itself renders
+everything again (what was rendered from what: .git/eva/render-cache).`,
 		Example: `  evactl render --tenants tenants/ --env dev --out out/gitops`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRender(cmd, opts, ro)
