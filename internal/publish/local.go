@@ -8,8 +8,10 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	git "github.com/go-git/go-git/v5"
@@ -17,6 +19,7 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"github.com/go-git/go-git/v5/plumbing/object"
+	"github.com/go-git/go-git/v5/storage/filesystem"
 
 	"github.com/aidonow/eva/internal/gitrepo"
 	"github.com/aidonow/eva/internal/render"
@@ -43,8 +46,12 @@ type LocalRepo struct {
 	old    gitrepo.Files
 	// partial marks a partial update (see Plan.Partial).
 	partial bool
-	mu      sync.Mutex // guards new and the object store during Put
+	mu      sync.Mutex // guards new, staged and content during Put
 	new     gitrepo.Files
+	// staged holds the objects a render creates until Commit writes them as one pack.
+	staged *gitrepo.Staging
+	// content is the data of the blobs Put staged, for the worktree.
+	content map[plumbing.Hash][]byte
 }
 
 // OpenLocal opens (or initialises) the repository at dir.
@@ -61,7 +68,7 @@ func OpenLocal(dir string) (*LocalRepo, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening git repository %s: %w", dir, err)
 	}
-	l := &LocalRepo{dir: dir, repo: repo, new: gitrepo.Files{}}
+	l := &LocalRepo{dir: dir, repo: repo, new: gitrepo.Files{}, staged: gitrepo.NewStaging(), content: map[plumbing.Hash][]byte{}}
 	headRef, err := repo.Storer.Reference(plumbing.HEAD)
 	if err != nil {
 		return nil, fmt.Errorf("reading HEAD of %s: %w", dir, err)
@@ -127,10 +134,11 @@ func (l *LocalRepo) Put(f render.File) error {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	h, err := gitrepo.StoreBlob(l.repo.Storer, f.Data)
+	h, err := gitrepo.StoreBlob(l.staged, f.Data)
 	if err != nil {
 		return fmt.Errorf("%s: %w", f.Path, err)
 	}
+	l.content[h] = f.Data
 	l.new[f.Path] = gitrepo.Entry{Hash: h, Mode: filemode.Regular}
 	return nil
 }
@@ -155,7 +163,7 @@ func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Resul
 		return nil, err
 	}
 	res := &Result{Plan: plan, Revision: l.head.String()}
-	tree, err := gitrepo.WriteTree(l.repo.Storer, l.new)
+	tree, err := gitrepo.WriteTree(l.staged, l.new)
 	if err != nil {
 		return nil, err
 	}
@@ -175,8 +183,12 @@ func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Resul
 		msg += "\n" + s
 	}
 	sig := object.Signature{Name: author.Name, Email: author.Email, When: time.Now()}
-	commit, err := gitrepo.WriteCommit(l.repo.Storer, tree, l.head, sig, msg)
+	commit, err := gitrepo.WriteCommit(l.staged, tree, l.head, sig, msg)
 	if err != nil {
+		return nil, err
+	}
+	// Every object the commit needs is in the repository before the branch names it.
+	if err := l.writeStaged(); err != nil {
 		return nil, err
 	}
 	if err := l.repo.Storer.SetReference(plumbing.NewHashReference(l.branch, commit)); err != nil {
@@ -185,6 +197,34 @@ func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Resul
 	l.head = commit
 	res.Revision, res.Committed = commit.String(), true
 	return res, l.writeIndex(written)
+}
+
+// writeStaged writes the objects the render staged (blobs, trees, the commit) into the
+// repository as one pack, leaving out the blobs the head already has.
+func (l *LocalRepo) writeStaged() error {
+	fs, ok := l.repo.Storer.(*filesystem.Storage)
+	if !ok {
+		for h, o := range l.staged.Objects {
+			if l.repo.Storer.HasEncodedObject(h) != nil {
+				if _, err := l.repo.Storer.SetEncodedObject(o); err != nil {
+					return fmt.Errorf("writing object %s: %w", h, err)
+				}
+			}
+		}
+		return nil
+	}
+	present := make(map[plumbing.Hash]bool, len(l.old))
+	for _, e := range l.old {
+		present[e.Hash] = true
+	}
+	wrote, err := l.staged.WritePack(filepath.Join(fs.Filesystem().Root(), "objects"), func(h plumbing.Hash) bool { return present[h] })
+	if err != nil {
+		return fmt.Errorf("writing the render's objects: %w", err)
+	}
+	if wrote {
+		fs.Reindex()
+	}
+	return nil
 }
 
 func (l *LocalRepo) readOld(p string) ([]byte, error) {
@@ -211,29 +251,51 @@ func readBlob(repo *git.Repository, h plumbing.Hash) ([]byte, error) {
 // syncWorktree writes the files that differ from the previous commit (or are missing
 // on disk) and deletes the files the render no longer has. It returns the paths written.
 func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
-	written := map[string]bool{}
+	type job struct {
+		path, full string
+		data       []byte
+		keep       bool // published unchanged: write only when missing
+	}
+	jobs := make([]job, 0, len(l.new))
 	for p, e := range l.new {
-		full := filepath.Join(l.dir, filepath.FromSlash(p))
+		j := job{path: p, full: filepath.Join(l.dir, filepath.FromSlash(p))}
 		if o, ok := l.old[p]; ok && o.Hash == e.Hash {
-			if _, err := os.Stat(full); err == nil {
-				continue
+			j.keep = true
+		}
+		data, ok := l.content[e.Hash]
+		if !ok {
+			var err error
+			if data, err = readBlob(l.repo, e.Hash); err != nil {
+				return nil, fmt.Errorf("reading %s back: %w", p, err)
 			}
 		}
-		data, err := readBlob(l.repo, e.Hash)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s back: %w", p, err)
+		j.data = data
+		jobs = append(jobs, j)
+	}
+	// Files are written on several goroutines: each costs a few system calls, which
+	// overlap.
+	wrote := make([]bool, len(jobs))
+	errs := make([]error, len(jobs))
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	for range 2 * runtime.GOMAXPROCS(0) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := int(next.Add(1)) - 1; i < len(jobs); i = int(next.Add(1)) - 1 {
+				wrote[i], errs[i] = writeWorktreeFile(jobs[i].full, jobs[i].data, jobs[i].keep)
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	written := make(map[string]bool, len(jobs))
+	for i, j := range jobs {
+		if wrote[i] {
+			written[j.path] = true
 		}
-		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
-			written[p] = true
-			continue
-		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return nil, err
-		}
-		if err := os.WriteFile(full, data, 0o644); err != nil {
-			return nil, fmt.Errorf("writing %s: %w", full, err)
-		}
-		written[p] = true
 	}
 	for p := range l.old {
 		if _, ok := l.new[p]; ok {
@@ -246,6 +308,30 @@ func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
 		removeEmptyParents(l.dir, filepath.Dir(full))
 	}
 	return written, nil
+}
+
+// writeWorktreeFile makes the file at full hold data. A file kept from the published
+// tree is left alone when it exists (wrote false); a file already holding data is not
+// rewritten.
+func writeWorktreeFile(full string, data []byte, keep bool) (wrote bool, err error) {
+	if keep {
+		if _, err := os.Stat(full); err == nil {
+			return false, nil
+		}
+	}
+	if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
+		return true, nil
+	}
+	err = os.WriteFile(full, data, 0o644)
+	if errors.Is(err, os.ErrNotExist) {
+		if err = os.MkdirAll(filepath.Dir(full), 0o755); err == nil {
+			err = os.WriteFile(full, data, 0o644)
+		}
+	}
+	if err != nil {
+		return false, fmt.Errorf("writing %s: %w", full, err)
+	}
+	return true, nil
 }
 
 func removeEmptyParents(root, dir string) {
