@@ -148,7 +148,10 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 		// A tenant renders at the releases that admitted it; its own pins still win.
 		admitted := rollout.Releases(rollouts, t.Object.Namespace, t.Object.Name)
 		code := t.Object.Spec.CapsuleCode
-		digest := digests.of(t, admitted)
+		digest, err := digests.of(t, admitted)
+		if err != nil {
+			return nil, err
+		}
 		j.cache.Tenants[code] = digest
 		j.codes = append(j.codes, code)
 		if ru.unchanged(key, code, digest) {

@@ -32,9 +32,12 @@ type reuse struct {
 }
 
 // loadOptions lets the tenant load skip files the cached render found valid, when the
-// cache was made with the same shared inputs (the catalog among them).
+// cache describes the head and was made with the same shared inputs (the catalog among
+// them).
 func (ru *reuse) loadOptions(key string) tenantfile.LoadOptions {
-	if ru == nil || ru.cache == nil || ru.cache.Key != key {
+	// Only with a fresh cache: a stub must not be rendered, and after another head every
+	// tenant is (decoded on every core, not reloaded one by one).
+	if !ru.fresh(key) {
 		return tenantfile.LoadOptions{}
 	}
 	return tenantfile.LoadOptions{Previous: ru.cache.Files, Recorded: ru.cache.Recorded}
@@ -132,7 +135,7 @@ func newTenantDigests(key string, secrets []*tenantfile.SecretFile) *tenantDiges
 }
 
 // of returns a tenant's digest (hex). Not safe for concurrent use.
-func (td *tenantDigests) of(t *tenantfile.Tenant, admitted []*evav1.EvaRollout) string {
+func (td *tenantDigests) of(t *tenantfile.Tenant, admitted []*evav1.EvaRollout) (string, error) {
 	h := td.h
 	h.Reset()
 	part := func(b []byte) {
@@ -150,7 +153,10 @@ func (td *tenantDigests) of(t *tenantfile.Tenant, admitted []*evav1.EvaRollout) 
 	for _, r := range admitted {
 		sum, ok := td.releases[r]
 		if !ok {
-			data, _ := json.Marshal(r)
+			data, err := json.Marshal(r)
+			if err != nil {
+				return "", fmt.Errorf("digesting release %s: %w", r.Name, err)
+			}
 			digest := sha256.Sum256(data)
 			sum = digest[:]
 			td.releases[r] = sum
@@ -158,7 +164,7 @@ func (td *tenantDigests) of(t *tenantfile.Tenant, admitted []*evav1.EvaRollout) 
 		part(sum)
 	}
 	td.sum = h.Sum(td.sum[:0])
-	return hex.EncodeToString(td.sum)
+	return hex.EncodeToString(td.sum), nil
 }
 
 // commitChanges renders only the tenants whose inputs changed since the cached commit,
@@ -198,8 +204,8 @@ func (j *job) commitChanges(local *publish.LocalRepo, ru *reuse, ro *renderOptio
 			return err
 		}
 	}
-	if result.Committed || !j.allReused {
-		// Otherwise the cache already says all this.
+	if result.Committed || !j.allReused || len(u.Tenants) > 0 {
+		// Otherwise (nothing read, rendered or committed) the cache already says this.
 		j.saveCache(local, result, stderr)
 	}
 	if !ro.quiet {

@@ -215,6 +215,49 @@ func TestIncrementalRenderMatchesFullRender(t *testing.T) {
 		assertSameAsFullRender(t, tenants, out, "--overlays", overlays)
 	})
 
+	t.Run("Secret file alone changed", func(t *testing.T) {
+		renderSummary(t, tenants, out) // back to the default inputs
+		secret := filepath.Join(tenants, "ACMECO.crm-database.sops.yaml")
+		data, err := os.ReadFile(secret)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(secret, append(data, []byte("# rotated\n")...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if msg := renderSummary(t, tenants, out); !strings.Contains(msg, "rendered 1 tenants") {
+			t.Fatalf("want ACMECO alone rendered again:\n%s", msg)
+		}
+		assertSameAsFullRender(t, tenants, out)
+	})
+
+	t.Run("overlay patch changed", func(t *testing.T) {
+		overlays := copyDir(t, filepath.Join(repoRoot, "overlays"))
+		prod := []string{"--env", "prod", "--overlays", overlays}
+		renderSummary(t, tenants, out, prod...)
+		replaceInFile(t, filepath.Join(overlays, "prod", "tenant", "kustomization.yaml"), "mode: enabled", "mode: warn")
+		if msg := renderSummary(t, tenants, out, prod...); strings.Contains(msg, "unchanged") {
+			t.Fatalf("a patch change reused earlier renders:\n%s", msg)
+		}
+		assertSameAsFullRender(t, tenants, out, prod...)
+	})
+
+	t.Run("chart changed", func(t *testing.T) {
+		charts := copyDir(t, filepath.Join(repoRoot, "charts"))
+		renderSummary(t, tenants, out, "--charts", charts)
+		values := filepath.Join(charts, "eva-crm", "values.yaml")
+		data, _ := os.ReadFile(values)
+		if err := os.WriteFile(values, append(data, []byte("# reviewed\n")...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if msg := renderSummary(t, tenants, out, "--charts", charts); strings.Contains(msg, "unchanged") {
+			t.Fatalf("a chart change reused earlier renders:\n%s", msg)
+		}
+		if msg := renderSummary(t, tenants, out, "--charts", charts, "--verify-charts=false"); strings.Contains(msg, "unchanged") {
+			t.Fatalf("a render without verification reused verified renders:\n%s", msg)
+		}
+	})
+
 	t.Run("catalog changed", func(t *testing.T) {
 		data, err := os.ReadFile(filepath.Join(repoRoot, "internal", "tenant", "catalog.yaml"))
 		if err != nil {

@@ -50,15 +50,15 @@ func (s *Staging) WritePack(objectsDir string, skip func(plumbing.Hash) bool) (b
 	}
 	entries, err := s.compress(hashes)
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("compressing objects: %w", err)
 	}
 	dir := filepath.Join(objectsDir, "pack")
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return false, err
+		return false, fmt.Errorf("creating the pack folder: %w", err)
 	}
 	tmp, err := os.CreateTemp(dir, "tmp_pack_eva_")
 	if err != nil {
-		return false, err
+		return false, fmt.Errorf("creating the packfile: %w", err)
 	}
 	defer os.Remove(tmp.Name())
 	sum := sha1.New() //nolint:gosec // see the import
@@ -83,6 +83,10 @@ func (s *Staging) WritePack(objectsDir string, skip func(plumbing.Hash) bool) (b
 	if err == nil {
 		_, err = tmp.Write(checksum[:])
 	}
+	if err == nil {
+		// Durable before the branch can name its objects; read-only, as git keeps packs.
+		err = errors.Join(tmp.Sync(), tmp.Chmod(0o444))
+	}
 	if err = errors.Join(err, tmp.Close()); err != nil {
 		return false, fmt.Errorf("writing the packfile: %w", err)
 	}
@@ -99,11 +103,11 @@ func (s *Staging) WritePack(objectsDir string, skip func(plumbing.Hash) bool) (b
 	}
 	base := filepath.Join(dir, "pack-"+checksum.String())
 	if err := os.Rename(tmp.Name(), base+".pack"); err != nil {
-		return false, err
+		return false, fmt.Errorf("naming the packfile: %w", err)
 	}
 	// The index last: git ignores a pack without one.
 	if err := writeFileAtomic(base+".idx", idxData.Bytes()); err != nil {
-		return false, err
+		return false, fmt.Errorf("writing the pack index: %w", err)
 	}
 	return true, nil
 }
@@ -159,9 +163,19 @@ func packEntry(o plumbing.EncodedObject, buf *bytes.Buffer, zw *zlib.Writer) ([]
 	return bytes.Clone(buf.Bytes()), nil
 }
 
+// writeFileAtomic writes a read-only file durably under a temporary name, then renames it.
 func writeFileAtomic(path string, data []byte) error {
 	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, 0o444); err != nil {
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o444)
+	if err != nil {
+		return err
+	}
+	_, err = f.Write(data)
+	if err == nil {
+		err = f.Sync()
+	}
+	if err = errors.Join(err, f.Close()); err != nil {
+		_ = os.Remove(tmp)
 		return err
 	}
 	if err := os.Rename(tmp, path); err != nil {

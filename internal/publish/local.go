@@ -315,7 +315,9 @@ func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
 // rewritten.
 func writeWorktreeFile(full string, data []byte, keep bool) (wrote bool, err error) {
 	if keep {
-		if _, err := os.Stat(full); err == nil {
+		// Published unchanged and of the right size on disk: left as it is (a render
+		// interrupted part way is caught by the size, most of the time).
+		if fi, err := os.Stat(full); err == nil && fi.Size() == int64(len(data)) {
 			return false, nil
 		}
 	}

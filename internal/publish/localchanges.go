@@ -35,6 +35,16 @@ func (l *LocalRepo) PublishChanges(u Update, s Safety, author Author, subject st
 		}
 		baseTree = c.TreeHash
 	}
+	for d, files := range u.Tenants {
+		for _, f := range files {
+			if err := checkFilePath(f.Path); err != nil {
+				return nil, err
+			}
+			if tenantOf(f.Path) != d {
+				return nil, fmt.Errorf("file %s does not belong to tenant %s", f.Path, d)
+			}
+		}
+	}
 	pub := &published{view: gitrepo.NewView(l.repo.Storer, baseTree)}
 	u.Full = false
 	plan, err := pub.planUpdate(u)
@@ -44,8 +54,11 @@ func (l *LocalRepo) PublishChanges(u Update, s Safety, author Author, subject st
 	plan.Partial = false
 	err = plan.Check(s, func(p string) ([]byte, error) {
 		e, ok, err := pub.view.Lookup(p)
-		if err != nil || !ok {
-			return nil, fmt.Errorf("%s is not in the published tree: %v", p, err)
+		if err != nil {
+			return nil, fmt.Errorf("reading %s from the published tree: %w", p, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s is not in the published tree", p)
 		}
 		return readBlob(l.repo, e.Hash)
 	})
@@ -88,15 +101,21 @@ func (l *LocalRepo) PublishChanges(u Update, s Safety, author Author, subject st
 	if err != nil {
 		return nil, err
 	}
+	// The worktree and the index first, the branch last: a failure part way leaves the
+	// branch where it was, and the next render (incremental or full) writes the same
+	// files again.
+	if err := l.applyToWorktree(changes, content); err != nil {
+		return nil, err
+	}
+	if err := l.editIndex(changes, commit); err != nil {
+		return nil, err
+	}
 	if err := l.repo.Storer.SetReference(plumbing.NewHashReference(l.branch, commit)); err != nil {
 		return nil, fmt.Errorf("updating %s: %w", l.branch, err)
 	}
 	l.head, l.old = commit, nil
 	res.Revision, res.Committed = commit.String(), true
-	if err := l.applyToWorktree(changes, content); err != nil {
-		return res, err
-	}
-	return res, l.editIndex(changes)
+	return res, nil
 }
 
 // applyToWorktree writes and removes the changed files in the worktree.
@@ -115,7 +134,7 @@ func (l *LocalRepo) applyToWorktree(changes map[string]*gitrepo.Entry, content m
 			continue
 		}
 		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return err
+			return fmt.Errorf("writing %s: %w", full, err)
 		}
 		if err := os.WriteFile(full, data, 0o644); err != nil {
 			return fmt.Errorf("writing %s: %w", full, err)
@@ -126,8 +145,8 @@ func (l *LocalRepo) applyToWorktree(changes map[string]*gitrepo.Entry, content m
 
 // editIndex applies the changes to the index, so `git status` stays clean. The index
 // is spliced in place (gitrepo.EditIndex); one in another form is written anew from
-// the head's tree.
-func (l *LocalRepo) editIndex(changes map[string]*gitrepo.Entry) error {
+// the commit's tree.
+func (l *LocalRepo) editIndex(changes map[string]*gitrepo.Entry, commit plumbing.Hash) error {
 	edits := make(map[string]*gitrepo.IndexEntry, len(changes))
 	for p, e := range changes {
 		if e == nil {
@@ -147,7 +166,7 @@ func (l *LocalRepo) editIndex(changes map[string]*gitrepo.Entry) error {
 	if !errors.Is(err, gitrepo.ErrIndexFormat) && !errors.Is(err, os.ErrNotExist) {
 		return fmt.Errorf("writing index: %w", err)
 	}
-	files, _, err := gitrepo.ReadTree(l.repo.Storer, l.head)
+	files, _, err := gitrepo.ReadTree(l.repo.Storer, commit)
 	if err != nil {
 		return err
 	}

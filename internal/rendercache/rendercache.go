@@ -87,14 +87,6 @@ func (c *Cache) Save(gitDir string) error {
 	return nil
 }
 
-// Remove deletes the cache (after a render it could no longer describe).
-func Remove(gitDir string) error {
-	if err := os.Remove(filepath.Join(gitDir, File)); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return fmt.Errorf("render cache: %w", err)
-	}
-	return nil
-}
-
 // Digest hashes a sequence of parts; each part is length-prefixed, so no two different
 // sequences hash alike.
 type Digest struct{ h hash.Hash }

@@ -36,6 +36,7 @@ type Selector struct {
 // (eva.aidonow.com/shard=a, eva.aidonow.com/shard in (a,b), !eva.aidonow.com/shard).
 // A selector over another label is refused: the objects rendered for a tenant carry the
 // shard label but not the tenant's other labels, so the operator could not select them.
+// != and notin are refused: they select the tenants of no shard as well.
 // An empty value selects everything (one process holds the whole fleet).
 func Parse(value string) (Selector, error) {
 	if value == "" {
@@ -53,8 +54,13 @@ func Parse(value string) (Selector, error) {
 		if r.Key() != Label {
 			return Selector{}, fmt.Errorf("--shard %q: the selector may name only the %s label, not %q", value, Label, r.Key())
 		}
-		if r.Operator() == selection.Exists {
+		switch r.Operator() {
+		case selection.Exists, selection.DoesNotExist:
 			continue
+		case selection.NotEquals, selection.NotIn:
+			// Those also match every tenant of no shard, which the process started with
+			// !eva.aidonow.com/shard serves: two leaders for one tenant.
+			return Selector{}, fmt.Errorf("--shard %q: %s also selects the tenants of no shard; name the shards (= or in), or !%s for the tenants of none", value, r.Operator(), Label)
 		}
 		for v := range r.Values() {
 			for _, msg := range validation.IsValidLabelValue(v) {

@@ -212,7 +212,7 @@ func crossFileProblems(tenants []*Tenant) []Problem {
 			byCode[code] = append(byCode[code], t)
 			if want := code + ".yaml"; filepath.Base(t.File) != want {
 				line, col := t.Position("spec.capsuleCode")
-				problems = append(problems, Problem{File: t.File, Line: line, Column: col, Field: "spec.capsuleCode",
+				problems = append(problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: "spec.capsuleCode",
 					Message: fmt.Sprintf("file name must be %s (the capsule code), not %s", want, filepath.Base(t.File))})
 			}
 		}
@@ -234,7 +234,7 @@ func crossFileProblems(tenants []*Tenant) []Problem {
 					}
 				}
 				line, col := t.Position(path)
-				problems = append(problems, Problem{File: t.File, Line: line, Column: col, Field: path,
+				problems = append(problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: path,
 					Message: fmt.Sprintf("%s %s is also used by %s", what, strings.TrimPrefix(key, "/"), strings.Join(others, ", "))})
 			}
 		}

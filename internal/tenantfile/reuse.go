@@ -58,6 +58,9 @@ func (o *LoadOptions) reuse(path string) *Tenant {
 		return nil
 	}
 	now := knownOf(info)
+	if _, _, identified := changeTimeAndInode(info); !identified {
+		return nil
+	}
 	if now.Size != k.Size || now.ModTime != k.ModTime || now.ChangeNs != k.ChangeNs || now.Inode != k.Inode {
 		return nil
 	}
@@ -88,7 +91,7 @@ func codesWithSecrets(files []tenantPath) map[string]bool {
 // knownOf records a file's identity on disk.
 func knownOf(info os.FileInfo) Known {
 	k := Known{Size: info.Size(), ModTime: info.ModTime().UnixNano()}
-	k.ChangeNs, k.Inode = changeTimeAndInode(info)
+	k.ChangeNs, k.Inode, _ = changeTimeAndInode(info)
 	return k
 }
 

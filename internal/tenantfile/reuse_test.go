@@ -157,4 +157,23 @@ func TestTenantsWithSecretsAreNotReused(t *testing.T) {
 			}
 		}
 	}
+
+	// A Secret file appearing beside a recorded, unchanged tenant file: the tenant is
+	// decoded again, since its checks (a Secret both inline and in a file, valuesFrom)
+	// read its spec.
+	dir := t.TempDir()
+	p := writeTenant(t, dir, "AAAAAA", 1)
+	start = time.Now()
+	first, _ = LoadWith([]string{dir}, catalog, LoadOptions{})
+	opts := LoadOptions{Previous: first.Known(), Recorded: start}
+	if res, _ := LoadWith([]string{dir}, catalog, opts); !reused(res)["AAAAAA"] {
+		t.Fatal("the unchanged tenant was not reused")
+	}
+	secret := filepath.Join(filepath.Dir(p), "AAAAAA.db.sops.yaml")
+	if err := os.WriteFile(secret, []byte("not: checked here\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if res, _ := LoadWith([]string{dir}, catalog, opts); reused(res)["AAAAAA"] {
+		t.Fatal("a tenant with a new Secret file was reused")
+	}
 }

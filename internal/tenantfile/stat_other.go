@@ -4,6 +4,7 @@ package tenantfile
 
 import "os"
 
-// changeTimeAndInode is not known on this platform: size and modification time alone
-// identify a file.
-func changeTimeAndInode(os.FileInfo) (int64, uint64) { return 0, 0 }
+// changeTimeAndInode is not read on this platform: size and modification time alone
+// cannot tell an edit that kept them (cp -p, rsync -a, touch -r), so no file is reused
+// and every render decodes every tenant file.
+func changeTimeAndInode(os.FileInfo) (ctime int64, inode uint64, ok bool) { return 0, 0, false }
