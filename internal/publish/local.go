@@ -44,6 +44,8 @@ type LocalRepo struct {
 	head   plumbing.Hash
 	branch plumbing.ReferenceName
 	old    gitrepo.Files
+	// oldTree is the head's tree, read with old.
+	oldTree plumbing.Hash
 	// partial marks a partial update (see Plan.Partial).
 	partial bool
 	mu      sync.Mutex // guards new, staged and content during Put
@@ -115,14 +117,14 @@ func (l *LocalRepo) GitDir() string { return filepath.Join(l.dir, git.GitDirName
 // tenants (PublishChanges) never reads the whole tree.
 func (l *LocalRepo) oldFiles() (gitrepo.Files, error) {
 	if l.old == nil {
-		files, _, err := gitrepo.ReadTree(l.repo.Storer, l.head)
+		files, tree, err := gitrepo.ReadTree(l.repo.Storer, l.head)
 		if err != nil {
 			return nil, err
 		}
 		if files == nil {
 			files = gitrepo.Files{}
 		}
-		l.old = files
+		l.old, l.oldTree = files, tree
 	}
 	return l.old, nil
 }
@@ -167,15 +169,11 @@ func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Resul
 	if err != nil {
 		return nil, err
 	}
-	_, oldTree, err := gitrepo.ReadTree(l.repo.Storer, l.head)
-	if err != nil {
-		return nil, err
-	}
 	written, err := l.syncWorktree()
 	if err != nil {
 		return nil, err
 	}
-	if tree == oldTree && !l.head.IsZero() {
+	if tree == l.oldTree && !l.head.IsZero() {
 		return res, l.writeIndex(written)
 	}
 	msg := subject + "\n"
