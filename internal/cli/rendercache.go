@@ -1,12 +1,8 @@
 package cli
 
 import (
-	"crypto/sha256"
-	"encoding/binary"
-	"encoding/hex"
 	"encoding/json"
 	"fmt"
-	"hash"
 	"io"
 	"io/fs"
 	"os"
@@ -115,40 +111,31 @@ func digestFolder(d *rendercache.Digest, dir string) error {
 }
 
 // tenantDigests digests each tenant's own inputs on top of the shared key: its file's
-// content, its encrypted Secret files, and the releases that admitted it. One hash and
-// buffer serve every tenant: at 10,000 tenants allocations, not hashing, cost the time.
+// content, its encrypted Secret files, and the releases that admitted it. One digest
+// serves every tenant: at 10,000 tenants allocations, not hashing, cost the time.
 type tenantDigests struct {
-	key      []byte
+	key      string
 	secrets  map[string][]*tenantfile.SecretFile
-	releases map[*evav1.EvaRollout][]byte
-	h        hash.Hash
-	sum      []byte
+	releases map[*evav1.EvaRollout]string
+	d        *rendercache.Digest
 }
 
 func newTenantDigests(key string, secrets []*tenantfile.SecretFile) *tenantDigests {
-	td := &tenantDigests{key: []byte(key), secrets: map[string][]*tenantfile.SecretFile{},
-		releases: map[*evav1.EvaRollout][]byte{}, h: sha256.New()}
+	td := &tenantDigests{key: key, secrets: map[string][]*tenantfile.SecretFile{},
+		releases: map[*evav1.EvaRollout]string{}, d: rendercache.NewDigest()}
 	for _, s := range secrets {
 		td.secrets[s.Code] = append(td.secrets[s.Code], s)
 	}
 	return td
 }
 
-// of returns a tenant's digest (hex). Not safe for concurrent use.
+// of returns a tenant's digest. Not safe for concurrent use.
 func (td *tenantDigests) of(t *tenantfile.Tenant, admitted []*evav1.EvaRollout) (string, error) {
-	h := td.h
-	h.Reset()
-	part := func(b []byte) {
-		var n [8]byte
-		binary.BigEndian.PutUint64(n[:], uint64(len(b)))
-		h.Write(n[:])
-		h.Write(b)
-	}
-	part(td.key)
-	part(t.Sum[:])
+	d := td.d
+	d.Reset()
+	d.AddString(td.key).Add(t.Sum[:])
 	for _, s := range td.secrets[t.Object.Spec.CapsuleCode] {
-		part([]byte(s.File))
-		part(s.Data)
+		d.AddString(s.File).Add(s.Data)
 	}
 	for _, r := range admitted {
 		sum, ok := td.releases[r]
@@ -157,14 +144,12 @@ func (td *tenantDigests) of(t *tenantfile.Tenant, admitted []*evav1.EvaRollout) 
 			if err != nil {
 				return "", fmt.Errorf("digesting release %s: %w", r.Name, err)
 			}
-			digest := sha256.Sum256(data)
-			sum = digest[:]
+			sum = rendercache.NewDigest().Add(data).Sum()
 			td.releases[r] = sum
 		}
-		part(sum)
+		d.AddString(sum)
 	}
-	td.sum = h.Sum(td.sum[:0])
-	return hex.EncodeToString(td.sum), nil
+	return d.Sum(), nil
 }
 
 // commitChanges renders only the tenants whose inputs changed since the cached commit,

@@ -75,6 +75,29 @@ func assertSameAsFullRender(t *testing.T, tenants, out string, extra ...string) 
 	}
 }
 
+// assertRenderedAgain renders after a change to something every tenant depends on (or
+// that makes the cache unusable): nothing may be reused, and the tree must be a full
+// render's.
+func assertRenderedAgain(t *testing.T, what, tenants, out string, extra ...string) {
+	t.Helper()
+	if msg := renderSummary(t, tenants, out, extra...); strings.Contains(msg, "unchanged") {
+		t.Fatalf("%s:\n%s", what, msg)
+	}
+	assertSameAsFullRender(t, tenants, out, extra...)
+}
+
+// appendToFile adds text at the end of a file.
+func appendToFile(t *testing.T, path, text string) {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, append(data, text...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // changedPaths lists the files the last commit of out changed.
 func changedPaths(t *testing.T, out string) []string {
 	t.Helper()
@@ -208,23 +231,12 @@ func TestIncrementalRenderMatchesFullRender(t *testing.T) {
 		overlays := copyDir(t, filepath.Join(repoRoot, "overlays"))
 		settings := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
 		replaceInFile(t, settings, "domain: ", "domain: edited.")
-		msg := renderSummary(t, tenants, out, "--overlays", overlays)
-		if strings.Contains(msg, "unchanged") {
-			t.Fatalf("an environment change reused earlier renders:\n%s", msg)
-		}
-		assertSameAsFullRender(t, tenants, out, "--overlays", overlays)
+		assertRenderedAgain(t, "an environment change reused earlier renders", tenants, out, "--overlays", overlays)
 	})
 
 	t.Run("Secret file alone changed", func(t *testing.T) {
 		renderSummary(t, tenants, out) // back to the default inputs
-		secret := filepath.Join(tenants, "ACMECO.crm-database.sops.yaml")
-		data, err := os.ReadFile(secret)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(secret, append(data, []byte("# rotated\n")...), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		appendToFile(t, filepath.Join(tenants, "ACMECO.crm-database.sops.yaml"), "# rotated\n")
 		if msg := renderSummary(t, tenants, out); !strings.Contains(msg, "rendered 1 tenants") {
 			t.Fatalf("want ACMECO alone rendered again:\n%s", msg)
 		}
@@ -236,20 +248,13 @@ func TestIncrementalRenderMatchesFullRender(t *testing.T) {
 		prod := []string{"--env", "prod", "--overlays", overlays}
 		renderSummary(t, tenants, out, prod...)
 		replaceInFile(t, filepath.Join(overlays, "prod", "tenant", "kustomization.yaml"), "mode: enabled", "mode: warn")
-		if msg := renderSummary(t, tenants, out, prod...); strings.Contains(msg, "unchanged") {
-			t.Fatalf("a patch change reused earlier renders:\n%s", msg)
-		}
-		assertSameAsFullRender(t, tenants, out, prod...)
+		assertRenderedAgain(t, "a patch change reused earlier renders", tenants, out, prod...)
 	})
 
 	t.Run("chart changed", func(t *testing.T) {
 		charts := copyDir(t, filepath.Join(repoRoot, "charts"))
 		renderSummary(t, tenants, out, "--charts", charts)
-		values := filepath.Join(charts, "eva-crm", "values.yaml")
-		data, _ := os.ReadFile(values)
-		if err := os.WriteFile(values, append(data, []byte("# reviewed\n")...), 0o644); err != nil {
-			t.Fatal(err)
-		}
+		appendToFile(t, filepath.Join(charts, "eva-crm", "values.yaml"), "# reviewed\n")
 		if msg := renderSummary(t, tenants, out, "--charts", charts); strings.Contains(msg, "unchanged") {
 			t.Fatalf("a chart change reused earlier renders:\n%s", msg)
 		}
@@ -268,11 +273,7 @@ func TestIncrementalRenderMatchesFullRender(t *testing.T) {
 			t.Fatal(err)
 		}
 		replaceInFile(t, catalog, "defaultMemory: 512Mi", "defaultMemory: 640Mi")
-		msg := renderSummary(t, tenants, out, "--catalog", catalog)
-		if strings.Contains(msg, "unchanged") {
-			t.Fatalf("a catalog change reused earlier renders:\n%s", msg)
-		}
-		assertSameAsFullRender(t, tenants, out, "--catalog", catalog)
+		assertRenderedAgain(t, "a catalog change reused earlier renders", tenants, out, "--catalog", catalog)
 	})
 
 	t.Run("unreadable cache", func(t *testing.T) {
@@ -281,10 +282,7 @@ func TestIncrementalRenderMatchesFullRender(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(out, ".git", rendercache.File), []byte("garbage"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if msg := renderSummary(t, tenants, out); strings.Contains(msg, "unchanged") {
-			t.Fatalf("an unreadable cache was used:\n%s", msg)
-		}
-		assertSameAsFullRender(t, tenants, out)
+		assertRenderedAgain(t, "an unreadable cache was used", tenants, out)
 	})
 
 	t.Run("commit made by hand", func(t *testing.T) {
@@ -293,10 +291,7 @@ func TestIncrementalRenderMatchesFullRender(t *testing.T) {
 		manifest := filepath.Join(out, "tenants", "aaaaaf", "manifests.yaml")
 		replaceInFile(t, manifest, "kind: Namespace", "kind: Namespace\n# edited by hand")
 		gitOut(t, out, "-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qam", "by hand")
-		if msg := renderSummary(t, tenants, out); strings.Contains(msg, "unchanged") {
-			t.Fatalf("the cache of another commit was used:\n%s", msg)
-		}
-		assertSameAsFullRender(t, tenants, out)
+		assertRenderedAgain(t, "the cache of another commit was used", tenants, out)
 	})
 }
 

@@ -22,7 +22,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/transport"
 
 	"github.com/aidonow/eva/internal/gitrepo"
-	"github.com/aidonow/eva/internal/render"
 )
 
 // GitRemote publishes to a branch of a remote git repository through a local cache:
@@ -184,24 +183,11 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 		// First attempt: judge the update against what is published now, and keep only
 		// the tenants it really changes. A retry re-applies exactly those on the newer
 		// head, so it never reverts what another publisher changed meanwhile.
-		err := plan.Check(s, func(p string) ([]byte, error) {
-			e, ok, err := pub.view.Lookup(pub.full(p))
-			if err != nil || !ok {
-				return nil, fmt.Errorf("%s is not in the published tree: %v", p, err)
-			}
-			return readBlob(repo, e.Hash)
-		})
+		eff, err := pub.checked(u, plan, s, repo)
 		if err != nil {
 			return nil, err
 		}
-		eff := &Update{Tenants: map[string][]render.File{}}
-		for _, d := range append(plan.Added, plan.Changed...) {
-			eff.Tenants[d] = u.Tenants[d]
-		}
-		for _, d := range plan.Removed {
-			eff.Tenants[d] = nil
-		}
-		*effective = eff
+		*effective = &eff
 	} else if plan, err = pub.planUpdate(**effective); err != nil {
 		return nil, err
 	}

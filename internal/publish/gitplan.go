@@ -1,10 +1,12 @@
 package publish
 
 import (
+	"fmt"
 	"path"
 	"slices"
 	"strings"
 
+	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 
 	"github.com/aidonow/eva/internal/gitrepo"
@@ -154,4 +156,31 @@ func (p *published) changes(eff Update, store func([]byte) (gitrepo.Entry, error
 	}
 	changes[p.full(root.Path)] = &e
 	return changes, nil
+}
+
+// checked judges a plan against the safety rules on this published tree (reading the
+// bundles it would remove from repo) and returns the update reduced to the tenants the
+// plan really adds, changes or removes.
+func (p *published) checked(u Update, plan *Plan, s Safety, repo *git.Repository) (Update, error) {
+	err := plan.Check(s, func(rel string) ([]byte, error) {
+		e, ok, err := p.view.Lookup(p.full(rel))
+		if err != nil {
+			return nil, fmt.Errorf("reading %s from the published tree: %w", rel, err)
+		}
+		if !ok {
+			return nil, fmt.Errorf("%s is not in the published tree", rel)
+		}
+		return readBlob(repo, e.Hash)
+	})
+	if err != nil {
+		return Update{}, err
+	}
+	eff := Update{Tenants: map[string][]render.File{}}
+	for _, d := range append(plan.Added, plan.Changed...) {
+		eff.Tenants[d] = u.Tenants[d]
+	}
+	for _, d := range plan.Removed {
+		eff.Tenants[d] = nil
+	}
+	return eff, nil
 }

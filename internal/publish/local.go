@@ -176,12 +176,8 @@ func (l *LocalRepo) Commit(safety Safety, author Author, subject string) (*Resul
 	if tree == l.oldTree && !l.head.IsZero() {
 		return res, l.writeIndex(written)
 	}
-	msg := subject + "\n"
-	if s := plan.Summary(); s != "" {
-		msg += "\n" + s
-	}
 	sig := object.Signature{Name: author.Name, Email: author.Email, When: time.Now()}
-	commit, err := gitrepo.WriteCommit(l.staged, tree, l.head, sig, msg)
+	commit, err := gitrepo.WriteCommit(l.staged, tree, l.head, sig, commitMessage(subject, plan))
 	if err != nil {
 		return nil, err
 	}
@@ -223,6 +219,16 @@ func (l *LocalRepo) writeStaged() error {
 		fs.Reindex()
 	}
 	return nil
+}
+
+// commitMessage is a local render's commit message: the subject, then the tenants the
+// plan adds, changes and removes.
+func commitMessage(subject string, plan *Plan) string {
+	msg := subject + "\n"
+	if s := plan.Summary(); s != "" {
+		msg += "\n" + s
+	}
+	return msg
 }
 
 func (l *LocalRepo) readOld(p string) ([]byte, error) {

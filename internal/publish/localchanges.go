@@ -13,7 +13,6 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/aidonow/eva/internal/gitrepo"
-	"github.com/aidonow/eva/internal/render"
 )
 
 // PublishChanges commits the tenants an update lists on top of the head, the way a
@@ -52,29 +51,13 @@ func (l *LocalRepo) PublishChanges(u Update, s Safety, author Author, subject st
 		return nil, err
 	}
 	plan.Partial = false
-	err = plan.Check(s, func(p string) ([]byte, error) {
-		e, ok, err := pub.view.Lookup(p)
-		if err != nil {
-			return nil, fmt.Errorf("reading %s from the published tree: %w", p, err)
-		}
-		if !ok {
-			return nil, fmt.Errorf("%s is not in the published tree", p)
-		}
-		return readBlob(l.repo, e.Hash)
-	})
+	eff, err := pub.checked(u, plan, s, l.repo)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{Plan: plan, Revision: l.head.String()}
 	if plan.Empty() && !l.head.IsZero() {
 		return res, nil
-	}
-	eff := Update{Tenants: map[string][]render.File{}}
-	for _, d := range append(plan.Added, plan.Changed...) {
-		eff.Tenants[d] = u.Tenants[d]
-	}
-	for _, d := range plan.Removed {
-		eff.Tenants[d] = nil
 	}
 	content := map[plumbing.Hash][]byte{}
 	changes, err := pub.changes(eff, func(data []byte) (gitrepo.Entry, error) {
@@ -92,12 +75,8 @@ func (l *LocalRepo) PublishChanges(u Update, s Safety, author Author, subject st
 	if tree == baseTree && !l.head.IsZero() {
 		return res, nil
 	}
-	msg := subject + "\n"
-	if sum := plan.Summary(); sum != "" {
-		msg += "\n" + sum
-	}
 	sig := object.Signature{Name: author.Name, Email: author.Email, When: time.Now()}
-	commit, err := gitrepo.WriteCommit(l.repo.Storer, tree, l.head, sig, msg)
+	commit, err := gitrepo.WriteCommit(l.repo.Storer, tree, l.head, sig, commitMessage(subject, plan))
 	if err != nil {
 		return nil, err
 	}

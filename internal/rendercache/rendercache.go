@@ -103,6 +103,10 @@ func (d *Digest) Add(part []byte) *Digest {
 	return d
 }
 
+// Reset starts the digest again, keeping its hash: one Digest serves many keys without
+// allocating.
+func (d *Digest) Reset() { d.h.Reset() }
+
 // AddString appends a part given as a string.
 func (d *Digest) AddString(part string) *Digest { return d.Add([]byte(part)) }
 
