@@ -51,7 +51,7 @@ build: ## Build evactl and eva-operator into bin/.
 
 .PHONY: generate
 generate: $(CONTROLLER_GEN) ## Generate deepcopy code from the API types.
-	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./internal/nack/... paths=./internal/monitoring/...
+	$(CONTROLLER_GEN) object:headerFile=hack/boilerplate.go.txt paths=./api/... paths=./internal/nack/... paths=./internal/monitoring/... paths=./internal/argocd/...
 
 .PHONY: manifests
 manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC under base/ from markers, and the operator chart's copies of them.
@@ -62,6 +62,8 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC under base/ from marke
 	$(CONTROLLER_GEN) crd paths=github.com/fluxcd/helm-controller/api/v2 paths=github.com/fluxcd/kustomize-controller/api/v1 \
 	  paths=github.com/fluxcd/source-controller/api/v1 output:crd:artifacts:config=internal/testenv/crds/flux
 	$(CONTROLLER_GEN) crd:maxDescLen=0 paths=./internal/nack/... paths=./internal/monitoring/... output:crd:artifacts:config=internal/testenv/crds/addons
+	@# Argo CD's Application and AppProject CRDs as Argo CD publishes them.
+	hack/argocd-crds.sh internal/testenv/crds/argocd
 	@# The operator's Helm chart follows base/ (CRDs, RBAC, policies) and the overlays.
 	go run ./hack/chartgen -base base -overlays overlays -chart deploy/charts/eva-operator
 

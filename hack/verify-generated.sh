@@ -6,7 +6,7 @@
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 : "${CONTROLLER_GEN:?CONTROLLER_GEN must name the controller-gen binary}"
-generated=(api base/crd base/rbac internal/testenv/crds internal/nack internal/monitoring deploy/charts/eva-operator)
+generated=(api base/crd base/rbac internal/testenv/crds internal/nack internal/monitoring internal/argocd deploy/charts/eva-operator)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" "$tmp.diff"' EXIT

@@ -116,6 +116,12 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	if env.Settings.Applier == overlay.ApplierArgoCD && cfg.publishMode != "none" {
+		// Publishing for Argo CD works (evactl publish); reading Argo CD's state back
+		// into the tenants' conditions does not yet, and a tenant that never leaves
+		// Provisioning would be worse than a refusal.
+		return fmt.Errorf("environment %s renders for Argo CD (applier: argocd): the operator's GitOps mode (--publish=%s) reads Flux's state only; publish with evactl publish instead", env.Name, cfg.publishMode)
+	}
 	shards, err := shard.Parse(cfg.shard)
 	if err != nil {
 		return err

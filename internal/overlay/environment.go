@@ -91,6 +91,13 @@ type Settings struct {
 	// Secrets is how the tenants' SOPS-encrypted Secrets are decrypted in this
 	// environment; without it, a tenant with secrets is refused.
 	Secrets *Secrets `json:"secrets,omitempty"`
+	// Applier is the GitOps tool that applies the rendered tree: flux (the default) or
+	// argocd. It decides the delivery objects rendered beside each tenant's manifests
+	// and how the operator reads back what was applied.
+	Applier Applier `json:"applier,omitempty"`
+	// ArgoCD configures the Argo CD output; required with applier argocd, refused
+	// otherwise.
+	ArgoCD *ArgoCD `json:"argocd,omitempty"`
 }
 
 // Secrets are an environment's settings for the tenants' SOPS-encrypted Secrets
@@ -200,20 +207,51 @@ func (s *Settings) applyDefaults() {
 	durDef(&s.KustomizationInterval, 10*time.Minute)
 	durDef(&s.KustomizationTimeout, 5*time.Minute)
 	durDef(&s.KustomizationRetryInterval, 30*time.Second)
+	if s.Applier == "" {
+		s.Applier = ApplierFlux
+	}
+	if a := s.ArgoCD; a != nil {
+		def(&a.Namespace, "argocd")
+		def(&a.TargetRevision, "HEAD")
+		def(&a.DestinationServer, "https://kubernetes.default.svc")
+	}
 }
 
 func (s *Settings) check() error {
 	if msgs := validation.IsDNS1123Subdomain(s.Domain); s.Domain == "" || len(msgs) > 0 {
 		return fmt.Errorf("domain: %q must be a DNS name", s.Domain)
 	}
-	for field, v := range map[string]string{"ingressNamespace": s.IngressNamespace, "fluxNamespace": s.FluxNamespace,
+	if msgs := validation.IsDNS1123Label(s.IngressNamespace); len(msgs) > 0 {
+		return fmt.Errorf("ingressNamespace: %q: %s", s.IngressNamespace, msgs[0])
+	}
+	if s.MessagingNamespace != "" && len(validation.IsDNS1123Label(s.MessagingNamespace)) > 0 {
+		return fmt.Errorf("messagingNamespace: %q is not a namespace name", s.MessagingNamespace)
+	}
+	if d := s.ReleaseTimeout.Duration; d < 10*time.Second || d > time.Hour {
+		return fmt.Errorf("releaseTimeout: %s: must be between 10s and 1h", d)
+	}
+	if s.SeedImage == "" {
+		return fmt.Errorf("seedImage: required")
+	}
+	switch s.Applier {
+	case ApplierFlux:
+		if s.ArgoCD != nil {
+			return fmt.Errorf("argocd: only with applier: argocd")
+		}
+		return s.checkFlux()
+	case ApplierArgoCD:
+		return s.checkArgoCD()
+	}
+	return fmt.Errorf("applier: %q: must be flux or argocd", s.Applier)
+}
+
+// checkFlux checks the settings of the Flux output.
+func (s *Settings) checkFlux() error {
+	for field, v := range map[string]string{"fluxNamespace": s.FluxNamespace,
 		"chartSource.name": s.ChartSource.Name, "gitopsSource.name": s.GitOpsSource.Name} {
 		if msgs := validation.IsDNS1123Label(v); len(msgs) > 0 {
 			return fmt.Errorf("%s: %q: %s", field, v, msgs[0])
 		}
-	}
-	if s.MessagingNamespace != "" && len(validation.IsDNS1123Label(s.MessagingNamespace)) > 0 {
-		return fmt.Errorf("messagingNamespace: %q is not a namespace name", s.MessagingNamespace)
 	}
 	if s.ChartSource.Kind != "HelmRepository" {
 		return fmt.Errorf("chartSource.kind: %q: only HelmRepository is supported", s.ChartSource.Kind)
@@ -231,9 +269,6 @@ func (s *Settings) check() error {
 	if k := s.GitOpsSource.Kind; k != "GitRepository" && k != "OCIRepository" && k != "Bucket" {
 		return fmt.Errorf("gitopsSource.kind: %q: must be GitRepository, OCIRepository or Bucket", k)
 	}
-	if d := s.ReleaseTimeout.Duration; d < 10*time.Second || d > time.Hour {
-		return fmt.Errorf("releaseTimeout: %s: must be between 10s and 1h", d)
-	}
 	if s.Secrets != nil {
 		if msgs := validation.IsDNS1123Subdomain(s.Secrets.DecryptionSecret); len(msgs) > 0 {
 			return fmt.Errorf("secrets.decryptionSecret: %q: %s", s.Secrets.DecryptionSecret, msgs[0])
@@ -246,9 +281,6 @@ func (s *Settings) check() error {
 				return fmt.Errorf("secrets.ageRecipients[%d]: %q is not an age public key (age1 followed by 58 bech32 characters)", i, r)
 			}
 		}
-	}
-	if s.SeedImage == "" {
-		return fmt.Errorf("seedImage: required")
 	}
 	return nil
 }

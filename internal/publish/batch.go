@@ -16,6 +16,8 @@ type Batcher struct {
 	Safety Safety
 	// Window is how long the first update of a batch waits for others (default 500 ms).
 	Window time.Duration
+	// DeliveryDir is the folder of the tenants' delivery files (Update.DeliveryDir).
+	DeliveryDir string
 	// OnPublish, when set, is told each publish's duration and result.
 	OnPublish func(d time.Duration, res *Result, err error)
 
@@ -74,7 +76,7 @@ func (b *Batcher) flush() {
 	start := time.Now()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	res, err := b.Sink.Publish(ctx, Update{Tenants: pending}, b.Safety)
+	res, err := b.Sink.Publish(ctx, Update{Tenants: pending, DeliveryDir: b.DeliveryDir}, b.Safety)
 	took := time.Since(start)
 	revision := ""
 	if err == nil {

@@ -91,7 +91,7 @@ func (d *Dir) Put(f render.File) error {
 // Finish removes files under flux/ and tenants/ that this render did not write.
 func (d *Dir) Finish() error {
 	var stale []string
-	for _, top := range []string{render.FluxDir, render.TenantsDir} {
+	for _, top := range append([]string{render.TenantsDir}, render.DeliveryDirs...) {
 		root := filepath.Join(d.dir, top)
 		err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
 			if os.IsNotExist(err) {

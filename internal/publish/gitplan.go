@@ -51,11 +51,13 @@ func (p *published) tenantFiles(dir string) (gitrepo.Files, error) {
 		}
 		out[full] = e
 	}
-	flux := path.Join(render.FluxDir, dir+".yaml")
-	if e, ok, err := p.view.Lookup(p.full(flux)); err != nil {
-		return nil, err
-	} else if ok {
-		out[flux] = e
+	for _, top := range render.DeliveryDirs {
+		delivery := path.Join(top, dir+".yaml")
+		if e, ok, err := p.view.Lookup(p.full(delivery)); err != nil {
+			return nil, err
+		} else if ok {
+			out[delivery] = e
+		}
 	}
 	return out, nil
 }
@@ -149,7 +151,7 @@ func (p *published) changes(eff Update, store func([]byte) (gitrepo.Entry, error
 	for d := range pub {
 		codes = append(codes, strings.ToUpper(d))
 	}
-	root := render.RootKustomizationFile(codes)
+	root := render.RootKustomizationFile(eff.deliveryDir(), codes)
 	e, err := store(root.Data)
 	if err != nil {
 		return nil, err
@@ -175,7 +177,7 @@ func (p *published) checked(u Update, plan *Plan, s Safety, repo *git.Repository
 	if err != nil {
 		return Update{}, err
 	}
-	eff := Update{Tenants: map[string][]render.File{}}
+	eff := Update{Tenants: map[string][]render.File{}, DeliveryDir: u.DeliveryDir}
 	for _, d := range append(plan.Added, plan.Changed...) {
 		eff.Tenants[d] = u.Tenants[d]
 	}

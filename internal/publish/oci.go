@@ -351,7 +351,7 @@ func (o *OCI) unchanged(ctx context.Context, ref name.Reference, u Update) (stri
 			tree[f.Path] = f.Data
 		}
 	}
-	root := render.RootKustomizationFile(codes)
+	root := render.RootKustomizationFile(u.deliveryDir(), codes)
 	tree[root.Path] = root.Data
 	if treeDigest(tree) != m.Annotations[AnnotationTreeDigest] {
 		return "", false

@@ -45,7 +45,7 @@ func treeOfUpdate(t *testing.T, u Update) map[string][]byte {
 	for d := range u.Tenants {
 		codes = append(codes, strings.ToUpper(d))
 	}
-	root := render.RootKustomizationFile(codes)
+	root := render.RootKustomizationFile(render.FluxDir, codes)
 	tree[root.Path] = root.Data
 	return tree
 }

@@ -52,8 +52,10 @@ func tenantOf(p string) string {
 		dir, _, _ := strings.Cut(rest, "/")
 		return dir
 	}
-	if rest, ok := strings.CutPrefix(p, render.FluxDir+"/"); ok && !strings.Contains(rest, "/") {
-		return strings.TrimSuffix(rest, path.Ext(rest))
+	for _, dir := range render.DeliveryDirs {
+		if rest, ok := strings.CutPrefix(p, dir+"/"); ok && !strings.Contains(rest, "/") {
+			return strings.TrimSuffix(rest, path.Ext(rest))
+		}
 	}
 	return ""
 }

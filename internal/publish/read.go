@@ -59,7 +59,7 @@ func ReadDir(dir string) (map[string][]byte, error) {
 	} else if !os.IsNotExist(err) {
 		return nil, err
 	}
-	for _, top := range []string{render.FluxDir, render.TenantsDir} {
+	for _, top := range append([]string{render.TenantsDir}, render.DeliveryDirs...) {
 		err := filepath.WalkDir(filepath.Join(dir, top), func(p string, e os.DirEntry, err error) error {
 			if os.IsNotExist(err) {
 				return filepath.SkipDir

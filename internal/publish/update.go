@@ -20,6 +20,17 @@ type Update struct {
 	// removed (subject to Safety). The operator publishes partial updates; evactl
 	// publishes full ones.
 	Full bool
+	// DeliveryDir is the folder of the tenants' delivery files the root kustomization
+	// lists (render.Renderer.DeliveryDir); empty means render.FluxDir.
+	DeliveryDir string
+}
+
+// deliveryDir is the folder the root kustomization lists.
+func (u Update) deliveryDir() string {
+	if u.DeliveryDir == "" {
+		return render.FluxDir
+	}
+	return u.DeliveryDir
 }
 
 // Sink is where rendered tenants are published: a git branch or an OCI artifact. The
@@ -32,19 +43,23 @@ type Sink interface {
 
 // clone copies the update's map (merge fills it in for full updates).
 func (u Update) clone() Update {
-	c := Update{Tenants: make(map[string][]render.File, len(u.Tenants)), Full: u.Full}
+	c := Update{Tenants: make(map[string][]render.File, len(u.Tenants)), Full: u.Full, DeliveryDir: u.DeliveryDir}
 	for d, files := range u.Tenants {
 		c.Tenants[d] = files
 	}
 	return c
 }
 
-// FullUpdate groups a rendered tree into a full update.
+// FullUpdate groups a rendered tree into a full update; its delivery folder is the one
+// the tree's files are in.
 func FullUpdate(files []render.File) Update {
 	u := Update{Tenants: map[string][]render.File{}, Full: true}
 	for _, f := range files {
 		if d := tenantOf(f.Path); d != "" {
 			u.Tenants[d] = append(u.Tenants[d], f)
+			if !strings.HasPrefix(f.Path, render.TenantsDir+"/") {
+				u.DeliveryDir, _, _ = strings.Cut(f.Path, "/")
+			}
 		}
 	}
 	return u
@@ -93,7 +108,7 @@ func merge(old gitrepo.Files, u Update, hash func([]byte) (gitrepo.Entry, error)
 	for d := range tenants(next) {
 		codes = append(codes, strings.ToUpper(d))
 	}
-	root := render.RootKustomizationFile(codes)
+	root := render.RootKustomizationFile(u.deliveryDir(), codes)
 	e, err := hash(root.Data)
 	if err != nil {
 		return nil, err

@@ -42,7 +42,7 @@ func apiServer(t *testing.T) *testenv.Env {
 	t.Helper()
 	envOnce.Do(func() {
 		crds := filepath.Join(testenv.RepoRoot(), "internal", "testenv", "crds")
-		env, envErr = testenv.Start(filepath.Join(crds, "flux"), filepath.Join(crds, "addons"))
+		env, envErr = testenv.Start(filepath.Join(crds, "flux"), filepath.Join(crds, "addons"), filepath.Join(crds, "argocd"))
 	})
 	if envErr != nil {
 		t.Fatal(envErr)

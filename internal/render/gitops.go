@@ -91,6 +91,9 @@ func (r *Renderer) TenantFilesAt(t *evav1.EvaTenant, td Teardown) ([]File, error
 // FilesOf lays out an already rendered bundle of t (Renderer.Bundle) as the tenant's
 // files of the GitOps tree, without rendering it again.
 func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, error) {
+	if r.ArgoCD() {
+		return r.argoFilesOf(t, b, td)
+	}
 	var without []string
 	if td >= TeardownMessaging {
 		without = []string{"Stream", "PrometheusRule"}
@@ -235,9 +238,10 @@ func toAnyMap(m map[string]string) map[string]any {
 // impersonate: eva-tenant-<code>, the name of the one namespace it may write to.
 func ApplierName(code string) string { return tenant.Namespace(code) }
 
-// RootKustomizationFile lists every tenant's Flux file (its two Kustomizations), sorted, so the tree's
-// root can be handed to one Flux Kustomization.
-func RootKustomizationFile(codes []string) File {
+// RootKustomizationFile lists every tenant's delivery file (deliveryDir: FluxDir or
+// ArgoCDDir, Renderer.DeliveryDir), sorted, so the tree's root can be handed to one
+// Flux Kustomization (or applied with kubectl apply -k).
+func RootKustomizationFile(deliveryDir string, codes []string) File {
 	dirs := make([]string, len(codes))
 	for i, c := range codes {
 		dirs[i] = DirName(c)
@@ -250,7 +254,7 @@ func RootKustomizationFile(codes []string) File {
 	} else {
 		buf.WriteString("resources:\n")
 		for _, d := range dirs {
-			buf.WriteString("- " + path.Join(FluxDir, d+".yaml") + "\n")
+			buf.WriteString("- " + path.Join(deliveryDir, d+".yaml") + "\n")
 		}
 	}
 	return File{Path: RootKustomization, Data: buf.Bytes()}
@@ -307,13 +311,20 @@ func (r *Renderer) Tree(tenants []*evav1.EvaTenant, emit func(File) error, progr
 			size += int64(len(f.Data))
 		}
 		// The bundle's objects (the foundation's and the workloads' manifests) and the
-		// two Flux Kustomizations.
+		// delivery objects: two Flux Kustomizations, or the Argo CD project and
+		// Applications.
 		for _, f := range files {
-			if path.Base(f.Path) == ManifestsFile {
+			switch {
+			case path.Base(f.Path) == ManifestsFile:
 				objects += bytes.Count(f.Data, []byte("---\n"))
+			case path.Dir(f.Path) == ArgoCDDir:
+				objects += bytes.Count(f.Data, []byte("---\n")) + 1
 			}
 		}
-		return objects + 2, size, nil
+		if !r.ArgoCD() {
+			objects += 2
+		}
+		return objects, size, nil
 	}
 	for range runtime.GOMAXPROCS(0) {
 		wg.Add(1)
@@ -341,7 +352,7 @@ func (r *Renderer) Tree(tenants []*evav1.EvaTenant, emit func(File) error, progr
 	if firstErr != nil {
 		return stats, firstErr
 	}
-	root := RootKustomizationFile(codes)
+	root := RootKustomizationFile(r.DeliveryDir(), codes)
 	if err := emit(root); err != nil {
 		return stats, err
 	}

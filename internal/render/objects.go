@@ -45,12 +45,19 @@ func (s *scope) serviceAccount() (runtime.Object, error) {
 // roleBinding lets the account Flux impersonates for the tenant's Helm releases manage
 // the tenant namespace, and nothing outside it.
 func (s *scope) roleBinding() (runtime.Object, error) {
-	return &rbacv1.RoleBinding{
+	rb := &rbacv1.RoleBinding{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "RoleBinding"},
 		ObjectMeta: s.meta(DeployerName),
 		RoleRef:    rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: s.r.Env.Settings.DeployerClusterRole},
 		Subjects:   []rbacv1.Subject{{Kind: "ServiceAccount", Name: DeployerName, Namespace: s.ns}},
-	}, nil
+	}
+	if s.r.ArgoCD() {
+		// Argo CD installs the module charts itself, as the tenant's applier account:
+		// it gets the deployer's rights, inside this namespace only.
+		rb.Subjects = append(rb.Subjects, rbacv1.Subject{Kind: "ServiceAccount", Name: ApplierName(s.code),
+			Namespace: s.r.Env.Settings.ArgoCD.Namespace})
+	}
+	return rb, nil
 }
 
 func (s *scope) resourceQuota() (runtime.Object, error) {

@@ -1,0 +1,340 @@
+package render
+
+import (
+	"context"
+	"encoding/json"
+	"path"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	argov1 "github.com/aidonow/eva/internal/argocd/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// argoRenderer renders the dev environment for Argo CD.
+func argoRenderer(t testing.TB) *Renderer {
+	t.Helper()
+	r := renderer(t)
+	env := *r.Env
+	env.Settings.Applier = overlay.ApplierArgoCD
+	env.Settings.Secrets = nil
+	env.Settings.ArgoCD = &overlay.ArgoCD{Namespace: "argocd", RepoURL: "https://git.example.com/platform/tenants.git",
+		TargetRevision: "main", ChartRepository: "https://charts.example.com/eva", DestinationServer: "https://kubernetes.default.svc"}
+	r.Env = &env
+	return r
+}
+
+// argoObjects decodes a tenant's Argo CD file.
+func argoObjects(t *testing.T, files []File, code string) (*argov1.AppProject, []*argov1.Application) {
+	t.Helper()
+	var project *argov1.AppProject
+	var apps []*argov1.Application
+	for _, f := range files {
+		if f.Path != path.Join(ArgoCDDir, DirName(code)+".yaml") {
+			continue
+		}
+		for _, doc := range strings.Split(string(f.Data), "---\n") {
+			var kind struct{ Kind string }
+			if err := yaml.Unmarshal([]byte(doc), &kind); err != nil {
+				t.Fatal(err)
+			}
+			switch kind.Kind {
+			case argov1.AppProjectKind:
+				project = &argov1.AppProject{}
+				if err := yaml.UnmarshalStrict([]byte(doc), project); err != nil {
+					t.Fatal(err)
+				}
+			case argov1.ApplicationKind:
+				app := &argov1.Application{}
+				if err := yaml.UnmarshalStrict([]byte(doc), app); err != nil {
+					t.Fatal(err)
+				}
+				apps = append(apps, app)
+			default:
+				t.Fatalf("unexpected %q in the Argo CD file of %s", kind.Kind, code)
+			}
+		}
+	}
+	if project == nil {
+		t.Fatalf("%s: no AppProject rendered", code)
+	}
+	return project, apps
+}
+
+func TestArgoCDTreeLayout(t *testing.T) {
+	r := argoRenderer(t)
+	tree := renderTree(t, r, []*evav1.EvaTenant{tenantFor("DEVUSR"), tenantFor("GLOBEX", withTier(evav1.TierEnterprise))})
+	var paths []string
+	for p := range tree {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths)
+	want := []string{"argocd/devusr.yaml", "argocd/globex.yaml", "kustomization.yaml",
+		"tenants/devusr/manifests.yaml", "tenants/devusr/workloads/manifests.yaml",
+		"tenants/globex/manifests.yaml", "tenants/globex/workloads/manifests.yaml"}
+	if !slices.Equal(paths, want) {
+		t.Fatalf("tree paths:\n got %v\nwant %v", paths, want)
+	}
+	if root := string(tree["kustomization.yaml"]); !strings.Contains(root, "- argocd/devusr.yaml\n- argocd/globex.yaml\n") {
+		t.Errorf("the root kustomization does not list the Argo CD files:\n%s", root)
+	}
+	for p, data := range tree {
+		for _, kind := range []string{"kind: HelmRelease", "kind: HelmRepository", "kind: Kustomization\n"} {
+			if strings.Contains(string(data), kind) && p != "kustomization.yaml" {
+				t.Errorf("%s holds a Flux object (%s)", p, kind)
+			}
+		}
+	}
+	// Every module of the tier is an Application, in catalog order, after the project,
+	// the foundation and the workloads.
+	project, apps := argoObjects(t, []File{{"argocd/globex.yaml", tree["argocd/globex.yaml"]}}, "GLOBEX")
+	if project.Name != "eva-tenant-globex" || project.Namespace != "argocd" {
+		t.Errorf("project %s/%s", project.Namespace, project.Name)
+	}
+	names := []string{"eva-tenant-globex", "eva-tenant-globex-workloads"}
+	for _, m := range r.Catalog.ModulesOf(evav1.TierEnterprise) {
+		names = append(names, ModuleApplicationName("GLOBEX", m))
+	}
+	var got []string
+	for _, a := range apps {
+		got = append(got, a.Name)
+	}
+	if !slices.Equal(got, names) {
+		t.Errorf("Applications:\n got %v\nwant %v", got, names)
+	}
+	if src := apps[0].Spec.Source; src.Path != "tenants/globex" || src.Directory == nil || src.Directory.Include != ManifestsFile ||
+		src.RepoURL != r.Env.Settings.ArgoCD.RepoURL || src.TargetRevision != "main" {
+		t.Errorf("foundation source: %+v", src)
+	}
+	if src := apps[1].Spec.Source; src.Path != "tenants/globex/workloads" || src.Directory == nil {
+		t.Errorf("workloads source: %+v", src)
+	}
+}
+
+// TestArgoCDProjectConfinesTheTenant: every Application of a tenant is in the tenant's
+// project, deploys into its namespace, syncs itself and cascades its deletion; the
+// project allows that namespace only, the two repositories only, no cluster-scoped kind
+// but Namespace, and syncs as the tenant's fenced applier account.
+func TestArgoCDProjectConfinesTheTenant(t *testing.T) {
+	r := argoRenderer(t)
+	files, err := r.TenantFiles(tenantFor("ACMECO", withTier(evav1.TierCustomer)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	project, apps := argoObjects(t, files, "ACMECO")
+	a := r.Env.Settings.ArgoCD
+	ns := tenant.Namespace("ACMECO")
+	want := argov1.AppProjectSpec{
+		Description:              "Eva tenant ACMECO: its own namespace only",
+		SourceRepos:              []string{a.RepoURL, a.ChartRepository},
+		Destinations:             []argov1.ApplicationDestination{{Server: a.DestinationServer, Namespace: ns}},
+		ClusterResourceWhitelist: project.Spec.ClusterResourceWhitelist,
+		DestinationServiceAccounts: []argov1.DestinationServiceAccount{{Server: a.DestinationServer, Namespace: ns,
+			DefaultServiceAccount: "argocd:eva-tenant-acmeco"}},
+	}
+	if !reflect.DeepEqual(project.Spec, want) {
+		t.Errorf("project spec:\n got %+v\nwant %+v", project.Spec, want)
+	}
+	if w := project.Spec.ClusterResourceWhitelist; len(w) != 1 || w[0].Group != "" || w[0].Kind != "Namespace" {
+		t.Errorf("cluster-scoped kinds allowed: %v", w)
+	}
+	if len(apps) < 3 {
+		t.Fatalf("%d Applications", len(apps))
+	}
+	for _, app := range apps {
+		if app.Spec.Project != project.Name || app.Spec.Destination.Namespace != ns || app.Spec.Destination.Server != a.DestinationServer {
+			t.Errorf("%s: project %q, destination %+v", app.Name, app.Spec.Project, app.Spec.Destination)
+		}
+		if p := app.Spec.SyncPolicy; p == nil || p.Automated == nil || !p.Automated.Prune || !p.Automated.SelfHeal || p.Automated.AllowEmpty {
+			t.Errorf("%s: sync policy %+v", app.Name, p)
+		}
+		if !slices.Contains(app.Spec.SyncPolicy.SyncOptions, "FailOnSharedResource=true") {
+			t.Errorf("%s: may take over another Application's objects: %v", app.Name, app.Spec.SyncPolicy.SyncOptions)
+		}
+		if !slices.Equal(app.Finalizers, []string{argov1.ResourcesFinalizer}) {
+			t.Errorf("%s: finalizers %v: deleting it would leave its resources", app.Name, app.Finalizers)
+		}
+		if app.Namespace != a.Namespace || app.Labels[tenant.LabelCapsule] != "ACMECO" {
+			t.Errorf("%s: namespace %q labels %v", app.Name, app.Namespace, app.Labels)
+		}
+	}
+	// Argo CD installs the charts as the applier: the deployer binding includes it.
+	for _, f := range files {
+		if f.Path == "tenants/acmeco/manifests.yaml" && !strings.Contains(string(f.Data), "- kind: ServiceAccount\n  name: eva-tenant-acmeco\n  namespace: argocd\n") {
+			t.Errorf("the deployer RoleBinding does not grant the applier account:\n%s", f.Data)
+		}
+	}
+}
+
+// TestArgoCDModulesMatchHelmReleases: a module Application installs what the Flux
+// HelmRelease of the same tenant does: chart, version (a pin included), release name
+// and values (the tenant's overrides and the capsule identity included).
+func TestArgoCDModulesMatchHelmReleases(t *testing.T) {
+	tn := tenantFor("ACMECO", withTier(evav1.TierCustomer), withPin("crm", "1.4.0"),
+		withValues("crm", map[string]any{"replicas": 2, "features": map[string]any{"beta": true}}))
+	flux, err := renderer(t).Bundle(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases := map[string]helmv2.HelmRelease{}
+	for _, obj := range flux.Objects() {
+		if obj["kind"] != "HelmRelease" {
+			continue
+		}
+		raw, _ := json.Marshal(obj)
+		var hr helmv2.HelmRelease
+		if err := json.Unmarshal(raw, &hr); err != nil {
+			t.Fatal(err)
+		}
+		releases[hr.Name] = hr
+	}
+	r := argoRenderer(t)
+	files, err := r.TenantFiles(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, apps := argoObjects(t, files, "ACMECO")
+	seen := 0
+	for _, app := range apps {
+		module := app.Labels[tenant.LabelModule]
+		if module == "" {
+			continue
+		}
+		seen++
+		hr, ok := releases[module]
+		if !ok {
+			t.Errorf("%s: no HelmRelease %s in the Flux render", app.Name, module)
+			continue
+		}
+		src := app.Spec.Source
+		if src.RepoURL != r.Env.Settings.ArgoCD.ChartRepository || src.Chart != hr.Spec.Chart.Spec.Chart ||
+			src.TargetRevision != hr.Spec.Chart.Spec.Version || src.Helm == nil || src.Helm.ReleaseName != hr.Spec.ReleaseName {
+			t.Errorf("%s: source %+v, HelmRelease chart %+v release %s", app.Name, src, hr.Spec.Chart.Spec, hr.Spec.ReleaseName)
+			continue
+		}
+		var got, want map[string]any
+		if err := json.Unmarshal(src.Helm.ValuesObject.Raw, &got); err != nil {
+			t.Fatal(err)
+		}
+		if err := json.Unmarshal(hr.Spec.Values.Raw, &want); err != nil {
+			t.Fatal(err)
+		}
+		if !reflect.DeepEqual(got, want) {
+			t.Errorf("%s: values\n got %v\nwant %v", app.Name, got, want)
+		}
+	}
+	if seen != len(releases) || seen == 0 {
+		t.Errorf("%d module Applications for %d HelmReleases", seen, len(releases))
+	}
+	if releases["crm"].Spec.Chart.Spec.Version != "1.4.0" {
+		t.Errorf("the pin did not reach the release: %s", releases["crm"].Spec.Chart.Spec.Version)
+	}
+}
+
+func TestArgoCDRefusesWhatItCannotDeliver(t *testing.T) {
+	r := argoRenderer(t)
+	_, err := r.TenantFiles(tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretValues("crm", "db")))
+	if err == nil || !strings.Contains(err.Error(), "spec.valuesFrom (module crm)") || !strings.Contains(err.Error(), "ACMECO") {
+		t.Errorf("valuesFrom: %v", err)
+	}
+}
+
+// TestArgoCDFrozenTenantIsNotSynced: a frozen tenant's Applications stay as they are
+// (no automated sync), as its HelmReleases are suspended under Flux.
+func TestArgoCDFrozenTenantIsNotSynced(t *testing.T) {
+	r := argoRenderer(t)
+	tn := tenantFor("DEVUSR")
+	tn.Spec.Frozen = "incident 42"
+	files, err := r.TenantFiles(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, apps := argoObjects(t, files, "DEVUSR")
+	for _, app := range apps {
+		if app.Spec.SyncPolicy.Automated != nil {
+			t.Errorf("%s of a frozen tenant syncs automatically", app.Name)
+		}
+	}
+}
+
+// TestArgoCDTeardownSteps: each decommission step leaves out what the saga removed: the
+// streams and alert rules, then the workloads and module Applications (whose deletion
+// Argo CD cascades to their resources).
+func TestArgoCDTeardownSteps(t *testing.T) {
+	r := argoRenderer(t)
+	tn := tenantFor("GLOBEX", withTier(evav1.TierEnterprise))
+	for _, tc := range []struct {
+		td       Teardown
+		streams  bool
+		apps     int
+		workload bool
+	}{
+		{TeardownNone, true, 2 + len(r.Catalog.ModulesOf(evav1.TierEnterprise)), true},
+		{TeardownMessaging, false, 2 + len(r.Catalog.ModulesOf(evav1.TierEnterprise)), true},
+		{TeardownWorkloads, false, 1, false},
+	} {
+		files, err := r.TenantFilesAt(tn, tc.td)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, apps := argoObjects(t, files, "GLOBEX")
+		var foundation string
+		workloads := false
+		for _, f := range files {
+			switch f.Path {
+			case "tenants/globex/manifests.yaml":
+				foundation = string(f.Data)
+			case "tenants/globex/workloads/manifests.yaml":
+				workloads = true
+			}
+		}
+		if got := strings.Contains(foundation, "kind: Stream\n"); got != tc.streams {
+			t.Errorf("teardown %d: streams rendered %v, want %v", tc.td, got, tc.streams)
+		}
+		if len(apps) != tc.apps || workloads != tc.workload {
+			t.Errorf("teardown %d: %d Applications, workloads folder %v; want %d, %v", tc.td, len(apps), workloads, tc.apps, tc.workload)
+		}
+	}
+}
+
+// TestArgoCDObjectsAcceptedByAPIServer dry-runs every object of the Argo CD output
+// against a real API server holding Argo CD's own CRDs (v3.2, hack/argocd-crds.sh).
+func TestArgoCDObjectsAcceptedByAPIServer(t *testing.T) {
+	e := apiServer(t)
+	ctx := context.Background()
+	r := argoRenderer(t)
+	ensureNamespace(t, e.Client, r.Env.Settings.ArgoCD.Namespace)
+	tenants := []*evav1.EvaTenant{tenantFor("DEVUSR"), tenantFor("PLATFM", withTier(evav1.TierPlatform)),
+		tenantFor("ACMECO", withTier(evav1.TierCustomer), withValues("crm", map[string]any{"replicas": 2}))}
+	for _, tn := range tenants {
+		files, err := r.TenantFiles(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ensureNamespace(t, e.Client, tenant.Namespace(tn.Spec.CapsuleCode))
+		var objects []*unstructured.Unstructured
+		for _, f := range files {
+			objects = append(objects, decodeObjects(t, f.Data)...)
+		}
+		kinds := map[string]int{}
+		for _, u := range objects {
+			kinds[u.GetKind()]++
+			err := e.Client.Patch(ctx, u, client.Apply, client.DryRunAll, client.FieldOwner("eva"), client.ForceOwnership)
+			if err != nil {
+				t.Errorf("%s: %s %s/%s rejected: %v", tn.Spec.CapsuleCode, u.GetKind(), u.GetNamespace(), u.GetName(), err)
+			}
+		}
+		if kinds["AppProject"] != 1 || kinds["Application"] < 3 {
+			t.Errorf("%s: kinds %v", tn.Spec.CapsuleCode, kinds)
+		}
+	}
+}
