@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the end-to-end cluster's components from the Go module proxy and caches them
 # under bin/e2e/<name>-<version>/: kube-controller-manager and kube-scheduler (the same
-# Kubernetes version as envtest's kube-apiserver), kwok, and Flux's source-, kustomize-
-# and helm-controller. Nothing prebuilt is downloaded. Versions: hack/versions.txt.
+# Kubernetes version as envtest's kube-apiserver), kwok, Flux's source-, kustomize- and
+# helm-controller, Argo CD and the helm CLI. Nothing prebuilt is downloaded. Versions:
+# hack/versions.txt.
 #
 # Each controller is built in a helper module that requires the controller's main
 # module: its go.mod `replace` directives do not apply to a dependent module, so the
@@ -91,5 +92,12 @@ build helm-controller github.com/fluxcd/helm-controller "v$(version helm-control
 # build cache already holds nearly all of it): the tests encrypt tenant Secrets with the
 # tool users run, and kustomize-controller decrypts them.
 build sops github.com/fluxcd/kustomize-controller "v$(version kustomize-controller)" github.com/getsops/sops/v3/cmd/sops replaces
+
+# Argo CD (one binary, run as the application controller and the repo server), built
+# like the Flux controllers from its main module with its replace directives, and the
+# helm CLI its repo server runs for Helm sources: Eva's own Helm version, so the build
+# cache already holds nearly all of it.
+build argocd github.com/argoproj/argo-cd/v3 "v$(version argo-cd)" github.com/argoproj/argo-cd/v3/cmd replaces
+build helm helm.sh/helm/v3 "$(cd "$root" && go list -m -f '{{.Version}}' helm.sh/helm/v3)" helm.sh/helm/v3/cmd/helm
 
 echo "$out"

@@ -189,7 +189,13 @@ func (c *Cluster) waitNodesReady(ctx context.Context, n int) error {
 
 // start runs one component and checks it did not exit at once (a bad flag).
 func (c *Cluster) start(name, bin string, args ...string) error {
-	p, err := testenv.StartProcess(name, bin, c.Dir, []string{"KUBECONFIG=" + c.KubeConfig}, args...)
+	return c.startWith(name, bin, []string{"KUBECONFIG=" + c.KubeConfig}, args...)
+}
+
+// startWith starts a component with its own environment variables (besides the test
+// process's).
+func (c *Cluster) startWith(name, bin string, env []string, args ...string) error {
+	p, err := testenv.StartProcess(name, bin, c.Dir, env, args...)
 	if err != nil {
 		return err
 	}
@@ -288,6 +294,9 @@ type Components struct {
 	// Sops is the sops CLI as kustomize-controller links it: tests encrypt tenant
 	// Secrets with it, as users do.
 	Sops string
+	// ArgoCD is Argo CD's one binary (ARGOCD_BINARY_NAME picks the component); Helm is
+	// the helm CLI its repo server runs, at the Helm version Eva's go.mod requires.
+	ArgoCD, Helm string
 }
 
 // Binaries finds the components built by hack/e2e-binaries.sh.
@@ -306,8 +315,28 @@ func Binaries() (Components, error) {
 		KustomizeController: path("kustomize-controller", "v"+versions["kustomize-controller"]),
 		HelmController:      path("helm-controller", "v"+versions["helm-controller"]),
 		Sops:                path("sops", "v"+versions["kustomize-controller"]),
+		ArgoCD:              path("argocd", "v"+versions["argo-cd"]),
 	}
+	helm, err := requiredVersion("helm.sh/helm/v3")
+	if err != nil {
+		return Components{}, err
+	}
+	b.Helm = path("helm", helm)
 	return b, nil
+}
+
+// requiredVersion reads the version of a module Eva's go.mod requires.
+func requiredVersion(module string) (string, error) {
+	data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "go.mod"))
+	if err != nil {
+		return "", err
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(line); len(f) >= 2 && f[0] == module {
+			return f[1], nil
+		}
+	}
+	return "", fmt.Errorf("go.mod requires no %s", module)
 }
 
 // built checks that every path exists.

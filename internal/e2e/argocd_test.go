@@ -1,0 +1,423 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	git "github.com/go-git/go-git/v5"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/testcluster"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+var (
+	applicationGVK = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "Application"}
+	appProjectGVK  = schema.GroupVersionKind{Group: "argoproj.io", Version: "v1alpha1", Kind: "AppProject"}
+)
+
+// inCluster is how Argo CD names its own cluster.
+const inCluster = "https://kubernetes.default.svc"
+
+var (
+	argoOnce sync.Once
+	argoErr  error
+)
+
+// startArgoCD starts Argo CD on the suite's cluster once, for the tests that need it,
+// with the platform's Argo CD flavour of the tenant applier fence.
+func startArgoCD(t *testing.T) {
+	t.Helper()
+	argoOnce.Do(func() {
+		// Redis stops with the test process; the controllers with the cluster.
+		if _, argoErr = cluster.StartArgoCD(context.Background()); argoErr != nil {
+			return
+		}
+		var fence []byte
+		if fence, argoErr = os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "argocd", "tenant_applier.yaml")); argoErr == nil {
+			argoErr = applyYAML(context.Background(), string(fence))
+		}
+	})
+	if argoErr != nil {
+		t.Fatal(argoErr)
+	}
+}
+
+// serveChartRepository packages the suite's charts with the helm CLI into a classic
+// Helm chart repository (index.yaml and archives, `helm package` and `helm repo index`)
+// served over HTTP on loopback, and returns its URL.
+func serveChartRepository(t *testing.T) string {
+	t.Helper()
+	bins, err := testcluster.Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	entries, err := os.ReadDir(chartsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if !e.IsDir() {
+			continue
+		}
+		if out, err := exec.Command(bins.Helm, "package", filepath.Join(chartsDir, e.Name()), "-d", dir).CombinedOutput(); err != nil {
+			t.Fatalf("helm package %s: %v\n%s", e.Name(), err, out)
+		}
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	url := "http://" + l.Addr().String() + "/charts"
+	if out, err := exec.Command(bins.Helm, "repo", "index", dir, "--url", url).CombinedOutput(); err != nil {
+		t.Fatalf("helm repo index: %v\n%s", err, out)
+	}
+	srv := &http.Server{Handler: http.StripPrefix("/charts", http.FileServer(http.Dir(dir))), ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = srv.Serve(l) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	return url
+}
+
+// argoEnvironment writes an environment rendering for Argo CD: the tree in repo, the
+// charts from chartRepo.
+func argoEnvironment(t *testing.T, repo, chartRepo string) string {
+	t.Helper()
+	root := t.TempDir()
+	dir := filepath.Join(root, "argocd", "tenant")
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "kustomization.yaml"), "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
+	writeFile(t, filepath.Join(dir, "environment.yaml"), fmt.Sprintf(`domain: argocd.eva.example.com
+ingressNamespace: ingress-nginx
+messagingNamespace: nats
+seedImage: ghcr.io/aidonow/eva-seeder:0.1.0
+applier: argocd
+argocd:
+  namespace: %s
+  repoURL: %s
+  targetRevision: main
+  chartRepository: %s
+  destinationServer: %s
+`, testcluster.ArgoCDNamespace, repo, chartRepo, inCluster))
+	return root
+}
+
+// bootstrapArgoCD creates what a platform team creates once: the project the root
+// Application syncs in (Applications and AppProjects in Argo CD's namespace only, as
+// the account eva-root, which may write nothing else) and the root Application, an app
+// of apps on the tree's argocd/ folder with automated prune and without allowEmpty.
+func bootstrapArgoCD(ctx context.Context, t *testing.T, name, repo string) {
+	t.Helper()
+	ns := testcluster.ArgoCDNamespace
+	err := applyYAML(ctx, fmt.Sprintf(`apiVersion: v1
+kind: ServiceAccount
+metadata: {name: %[1]s, namespace: %[2]s}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: Role
+metadata: {name: %[1]s, namespace: %[2]s}
+rules:
+- apiGroups: [argoproj.io]
+  resources: [applications, appprojects]
+  verbs: [get, list, watch, create, update, patch, delete]
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: RoleBinding
+metadata: {name: %[1]s, namespace: %[2]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: %[1]s}
+subjects: [{kind: ServiceAccount, name: %[1]s, namespace: %[2]s}]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: AppProject
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  sourceRepos: [%[3]q]
+  destinations: [{server: %[4]q, namespace: %[2]s}]
+  namespaceResourceWhitelist: [{group: argoproj.io, kind: Application}, {group: argoproj.io, kind: AppProject}]
+  destinationServiceAccounts: [{server: %[4]q, namespace: %[2]s, defaultServiceAccount: %[2]s:%[1]s}]
+---
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata: {name: %[1]s, namespace: %[2]s}
+spec:
+  project: %[1]s
+  source: {repoURL: %[3]q, path: argocd, targetRevision: main, directory: {}}
+  destination: {server: %[4]q, namespace: %[2]s}
+  syncPolicy:
+    automated: {prune: true, selfHeal: true}
+    retry: {limit: 10, backoff: {duration: 5s, factor: 2, maxDuration: 1m}}
+`, name, ns, repo, inCluster))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// application reads an Argo CD Application's sync status, revision and health.
+func application(ctx context.Context, name string) (sync, revision, health, message string, err error) {
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(applicationGVK)
+	if err := cluster.Client.Get(ctx, types.NamespacedName{Namespace: testcluster.ArgoCDNamespace, Name: name}, u); err != nil {
+		return "", "", "", "", err
+	}
+	sync, _, _ = unstructured.NestedString(u.Object, "status", "sync", "status")
+	revision, _, _ = unstructured.NestedString(u.Object, "status", "sync", "revision")
+	health, _, _ = unstructured.NestedString(u.Object, "status", "health", "status")
+	message, _, _ = unstructured.NestedString(u.Object, "status", "operationState", "message")
+	if conds, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); len(conds) > 0 {
+		message += fmt.Sprintf(" conditions: %v", conds)
+	}
+	return sync, revision, health, message, nil
+}
+
+// headOf returns the commit a bare repository's main branch points at.
+func headOf(t *testing.T, repo string) string {
+	t.Helper()
+	r, err := git.PlainOpen(filepath.Join(gitRoot, repo))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ref, err := r.Reference("refs/heads/main", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ref.Hash().String()
+}
+
+// argoLogs is what the Argo CD components said last, for a failure message.
+func argoLogs() string {
+	return fmt.Sprintf("\nargocd-application-controller: %s\nargocd-repo-server: %s",
+		cluster.Logs("argocd-application-controller", 4000), cluster.Logs("argocd-repo-server", 2000))
+}
+
+// waitApplications waits until each Application is synced at the commit and healthy.
+func waitApplications(ctx context.Context, t *testing.T, commit string, names ...string) {
+	t.Helper()
+	poll(t, "Argo CD Applications synced at "+commit[:8]+" and healthy", 4*time.Minute, func() error {
+		for _, name := range names {
+			sync, revision, health, message, err := application(ctx, name)
+			if err != nil {
+				return fmt.Errorf("%s: %w%s", name, err, argoLogs())
+			}
+			if sync != "Synced" || health != "Healthy" {
+				return fmt.Errorf("%s: sync %q health %q at %q: %s%s", name, sync, health, revision, message, argoLogs())
+			}
+			if !strings.HasPrefix(name, render.FoundationName("")) || strings.Contains(name, "-module-") {
+				continue // a module's revision is its chart version
+			}
+			if revision != commit {
+				return fmt.Errorf("%s: synced at %q, not the published %s (sync %s, health %s: %s)%s", name, revision, commit, sync, health, message, argoLogs())
+			}
+		}
+		return nil
+	})
+}
+
+// TestArgoCDDeliversTenantsPublishedByEvactl: the tenants `evactl publish git` renders
+// for Argo CD reach the cluster through the real Argo CD (repo server and application
+// controller, v3.2): the platform's root Application creates each tenant's project and
+// Applications, the foundation syncs at the published commit, the modules install from
+// a Helm chart repository as the tenant's fenced applier, and every Application is
+// healthy. An empty render is refused before Argo CD sees it. A decommissioned tenant
+// loses its workloads and modules through Argo CD's cascade, then, removed from the
+// tree, its namespace.
+func TestArgoCDDeliversTenantsPublishedByEvactl(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	startArgoCD(t)
+	const repoName = "argocd-fleet.git"
+	repo := newGitRepository(t, repoName)
+	env := argoEnvironment(t, repo, serveChartRepository(t))
+	tenants, _ := exampleTenants(t, map[string]string{"DEVUSR": "ARGDEV"})
+	writeFile(t, filepath.Join(tenants, "ARGCUS.yaml"), `apiVersion: eva.aidonow.com/v1alpha1
+kind: EvaTenant
+metadata: {name: argcus, namespace: eva-system}
+spec:
+  capsuleCode: ARGCUS
+  tier: Customer
+  seedsVersion: seeds-2026.11.0
+  helmValues:
+    crm: {replicaCount: 2}
+`)
+	publish := func(dir string, extra ...string) (string, error) {
+		args := append([]string{"publish", "git", "--repo", repo, "--branch", "main", "--env", "argocd",
+			"--overlays", env, "--charts", chartsDir, "--tenants", dir, "--cache-dir", t.TempDir()}, extra...)
+		cmd := exec.Command(evactl, args...)
+		cmd.Dir = testenv.RepoRoot()
+		out, err := cmd.CombinedOutput()
+		return string(out), err
+	}
+	if out, err := publish(tenants); err != nil {
+		t.Fatalf("evactl publish git: %v\n%s", err, out)
+	}
+	commit := headOf(t, repoName)
+	bootstrapArgoCD(ctx, t, "eva-tenants-argocd", repo)
+
+	var apps []string
+	for _, code := range []string{"ARGDEV", "ARGCUS"} {
+		apps = append(apps, render.FoundationName(code), render.WorkloadsName(code))
+		for _, m := range catalogModules(t, code, tenants) {
+			apps = append(apps, render.ModuleApplicationName(code, m))
+		}
+	}
+	waitApplications(ctx, t, commit, apps...)
+
+	// What Argo CD applied: the namespaces with their confinement, the module
+	// Deployments (tracked by their Application), the seed Job.
+	for _, code := range []string{"ARGDEV", "ARGCUS"} {
+		ns := render.FoundationName(code)
+		var namespace corev1.Namespace
+		if err := cluster.Client.Get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil {
+			t.Fatal(err)
+		}
+		if namespace.Labels["pod-security.kubernetes.io/enforce"] != "restricted" {
+			t.Errorf("%s: labels %v", ns, namespace.Labels)
+		}
+		var quotas corev1.ResourceQuotaList
+		if err := cluster.Client.List(ctx, &quotas, client.InNamespace(ns)); err != nil || len(quotas.Items) != 1 {
+			t.Errorf("%s: %d ResourceQuotas (%v)", ns, len(quotas.Items), err)
+		}
+		deployments := &unstructured.UnstructuredList{}
+		deployments.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DeploymentList"})
+		if err := cluster.Client.List(ctx, deployments, client.InNamespace(ns)); err != nil {
+			t.Fatal(err)
+		}
+		tracked := 0
+		for _, d := range deployments.Items {
+			if strings.HasPrefix(d.GetAnnotations()["argocd.argoproj.io/tracking-id"], ns+"-module-") {
+				tracked++
+			}
+		}
+		if want := len(catalogModules(t, code, tenants)); tracked < want {
+			t.Errorf("%s: %d Deployments tracked by a module Application, want at least %d", ns, tracked, want)
+		}
+	}
+	// The Customer's values override reached its release.
+	assertReplicas(ctx, t, "eva-tenant-argcus", "crm", 2)
+
+	// A shrunken render (ARGCUS, still Active, left out) and an empty one are refused
+	// before Argo CD sees them: the branch and the Applications stay as they are.
+	shrunk := t.TempDir()
+	if err := os.CopyFS(shrunk, os.DirFS(tenants)); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove(filepath.Join(shrunk, "ARGCUS.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	for dir, want := range map[string]string{shrunk: "refusing to remove tenant(s) ARGCUS", t.TempDir(): "no tenant files"} {
+		if out, err := publish(dir); err == nil || !strings.Contains(out, want) {
+			t.Errorf("publishing %s: %v, want a refusal saying %q:\n%s", dir, err, want, out)
+		}
+	}
+	if head := headOf(t, repoName); head != commit {
+		t.Fatalf("a refused publish moved main from %s to %s", commit, head)
+	}
+	waitApplications(ctx, t, commit, render.FoundationName("ARGCUS"), render.ModuleApplicationName("ARGCUS", "crm"))
+
+	// Decommission through Argo CD's cascade: ARGCUS Decommissioned keeps only its
+	// namespace; its workloads and module Applications are pruned by the root
+	// Application and, through their finalizer, take their resources with them.
+	text, err := os.ReadFile(filepath.Join(tenants, "ARGCUS.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(tenants, "ARGCUS.yaml"), strings.Replace(string(text), "tier: Customer", "tier: Customer\n  lifecycle: Decommissioned", 1))
+	if out, err := publish(tenants); err != nil {
+		t.Fatalf("evactl publish git (ARGCUS decommissioned): %v\n%s", err, out)
+	}
+	commit = headOf(t, repoName)
+	waitApplications(ctx, t, commit, render.FoundationName("ARGCUS"), render.FoundationName("ARGDEV"))
+	poll(t, "ARGCUS's workloads and modules gone through Argo CD's cascade", 3*time.Minute, func() error {
+		for _, name := range []string{render.WorkloadsName("ARGCUS"), render.ModuleApplicationName("ARGCUS", "crm")} {
+			if _, _, _, _, err := application(ctx, name); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("Application %s still there (%v)%s", name, err, argoLogs())
+			}
+		}
+		deployments := &unstructured.UnstructuredList{}
+		deployments.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DeploymentList"})
+		if err := cluster.Client.List(ctx, deployments, client.InNamespace("eva-tenant-argcus")); err != nil {
+			return err
+		}
+		if n := len(deployments.Items); n > 0 {
+			return fmt.Errorf("%d Deployments left in eva-tenant-argcus", n)
+		}
+		return nil
+	})
+	// Removed from the tree: the root prunes its project and foundation, and the
+	// foundation's finalizer deletes the namespace.
+	if err := os.Remove(filepath.Join(tenants, "ARGCUS.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if out, err := publish(tenants); err != nil {
+		t.Fatalf("evactl publish git (ARGCUS removed): %v\n%s", err, out)
+	}
+	poll(t, "ARGCUS's namespace, Applications and project gone", 3*time.Minute, func() error {
+		var namespace corev1.Namespace
+		if err := cluster.Client.Get(ctx, types.NamespacedName{Name: "eva-tenant-argcus"}, &namespace); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace eva-tenant-argcus still there (phase %s, %v)%s", namespace.Status.Phase, err, argoLogs())
+		}
+		project := &unstructured.Unstructured{}
+		project.SetGroupVersionKind(appProjectGVK)
+		err := cluster.Client.Get(ctx, types.NamespacedName{Namespace: testcluster.ArgoCDNamespace, Name: render.ProjectName("ARGCUS")}, project)
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("AppProject still there (%v)", err)
+		}
+		return nil
+	})
+	// ARGDEV is untouched.
+	waitApplications(ctx, t, headOf(t, repoName), render.FoundationName("ARGDEV"), render.WorkloadsName("ARGDEV"))
+}
+
+// catalogModules lists the modules of a tenant file's tier, in catalog order.
+func catalogModules(t *testing.T, code, tenants string) []string {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join(tenants, code+".yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tier := range []string{"Starter", "Customer", "Enterprise", "Platform"} {
+		if strings.Contains(string(data), "tier: "+tier+"\n") {
+			return tenant.DefaultCatalog().ModulesOf(evav1.Tier(tier))
+		}
+	}
+	t.Fatalf("%s: no tier", code)
+	return nil
+}
+
+// assertReplicas checks a Deployment's replicas (the release's values at work).
+func assertReplicas(ctx context.Context, t *testing.T, ns, nameContains string, want int64) {
+	t.Helper()
+	deployments := &unstructured.UnstructuredList{}
+	deployments.SetGroupVersionKind(schema.GroupVersionKind{Group: "apps", Version: "v1", Kind: "DeploymentList"})
+	if err := cluster.Client.List(ctx, deployments, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range deployments.Items {
+		if !strings.Contains(d.GetName(), nameContains) {
+			continue
+		}
+		if got, _, _ := unstructured.NestedInt64(d.Object, "spec", "replicas"); got != want {
+			t.Errorf("%s/%s: %d replicas, want %d", ns, d.GetName(), got, want)
+		}
+		return
+	}
+	t.Errorf("no Deployment %s* in %s", nameContains, ns)
+}
