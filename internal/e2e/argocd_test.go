@@ -23,8 +23,8 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/render"
-	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
 )
 
