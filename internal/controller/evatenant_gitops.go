@@ -175,7 +175,7 @@ func (r *EvaTenantReconciler) observeKustomization(ctx context.Context, s *scope
 	g := &status.GitOpsState{}
 	for _, k := range []struct {
 		name  string
-		state *status.KustomizationState
+		state *status.DeliveryState
 	}{{render.FoundationName(code), &g.Foundation}, {render.WorkloadsName(code), &g.Workloads}} {
 		key := types.NamespacedName{Namespace: r.Renderer.Env.Settings.FluxNamespace, Name: k.name}
 		var ks kustomizev1.Kustomization
@@ -183,7 +183,7 @@ func (r *EvaTenantReconciler) observeKustomization(ctx context.Context, s *scope
 		if err != nil {
 			return err
 		}
-		*k.state = status.KustomizationState{Name: key.String(), Found: found}
+		*k.state = status.DeliveryState{Name: key.String(), Found: found}
 		if found {
 			k.state.Ready = apimeta.FindStatusCondition(ks.Status.Conditions, "Ready")
 			k.state.LastAppliedRevision = ks.Status.LastAppliedRevision

@@ -194,7 +194,8 @@ func (r *Renderer) moduleApplications(t *evav1.EvaTenant, b *Bundle) ([]*argov1.
 		}
 		var hr struct {
 			Metadata struct {
-				Name string `json:"name"`
+				Name        string            `json:"name"`
+				Annotations map[string]string `json:"annotations"`
 			} `json:"metadata"`
 			Spec struct {
 				ReleaseName string `json:"releaseName"`
@@ -230,6 +231,9 @@ func (r *Renderer) moduleApplications(t *evav1.EvaTenant, b *Bundle) ([]*argov1.
 		}
 		app := r.application(t, ModuleApplicationName(b.Code, module), 1, src, !hr.Spec.Suspend)
 		app.Labels[tenant.LabelModule] = module
+		// The release's spec digest: the operator tells the Application of the current
+		// render from an older one by it, as it does HelmReleases.
+		app.Annotations[tenant.AnnotationSpecDigest] = hr.Metadata.Annotations[tenant.AnnotationSpecDigest]
 		out = append(out, app)
 	}
 	return out, nil

@@ -68,7 +68,7 @@ func Provisioned(o Observed) Verdict {
 		return wait(ReasonMessagingDown, o.MessagingError)
 	}
 	if g := o.GitOps; g != nil {
-		if v := kustomizationVerdict(g.Foundation, o.Applied.Revision); v != nil {
+		if v := deliveryVerdict(g.Foundation, o.Applied.Revision); v != nil {
 			return *v
 		}
 	}
@@ -85,14 +85,14 @@ func Provisioned(o Observed) Verdict {
 	return ok(ReasonReady, "bundle applied at "+o.Applied.Revision+" and streams ready")
 }
 
-// kustomizationVerdict says why Flux has not yet applied the published revision
+// deliveryVerdict says why Flux has not yet applied the published revision
 // through one Kustomization, or nil once it has. kustomize-controller records
 // lastAppliedRevision only after a successful apply (and, when it waits, health check),
 // so an applied revision that includes the published one settles it: Ready is not read
 // then, because Flux sets it Unknown (and the workloads DependencyNotReady) while it
 // works on any later commit to the branch, someone else's included.
-func kustomizationVerdict(k KustomizationState, published string) *Verdict {
-	name := "Kustomization " + k.Name
+func deliveryVerdict(k DeliveryState, published string) *Verdict {
+	name := kindOr(k.Kind, "Kustomization") + " " + k.Name
 	var v Verdict
 	switch {
 	case published == "":
@@ -135,7 +135,7 @@ func ModulesDeployed(o Observed) Verdict {
 	// In GitOps mode, releases are read once Flux applied the published workloads: until
 	// then, what the cluster holds may be an older spec (or nothing yet).
 	if g := o.GitOps; g != nil {
-		if v := kustomizationVerdict(g.Workloads, o.Applied.Revision); v != nil {
+		if v := deliveryVerdict(g.Workloads, o.Applied.Revision); v != nil {
 			return *v
 		}
 	}
@@ -168,7 +168,7 @@ const BlockedGrace = 2 * time.Minute
 var blockedReasons = map[string]bool{"SourceNotReady": true, "ValuesError": true, "ArtifactFailed": true, "AccessDenied": true}
 
 func releaseVerdict(r ReleaseState, now time.Time) Verdict {
-	name := "HelmRelease " + r.Name
+	name := kindOr(r.Kind, "HelmRelease") + " " + r.Name
 	switch {
 	case !r.Found:
 		return wait(ReasonNotFound, name+": not found")
@@ -211,6 +211,14 @@ func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 
 // sameVersion compares chart versions, ignoring a leading "v" (a pin may carry one,
 // Helm reports without).
+// kindOr is kind, or def when empty.
+func kindOr(kind, def string) string {
+	if kind == "" {
+		return def
+	}
+	return kind
+}
+
 func sameVersion(a, b string) bool {
 	return a != "" && strings.TrimPrefix(a, "v") == strings.TrimPrefix(b, "v")
 }

@@ -66,12 +66,12 @@ func TestCompute(t *testing.T) {
 		"messaging unavailable": {func(o *Observed) { o.MessagingError = "NATS unreachable: see operator logs" },
 			want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonMessagingDown, "NATS unreachable"}},
 		"gitops not applied yet": {func(o *Observed) {
-			o.GitOps = gitOps(KustomizationState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), LastAppliedRevision: "main@sha1:old"})
+			o.GitOps = gitOps(DeliveryState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), LastAppliedRevision: "main@sha1:old"})
 		}, want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonProgressing, "applied main@sha1:old, waiting for sha256:abc"}},
 		"gitops applied": {func(o *Observed) { o.GitOps = gitOps(applied("eva-tenant-devusr")) },
 			want{evav1.PhaseActive, evav1.ConditionProvisioned, metav1.ConditionTrue, ReasonReady, ""}},
 		"gitops kustomization failing": {func(o *Observed) {
-			o.GitOps = gitOps(KustomizationState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionFalse, "BuildFailed")})
+			o.GitOps = gitOps(DeliveryState{Name: "flux-system/eva-tenant-devusr", Found: true, Ready: cond("Ready", metav1.ConditionFalse, "BuildFailed")})
 		}, want{evav1.PhaseProvisioning, evav1.ConditionProvisioned, metav1.ConditionFalse, ReasonProgressing, "Kustomization flux-system/eva-tenant-devusr: BuildFailed"}},
 		// The foundation applied, the workloads not yet: Provisioned is True on its own,
 		// the releases are not read (they may still carry an older spec).
@@ -267,11 +267,11 @@ func TestProgressConditionsForKstatus(t *testing.T) {
 }
 
 // applied is a Kustomization that applied the published revision.
-func applied(name string) KustomizationState {
-	return KustomizationState{Name: "flux-system/" + name, Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), Applied: true}
+func applied(name string) DeliveryState {
+	return DeliveryState{Name: "flux-system/" + name, Found: true, Ready: cond("Ready", metav1.ConditionTrue, "ReconciliationSucceeded"), Applied: true}
 }
 
 // gitOps is a tenant whose foundation is in the state given and whose workloads applied.
-func gitOps(foundation KustomizationState) *GitOpsState {
+func gitOps(foundation DeliveryState) *GitOpsState {
 	return &GitOpsState{Foundation: foundation, Workloads: applied("eva-tenant-devusr-workloads")}
 }

@@ -39,19 +39,25 @@ type Observed struct {
 	GitOps *GitOpsState
 }
 
-// GitOpsState is what Flux applied of the tenant: its foundation (Provisioned) and its
-// workloads (ModulesDeployed reads the releases only once these applied the published
-// revision, so a release's state is about the published spec).
+// GitOpsState is what the GitOps tool (Flux or Argo CD) applied of the tenant: its
+// foundation (Provisioned) and its workloads (ModulesDeployed reads the releases only
+// once these applied the published revision, so a release's state is about the
+// published spec).
 type GitOpsState struct {
-	Foundation, Workloads KustomizationState
+	Foundation, Workloads DeliveryState
 }
 
-// KustomizationState is one Flux Kustomization against the published revision.
-type KustomizationState struct {
+// DeliveryState is one of the objects delivering a tenant folder (a Flux Kustomization,
+// an Argo CD Application) against the published revision.
+type DeliveryState struct {
+	// Kind names the delivery object in messages (default Kustomization).
+	Kind  string
 	Name  string // namespace/name
 	Found bool
+	// Ready is the object's readiness: Flux's Ready condition, or one made of Argo CD's
+	// sync status and health.
 	Ready *metav1.Condition
-	// LastAppliedRevision is what Flux applied; Applied says it is at or after the
+	// LastAppliedRevision is what the tool applied; Applied says it is at or after the
 	// revision the operator published.
 	LastAppliedRevision string
 	Applied             bool
@@ -83,8 +89,11 @@ type StreamState struct {
 	Ready *metav1.Condition
 }
 
-// ReleaseState is one module's HelmRelease.
+// ReleaseState is one module's release: its Flux HelmRelease, or its Argo CD
+// Application (ApplicationRelease).
 type ReleaseState struct {
+	// Kind names the release object in messages (default HelmRelease).
+	Kind    string
 	Module  string
 	Name    string // namespace/name
 	Version string // the chart version it must run

@@ -139,6 +139,15 @@ type SyncStatus struct {
 	Status string `json:"status"`
 	// Revision is the source revision compared (a git commit, a chart version).
 	Revision string `json:"revision,omitempty"`
+	// ComparedTo is the source and destination the status is about: an Application
+	// whose spec changed since says nothing yet of its new spec.
+	ComparedTo *ComparedTo `json:"comparedTo,omitempty"`
+}
+
+// ComparedTo is what a comparison was made against.
+type ComparedTo struct {
+	Source      *ApplicationSource     `json:"source,omitempty"`
+	Destination ApplicationDestination `json:"destination"`
 }
 
 // HealthStatus is the Application's health: Healthy, Progressing, Degraded,
@@ -154,6 +163,8 @@ type OperationState struct {
 	Phase      string               `json:"phase"`
 	Message    string               `json:"message,omitempty"`
 	SyncResult *SyncOperationResult `json:"syncResult,omitempty"`
+	// RetryCount is how many times the operation was retried.
+	RetryCount int64 `json:"retryCount,omitempty"`
 }
 
 // SyncOperationResult is what a sync operation synced.
