@@ -116,11 +116,8 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	if env.Settings.Applier == overlay.ApplierArgoCD && cfg.publishMode != "none" {
-		// Publishing for Argo CD works (evactl publish); reading Argo CD's state back
-		// into the tenants' conditions does not yet, and a tenant that never leaves
-		// Provisioning would be worse than a refusal.
-		return fmt.Errorf("environment %s renders for Argo CD (applier: argocd): the operator's GitOps mode (--publish=%s) reads Flux's state only; publish with evactl publish instead", env.Name, cfg.publishMode)
+	if env.Settings.Applier == overlay.ApplierArgoCD && cfg.publishMode == "oci" {
+		return fmt.Errorf("environment %s renders for Argo CD (applier: argocd), whose Applications read a git repository: use --publish=git", env.Name)
 	}
 	shards, err := shard.Parse(cfg.shard)
 	if err != nil {
@@ -139,7 +136,7 @@ func run(cfg config) error {
 		LeaderElection:          cfg.leaderElect,
 		LeaderElectionID:        shards.LeaderElectionID("eva-operator.eva.aidonow.com"),
 		LeaderElectionNamespace: cfg.ownNamespace,
-		Cache:                   controller.CacheOptions(cfg.claimsNS, shards),
+		Cache:                   controller.CacheOptions(cfg.claimsNS, shards, env.Settings.Applier == overlay.ApplierArgoCD && cfg.publishMode != "none"),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -191,7 +188,7 @@ func run(cfg config) error {
 	if cfg.sopsAgeSecret != "" {
 		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Secret: types.NamespacedName{Namespace: cfg.ownNamespace, Name: cfg.sopsAgeSecret}}
 	}
-	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), env.Settings.GitOpsSource)
+	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), env)
 	if err != nil {
 		return err
 	}
@@ -240,8 +237,10 @@ func splitList(v string) []string {
 }
 
 // gitOpsFrom builds GitOps mode from the flags (nil in pure-cluster mode). After each
-// publish that committed something, Flux is asked to fetch source at once.
-func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.Reader, source overlay.SourceRef) (*controller.GitOps, error) {
+// publish that committed something, Flux is asked to fetch the environment's GitOps
+// source at once; Argo CD finds the commit at its next refresh (timeout.reconciliation).
+func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.Reader, env *overlay.Environment) (*controller.GitOps, error) {
+	argoCD := env.Settings.Applier == overlay.ApplierArgoCD
 	var sink publish.Sink
 	var revisions interface {
 		Contains(ctx context.Context, applied, published string) (bool, error)
@@ -278,16 +277,20 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.R
 	default:
 		return nil, fmt.Errorf("--publish must be none, git or oci, not %q", cfg.publishMode)
 	}
-	batcher := &publish.Batcher{Sink: sink, Window: cfg.batchWindow, OnPublish: func(d time.Duration, res *publish.Result, err error) {
+	deliveryDir := render.FluxDir
+	if argoCD {
+		deliveryDir = render.ArgoCDDir
+	}
+	batcher := &publish.Batcher{Sink: sink, Window: cfg.batchWindow, DeliveryDir: deliveryDir, OnPublish: func(d time.Duration, res *publish.Result, err error) {
 		m.PublishSeconds.Observe(d.Seconds())
 		if err == nil && res.Attempts > 1 {
 			m.PublishRetries.Add(float64(res.Attempts - 1))
 		}
-		if err == nil && res.Committed {
+		if err == nil && res.Committed && !argoCD {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			// Not fatal: without it Flux fetches at the source's next interval.
-			if err := controller.RequestReconcile(ctx, c, source, time.Now()); err != nil {
+			if err := controller.RequestReconcile(ctx, c, env.Settings.GitOpsSource, time.Now()); err != nil {
 				ctrl.Log.WithName("publish").Error(err, "asking Flux to fetch the new revision")
 			}
 		}

@@ -124,7 +124,7 @@ func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient,
 	b.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: CacheOptions(claimsNamespace, shard.Selector{}), Controller: controllerConfig(),
+		Cache: CacheOptions(claimsNamespace, shard.Selector{}, false), Controller: controllerConfig(),
 	})
 	if err != nil {
 		b.Fatal(err)

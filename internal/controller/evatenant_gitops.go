@@ -168,9 +168,18 @@ func (r *EvaTenantReconciler) publishTenant(s *scope) error {
 	return nil
 }
 
-// observeKustomization reads the tenant's two Flux Kustomizations and whether each
+// observeDelivery reads what the GitOps tool applied of the tenant: its two Flux
+// Kustomizations, or its foundation and workloads Argo CD Applications.
+func (r *EvaTenantReconciler) observeDelivery(ctx context.Context, s *scope) error {
+	if r.argoCD() {
+		return r.observeApplications(ctx, s)
+	}
+	return r.observeKustomizations(ctx, s)
+}
+
+// observeKustomizations reads the tenant's two Flux Kustomizations and whether each
 // applied the published revision (or a later one).
-func (r *EvaTenantReconciler) observeKustomization(ctx context.Context, s *scope) error {
+func (r *EvaTenantReconciler) observeKustomizations(ctx context.Context, s *scope) error {
 	code := s.tenant.Spec.CapsuleCode
 	g := &status.GitOpsState{}
 	for _, k := range []struct {
@@ -183,7 +192,7 @@ func (r *EvaTenantReconciler) observeKustomization(ctx context.Context, s *scope
 		if err != nil {
 			return err
 		}
-		*k.state = status.DeliveryState{Name: key.String(), Found: found}
+		*k.state = status.DeliveryState{Kind: kustomizev1.KustomizationKind, Name: key.String(), Found: found}
 		if found {
 			k.state.Ready = apimeta.FindStatusCondition(ks.Status.Conditions, "Ready")
 			k.state.LastAppliedRevision = ks.Status.LastAppliedRevision
@@ -252,7 +261,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 	// A Kustomization that is not there has applied nothing: the saga waits, unless the
 	// namespace is gone too (nothing is left to order).
 	applied := func(workloads bool) (bool, string, error) {
-		if err := r.observeKustomization(ctx, s); err != nil {
+		if err := r.observeDelivery(ctx, s); err != nil {
 			return false, "", err
 		}
 		k := s.observed.GitOps.Foundation
@@ -264,9 +273,9 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 			return true, "", nil
 		case !k.Found:
 			gone, err := namespaceGone()
-			return gone, "waiting for Kustomization " + k.Name + " to exist and apply " + t.Status.Revision, err
+			return gone, "waiting for " + k.Kind + " " + k.Name + " to exist and apply " + t.Status.Revision, err
 		}
-		return false, "waiting for Kustomization " + k.Name + " to apply " + t.Status.Revision, nil
+		return false, "waiting for " + k.Kind + " " + k.Name + " to apply " + t.Status.Revision, nil
 	}
 	// The files of each step.
 	stepFiles := func(step evav1.DecommissionStep) ([]render.File, error) {
@@ -299,7 +308,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 			return ctrl.Result{}, err
 		}
 		t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = rev, "", step
-		return wait(fmt.Sprintf("published step %s; waiting for Flux to apply it", step), nil)
+		return wait(fmt.Sprintf("published step %s; waiting for it to be applied", step), nil)
 	}
 
 	step := t.Status.DecommissionStep
@@ -314,7 +323,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		// Never published (deleted before its first publish landed) and nothing of it in
 		// the cluster: nothing to take apart.
 		if _, submitted := r.GitOps.lastSubmitted(t.UID); t.Status.Revision == "" && !submitted {
-			if err := r.observeKustomization(ctx, s); err != nil {
+			if err := r.observeDelivery(ctx, s); err != nil {
 				return ctrl.Result{}, err
 			}
 			gone, err := namespaceGone()
@@ -345,6 +354,16 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		}
 		return publish(evav1.StepReleasesRemoved)
 	case evav1.StepReleasesRemoved:
+		if r.argoCD() {
+			// The workloads and module Applications are out of the published tree: the
+			// root Application prunes them, and each is gone once Argo CD deleted its
+			// resources (the resources finalizer).
+			left, err := r.applicationsLeft(ctx, code)
+			if err != nil || len(left) > 0 {
+				return wait("waiting for Argo CD to delete the Applications and their resources: "+strings.Join(left, ", "), err)
+			}
+			return publish(evav1.StepNamespaceOnly)
+		}
 		if ok, msg, err := applied(true); err != nil || !ok {
 			return wait(msg, err)
 		}
@@ -367,7 +386,16 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		return publish(evav1.StepRemoved)
 	}
 	if gone, err := namespaceGone(); err != nil || !gone {
-		return wait("waiting for Flux to prune Namespace "+ns, err)
+		if r.argoCD() && err == nil {
+			// The foundation Application's finalizer deletes the namespace once the root
+			// Application pruned it; Argo CD's root does not prune its last Application
+			// unless allowed to empty the cluster (allowEmpty).
+			if left, err := r.applicationsOf(ctx, code); err != nil || len(left) > 0 {
+				return wait("waiting for Argo CD to prune Applications "+strings.Join(left, ", ")+" and Namespace "+ns+
+					" (a root Application without allowEmpty keeps the last tenant of its tree)", err)
+			}
+		}
+		return wait("waiting for Namespace "+ns+" to be pruned", err)
 	}
 	return r.finishDecommission(ctx, s, now)
 }

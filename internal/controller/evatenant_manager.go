@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/source"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	argov1 "github.com/aidonow/eva/internal/argocd/v1alpha1"
 	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/shard"
@@ -47,7 +48,10 @@ const capsuleCodeIndex = "spec.capsuleCode"
 // A sharded operator (shards.Sharded) caches only the tenants and rollouts of its shards
 // and the objects rendered for them (which carry the tenant's shard label), so it neither
 // sees nor reconciles another shard's tenants, and its memory grows with its shard.
-func CacheOptions(claimsNamespace string, shards shard.Selector) cache.Options {
+//
+// With argoCD (GitOps mode for Argo CD), the tenants' Argo CD Applications are cached
+// (by the same labels) instead of Flux's kinds, which an Argo CD cluster may not have.
+func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) cache.Options {
 	hasCapsule, _ := labels.NewRequirement(tenant.LabelCapsule, selection.Exists, nil)
 	claims := labels.NewSelector().Add(*hasCapsule)
 	rendered := claims
@@ -62,14 +66,18 @@ func CacheOptions(claimsNamespace string, shards shard.Selector) cache.Options {
 		&corev1.ServiceAccount{}:       byLabel,
 		&networkingv1.NetworkPolicy{}:  byLabel,
 		&rbacv1.RoleBinding{}:          byLabel,
-		&helmv2.HelmRelease{}:          byLabel,
-		&sourcev1.HelmRepository{}:     byLabel,
 		&batchv1.Job{}:                 byLabel,
 		&networkingv1.Ingress{}:        byLabel,
 		&nackv1beta2.Stream{}:          byLabel,
 		&monitoringv1.PrometheusRule{}: byLabel,
-		&kustomizev1.Kustomization{}:   byLabel,
 		&coordinationv1.Lease{}:        {Label: claims, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
+	}
+	if argoCD {
+		byObject[&argov1.Application{}] = byLabel
+	} else {
+		byObject[&helmv2.HelmRelease{}] = byLabel
+		byObject[&sourcev1.HelmRepository{}] = byLabel
+		byObject[&kustomizev1.Kustomization{}] = byLabel
 	}
 	if shards.Sharded() {
 		byObject[&evav1.EvaTenant{}] = cache.ByObject{Label: shards.Labels()}
@@ -116,13 +124,18 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		For(&evav1.EvaTenant{}, builder.WithPredicates(predicate.Or(
 			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&corev1.Namespace{}, toTenant, hasCapsule).
-		Watches(&helmv2.HelmRelease{}, toTenant, hasCapsule).
 		Watches(&batchv1.Job{}, toTenant, hasCapsule).
 		Watches(&networkingv1.Ingress{}, toTenant, hasCapsule).
 		Watches(&nackv1beta2.Stream{}, toTenant, hasCapsule).
-		Watches(&kustomizev1.Kustomization{}, toTenant, hasCapsule).
 		Watches(&evav1.EvaRollout{}, rolloutAdmissions).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	if r.argoCD() {
+		// What Argo CD applied, and the modules it deployed.
+		b = b.Watches(&argov1.Application{}, toTenant, hasCapsule)
+	} else {
+		// What Flux applied (GitOps mode), and the modules helm-controller deployed.
+		b = b.Watches(&helmv2.HelmRelease{}, toTenant, hasCapsule).Watches(&kustomizev1.Kustomization{}, toTenant, hasCapsule)
+	}
 	if r.GitOps == nil {
 		// kube-controller-manager recording the quota's hard limits releases the
 		// workloads (pure-cluster mode; in GitOps mode Flux's health check waits). Only

@@ -64,7 +64,15 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 	if s.bundle != nil {
 		rendered = s.bundle.ReleaseSpecDigests()
 	}
+	if r.argoCD() {
+		if err := r.observeModuleApplications(ctx, s, rendered); err != nil {
+			return err
+		}
+	}
 	for _, module := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
+		if r.argoCD() {
+			break // Argo CD deploys the modules: their Applications were read above
+		}
 		var hr helmv2.HelmRelease
 		found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
 		if err != nil {

@@ -22,7 +22,7 @@ type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
 
 // provisionPhases are the steps of a reconcile of a live tenant, with the mode's own
 // steps chosen once: apply (pure cluster) or publish (GitOps), JetStream streams ensured
-// by the operator (direct messaging), Flux's Kustomizations read back (GitOps).
+// by the operator (direct messaging), what Flux or Argo CD applied read back (GitOps).
 func (r *EvaTenantReconciler) provisionPhases() []phase {
 	r.phasesOnce.Do(func() {
 		deliver := r.applyPhase
@@ -35,7 +35,7 @@ func (r *EvaTenantReconciler) provisionPhases() []phase {
 		}
 		phases = append(phases, r.observePhase)
 		if r.GitOps != nil {
-			phases = append(phases, r.observeFluxPhase)
+			phases = append(phases, r.observeDeliveryPhase)
 		}
 		r.phases = append(phases, r.statusPhase)
 	})
@@ -163,9 +163,9 @@ func (r *EvaTenantReconciler) observePhase(ctx context.Context, s *scope) (ctrl.
 	return ctrl.Result{}, r.observe(ctx, s)
 }
 
-// observeFluxPhase reads the tenant's Flux Kustomizations (GitOps mode).
-func (r *EvaTenantReconciler) observeFluxPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
-	return ctrl.Result{}, r.observeKustomization(ctx, s)
+// observeDeliveryPhase reads what Flux or Argo CD applied of the tenant (GitOps mode).
+func (r *EvaTenantReconciler) observeDeliveryPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
+	return ctrl.Result{}, r.observeDelivery(ctx, s)
 }
 
 // statusPhase turns what was observed into the conditions and the phase, queues the

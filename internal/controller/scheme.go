@@ -9,6 +9,7 @@ import (
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	argov1 "github.com/aidonow/eva/internal/argocd/v1alpha1"
 	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 )
@@ -23,5 +24,6 @@ func NewScheme() *runtime.Scheme {
 	utilruntime.Must(sourcev1.AddToScheme(s))
 	utilruntime.Must(nackv1beta2.AddToScheme(s))
 	utilruntime.Must(monitoringv1.AddToScheme(s))
+	utilruntime.Must(argov1.AddToScheme(s))
 	return s
 }

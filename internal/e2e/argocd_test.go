@@ -421,3 +421,84 @@ func assertReplicas(ctx context.Context, t *testing.T, ns, nameContains string, 
 	}
 	t.Errorf("no Deployment %s* in %s", nameContains, ns)
 }
+
+// TestArgoCDOperatorGitOpsMode: the operator publishes an EvaTenant for Argo CD and
+// reads Argo CD back: the tenant becomes Active with its five conditions from the
+// Applications (foundation synced at the published commit, modules healthy); a module
+// Argo CD cannot sync fails the tenant with Argo CD's message once its retries are
+// spent, and the fix brings it back; deleting the tenant takes it apart through Argo
+// CD's cascade, namespace included.
+func TestArgoCDOperatorGitOpsMode(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	startArgoCD(t)
+	repo := newGitRepository(t, "argocd-operator.git")
+	env := argoEnvironment(t, repo, serveChartRepository(t))
+	bootstrapArgoCD(ctx, t, "eva-operator-argocd", repo)
+	ns := tenantNamespace(t, "e2e-argocd")
+	startOperator(t, ns, "--overlays="+env, "--env=argocd", "--publish=git", "--git-url="+repo, "--git-branch=main",
+		"--git-cache="+t.TempDir())
+	const code = "ARGOPS"
+	tn := evaTenant(ns, code, evav1.TierStarter)
+	// A second tenant stays: the root Application, without allowEmpty, would not prune
+	// the last tenant of its tree (Argo CD's own guard against an emptied source).
+	for _, obj := range []*unstructured.Unstructured{tn, evaTenant(ns, "ARGKEP", evav1.TierStarter)} {
+		if err := cluster.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	kubectlWaitReady(t, 5*time.Minute, tn)
+	got, err := current(ctx, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	conds := conditionsOf(got)
+	for _, ct := range []string{"NamespaceReady", "Provisioned", "SeedLoaded", "ModulesDeployed", "IngressReady", "Ready"} {
+		if !strings.HasPrefix(conds[ct], "True") {
+			t.Errorf("%s: %s", ct, conds[ct])
+		}
+	}
+	revision, _, _ := unstructured.NestedString(got.Object, "status", "revision")
+	if _, at, _, _, err := application(ctx, render.FoundationName(code)); err != nil || at != revision {
+		t.Errorf("Active, but the foundation Application is synced at %q (%v), the tenant's published revision is %q", at, err, revision)
+	}
+
+	// A value the API server refuses: Argo CD's sync fails, is retried, and the tenant
+	// fails with what Argo CD says once the retries are spent.
+	// (Requests above limits: each is a valid quantity within the tier's bounds, so Eva
+	// renders it; the API server refuses the Deployment.)
+	bad := map[string]any{"crm": map[string]any{"resources": map[string]any{
+		"requests": map[string]any{"cpu": "500m"}, "limits": map[string]any{"cpu": "200m"}}}}
+	setSpec(t, tn, bad, "helmValues")
+	failed := waitFailed(t, tn, 6*time.Minute)
+	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
+	if modules.Status != "False" || !strings.Contains(modules.Message, render.ModuleApplicationName(code, "crm")) ||
+		!strings.Contains(modules.Message, "SyncFailed") {
+		t.Errorf("ModulesDeployed %+v does not carry Argo CD's failed sync of crm", modules)
+	}
+	// The fix.
+	setSpec(t, tn, map[string]any{"crm": map[string]any{"replicaCount": int64(1)}}, "helmValues")
+	kubectlWaitReady(t, 5*time.Minute, tn)
+
+	// Deleted: the saga publishes each step and waits on Argo CD's cascade.
+	if err := cluster.Client.Delete(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, "tenant, Applications, project and namespace gone", 5*time.Minute, func() error {
+		if got, err := current(ctx, tn); !apierrors.IsNotFound(err) {
+			step, _, _ := unstructured.NestedString(got.Object, "status", "decommissionStep")
+			return fmt.Errorf("tenant still there at step %q: %+v%s", step, conditionOf(got, "Ready"), argoLogs())
+		}
+		var namespace corev1.Namespace
+		if err := cluster.Client.Get(ctx, types.NamespacedName{Name: tenant.Namespace(code)}, &namespace); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("namespace still there (%v)", err)
+		}
+		apps := &unstructured.UnstructuredList{}
+		apps.SetGroupVersionKind(applicationGVK)
+		if err := cluster.Client.List(ctx, apps, client.InNamespace(testcluster.ArgoCDNamespace),
+			client.MatchingLabels{tenant.LabelCapsule: code}); err != nil || len(apps.Items) > 0 {
+			return fmt.Errorf("%d Applications left (%v)", len(apps.Items), err)
+		}
+		return nil
+	})
+}
