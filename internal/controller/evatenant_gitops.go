@@ -171,10 +171,7 @@ func (r *EvaTenantReconciler) publishTenant(s *scope) error {
 // observeDelivery reads what the GitOps tool applied of the tenant: its two Flux
 // Kustomizations, or its foundation and workloads Argo CD Applications.
 func (r *EvaTenantReconciler) observeDelivery(ctx context.Context, s *scope) error {
-	if r.argoCD() {
-		return r.observeApplications(ctx, s)
-	}
-	return r.observeKustomizations(ctx, s)
+	return r.applier().observeDelivery(ctx, s)
 }
 
 // observeKustomizations reads the tenant's two Flux Kustomizations and whether each

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -64,41 +63,8 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 	if s.bundle != nil {
 		rendered = s.bundle.ReleaseSpecDigests()
 	}
-	if r.argoCD() {
-		if err := r.observeModuleApplications(ctx, s, rendered); err != nil {
-			return err
-		}
-	}
-	for _, module := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
-		if r.argoCD() {
-			break // Argo CD deploys the modules: their Applications were read above
-		}
-		var hr helmv2.HelmRelease
-		found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
-		if err != nil {
-			return err
-		}
-		rs := status.ReleaseState{Module: module, Name: ns + "/" + module,
-			Version: r.Renderer.Catalog.ModuleVersion(s.rendered, module), Found: found}
-		if found {
-			if want := rendered[module]; want != "" && hr.Annotations[tenant.AnnotationSpecDigest] != want {
-				rs.Outdated = true
-			}
-			rs.Generation, rs.ObservedGeneration = hr.Generation, hr.Status.ObservedGeneration
-			rs.Ready = apimeta.FindStatusCondition(hr.Status.Conditions, "Ready")
-			rs.Stalled = apimeta.FindStatusCondition(hr.Status.Conditions, "Stalled")
-			rs.LastAttemptedRevision = hr.Status.LastAttemptedRevision
-			if latest := hr.Status.History.Latest(); latest != nil {
-				rs.HistoryVersion = latest.ChartVersion
-			}
-			// Retries count for the generation helm-controller last attempted; a new
-			// spec resets them.
-			if rem := hr.GetActiveRemediation(); rem != nil && hr.Status.LastAttemptedGeneration == hr.Generation {
-				rs.RetriesExhausted = rem.RetriesExhausted(&hr)
-				rs.LastAction, rs.Failures = string(hr.Status.LastAttemptedReleaseAction), rem.GetFailureCount(&hr)
-			}
-		}
-		o.Releases = append(o.Releases, rs)
+	if err := r.applier().observeModules(ctx, s, rendered); err != nil {
+		return err
 	}
 
 	if t.Spec.SeedsVersion != "" {
