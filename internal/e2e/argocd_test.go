@@ -425,9 +425,10 @@ func assertReplicas(ctx context.Context, t *testing.T, ns, nameContains string, 
 // TestArgoCDOperatorGitOpsMode: the operator publishes an EvaTenant for Argo CD and
 // reads Argo CD back: the tenant becomes Active with its five conditions from the
 // Applications (foundation synced at the published commit, modules healthy); a module
-// Argo CD cannot sync fails the tenant with Argo CD's message once its retries are
-// spent, and the fix brings it back; deleting the tenant takes it apart through Argo
-// CD's cascade, namespace included.
+// that degrades (a Deployment past its progress deadline) fails its tenant with what
+// Argo CD says of the Deployment, and a module Argo CD cannot sync fails the tenant with
+// Argo CD's message once its retries are spent; each fix brings its tenant back;
+// deleting the tenant takes it apart through Argo CD's cascade, namespace included.
 func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -438,11 +439,19 @@ func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 	ns := tenantNamespace(t, "e2e-argocd")
 	startOperator(t, ns, "--overlays="+env, "--env=argocd", "--publish=git", "--git-url="+repo, "--git-branch=main",
 		"--git-cache="+t.TempDir())
-	const code = "ARGOPS"
+	const code, keepCode = "ARGOPS", "ARGKEP"
 	tn := evaTenant(ns, code, evav1.TierStarter)
 	// A second tenant stays: the root Application, without allowEmpty, would not prune
-	// the last tenant of its tree (Argo CD's own guard against an emptied source).
-	for _, obj := range []*unstructured.Unstructured{tn, evaTenant(ns, "ARGKEP", evav1.TierStarter)} {
+	// the last tenant of its tree (Argo CD's own guard against an emptied source). Its
+	// crm degrades: four pods of 700m against the Starter quota's 2 CPUs, so the
+	// Deployment makes no progress and, past its deadline, is Degraded in Argo CD.
+	keep := evaTenant(ns, keepCode, evav1.TierStarter)
+	degrading := map[string]any{"crm": map[string]any{"replicaCount": int64(4), "progressDeadlineSeconds": int64(20),
+		"resources": map[string]any{"requests": map[string]any{"cpu": "700m"}, "limits": map[string]any{"cpu": "700m"}}}}
+	if err := unstructured.SetNestedField(keep.Object, degrading, "spec", "helmValues"); err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range []*unstructured.Unstructured{tn, keep} {
 		if err := cluster.Client.Create(ctx, obj); err != nil {
 			t.Fatal(err)
 		}
@@ -463,6 +472,18 @@ func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 		t.Errorf("Active, but the foundation Application is synced at %q (%v), the tenant's published revision is %q", at, err, revision)
 	}
 
+	// The degraded module fails its tenant with what Argo CD says of the Deployment, and
+	// the fix (one replica fits the quota) brings it back.
+	degraded := waitFailed(t, keep, 5*time.Minute)
+	modules := conditionOf(degraded, evav1.ConditionModulesDeployed)
+	if modules.Status != "False" || !strings.Contains(modules.Message, render.ModuleApplicationName(keepCode, "crm")+": Degraded") ||
+		!strings.Contains(modules.Message, "Deployment "+tenant.Namespace(keepCode)+"/crm: ") ||
+		!strings.Contains(modules.Message, "exceeded its progress deadline") {
+		t.Errorf("ModulesDeployed %+v does not carry Argo CD's Degraded crm and why", modules)
+	}
+	setSpec(t, keep, map[string]any{"crm": map[string]any{"replicaCount": int64(1), "progressDeadlineSeconds": int64(20)}}, "helmValues")
+	kubectlWaitReady(t, 5*time.Minute, keep)
+
 	// A value the API server refuses: Argo CD's sync fails, is retried, and the tenant
 	// fails with what Argo CD says once the retries are spent.
 	// (Requests above limits: each is a valid quantity within the tier's bounds, so Eva
@@ -471,7 +492,7 @@ func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 		"requests": map[string]any{"cpu": "500m"}, "limits": map[string]any{"cpu": "200m"}}}}
 	setSpec(t, tn, bad, "helmValues")
 	failed := waitFailed(t, tn, 6*time.Minute)
-	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
+	modules = conditionOf(failed, evav1.ConditionModulesDeployed)
 	if modules.Status != "False" || !strings.Contains(modules.Message, render.ModuleApplicationName(code, "crm")) ||
 		!strings.Contains(modules.Message, "SyncFailed") {
 		t.Errorf("ModulesDeployed %+v does not carry Argo CD's failed sync of crm", modules)

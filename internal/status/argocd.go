@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
@@ -78,7 +79,7 @@ func ApplicationRelease(module, name, version, wantDigest string, app *argov1.Ap
 	switch op := st.OperationState; {
 	case st.Health.Status == argoDegraded:
 		r.Stalled = &metav1.Condition{Type: "Stalled", Status: metav1.ConditionTrue, Reason: argoDegraded,
-			Message: firstNonEmpty(st.Health.Message, operationMessage(app), "Argo CD reports the module Degraded")}
+			Message: healthMessage(app)}
 	case op != nil && (op.Phase == argoPhaseFailed || op.Phase == argoPhaseError) && st.Sync.Status != argoSynced:
 		r.Stalled = &metav1.Condition{Type: "Stalled", Status: metav1.ConditionTrue, Reason: "SyncFailed",
 			Message: fmt.Sprintf("sync %s after %d retries: %s", op.Phase, op.RetryCount, op.Message)}
@@ -106,9 +107,42 @@ func applicationReady(app *argov1.Application) *metav1.Condition {
 		}
 	default:
 		c.Reason = firstNonEmpty(st.Health.Status, "Unknown")
-		c.Message = firstNonEmpty(st.Health.Message, "health "+c.Reason)
+		c.Message = healthMessage(app)
 	}
 	return c
+}
+
+// healthMessage says why an Application has the health it has: the messages of its
+// resources in that health (Argo CD 3 keeps the Application's own health message
+// empty), or, when Argo CD keeps resource health out of the Application, where to
+// find them.
+func healthMessage(app *argov1.Application) string {
+	h := app.Status.Health
+	msg := "health " + firstNonEmpty(h.Status, "Unknown")
+	var reasons []string
+	for _, r := range app.Status.Resources {
+		if r.Health == nil || r.Health.Status != h.Status {
+			continue
+		}
+		reason := r.Kind + " " + r.Name
+		if r.Namespace != "" {
+			reason = r.Kind + " " + r.Namespace + "/" + r.Name
+		}
+		if r.Health.Message != "" {
+			reason += ": " + r.Health.Message
+		}
+		reasons = append(reasons, reason)
+	}
+	switch {
+	case len(reasons) > 0:
+		return strings.Join(reasons, "; ")
+	case h.Message != "":
+		return h.Message // Argo CD before 3.0
+	case app.Status.ResourceHealthSource == "appTree" && h.Status != argoHealthy:
+		return msg + " (Argo CD keeps resource health out of the Application: set controller.resource.health.persist " +
+			"to true in argocd-cmd-params-cm for the reason here, or run argocd app get " + app.Name + ")"
+	}
+	return msg
 }
 
 // operationMessage is the last operation's message and the Application's error

@@ -30,6 +30,27 @@ func moduleApp(values, comparedValues, sync, revision, health, healthMsg string,
 	}
 }
 
+// withResources gives app the resources Argo CD 3 reports with persisted resource
+// health, or, with source appTree, without their health.
+func withResources(app *argov1.Application, source string) *argov1.Application {
+	health := func(status, msg string) *argov1.HealthStatus {
+		if source == "appTree" {
+			return nil
+		}
+		return &argov1.HealthStatus{Status: status, Message: msg}
+	}
+	app.Status.ResourceHealthSource = source
+	app.Status.Resources = []argov1.ResourceStatus{
+		{Kind: "ConfigMap", Namespace: "eva-tenant-x", Name: "crm-config", Status: "Synced"},
+		{Kind: "Service", Namespace: "eva-tenant-x", Name: "crm", Status: "Synced", Health: health("Healthy", "")},
+		{Group: "apps", Kind: "Deployment", Namespace: "eva-tenant-x", Name: "crm", Status: "Synced",
+			Health: health("Degraded", `Deployment "crm" exceeded its progress deadline`)},
+		{Group: "apps", Kind: "Deployment", Namespace: "eva-tenant-x", Name: "worker", Status: "Synced",
+			Health: health("Progressing", "Waiting for rollout to finish: 0 of 1 updated replicas are available...")},
+	}
+	return app
+}
+
 func TestApplicationReleaseVerdicts(t *testing.T) {
 	now := time.Now()
 	const v1, v2 = `{"replicaCount":1}`, `{"replicaCount": 2}`
@@ -49,6 +70,16 @@ func TestApplicationReleaseVerdicts(t *testing.T) {
 			metav1.ConditionFalse, ReasonProgressing, false, "Progressing: Waiting for rollout"},
 		{"degraded", moduleApp(v1, v1, "Synced", "1.4.0", "Degraded", "Deployment crm exceeded its progress deadline", nil), "sha256:1",
 			metav1.ConditionFalse, ReasonReleaseStalled, true, "Degraded: Deployment crm exceeded its progress deadline"},
+		// Argo CD 3: the Application's health has no message, its resources' have; the
+		// last operation's "successfully synced" is not why it is Degraded.
+		{"degraded, Argo CD 3", withResources(moduleApp(v1, v1, "Synced", "1.4.0", "Degraded", "",
+			&argov1.OperationState{Phase: "Succeeded", Message: "successfully synced (all tasks run)"}), ""), "sha256:1",
+			metav1.ConditionFalse, ReasonReleaseStalled, true,
+			`Degraded: Deployment eva-tenant-x/crm: Deployment "crm" exceeded its progress deadline`},
+		{"degraded, resource health kept out of the Application", withResources(moduleApp(v1, v1, "Synced", "1.4.0", "Degraded", "", nil),
+			"appTree"), "sha256:1", metav1.ConditionFalse, ReasonReleaseStalled, true, "controller.resource.health.persist"},
+		{"progressing, Argo CD 3", withResources(moduleApp(v1, v1, "Synced", "1.4.0", "Progressing", "", nil), ""), "sha256:1",
+			metav1.ConditionFalse, ReasonProgressing, false, "Progressing: Deployment eva-tenant-x/worker: Waiting for rollout"},
 		{"sync failed after its retries", moduleApp(v1, v1, "OutOfSync", "1.4.0", "Missing", "",
 			&argov1.OperationState{Phase: "Failed", Message: "one or more objects failed to apply", RetryCount: 5}), "sha256:1",
 			metav1.ConditionFalse, ReasonReleaseStalled, true, "sync Failed after 5 retries: one or more objects failed to apply"},

@@ -103,6 +103,10 @@ func (c *Cluster) StartArgoCD(ctx context.Context) (stop func(), err error) {
 			// What argocd-cm's timeout.reconciliation sets in an installation: also how
 			// long the repo server keeps a branch's resolved commit.
 			"ARGOCD_RECONCILIATION_TIMEOUT=" + ArgoCDResync.String(),
+			// What argocd-cmd-params-cm's controller.resource.health.persist sets, as
+			// docs/argocd.md asks: resource health (and why a module is Degraded) in the
+			// Application, where Eva reads it.
+			"ARGOCD_APPLICATION_CONTROLLER_PERSIST_RESOURCE_HEALTH=true",
 			"PATH=" + filepath.Join(home, "bin") + string(os.PathListSeparator) + os.Getenv("PATH"),
 			"ARGOCD_GPG_ENABLED=false", "ARGOCD_TLS_DATA_PATH=" + filepath.Join(home, "tls"),
 			"ARGOCD_SSH_DATA_PATH=" + filepath.Join(home, "ssh"), "ARGOCD_GNUPGHOME=" + filepath.Join(home, "gnupg"),

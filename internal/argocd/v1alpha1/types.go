@@ -131,6 +131,25 @@ type ApplicationStatus struct {
 	Health         HealthStatus           `json:"health,omitempty"`
 	OperationState *OperationState        `json:"operationState,omitempty"`
 	Conditions     []ApplicationCondition `json:"conditions,omitempty"`
+	// Resources are the Application's objects, each with its sync status and (when the
+	// application controller persists resource health, controller.resource.health.persist)
+	// its health: since Argo CD 3.0 the Application's own health carries no message, a
+	// resource's does.
+	Resources []ResourceStatus `json:"resources,omitempty"`
+	// ResourceHealthSource is "appTree" when resource health is kept out of the
+	// Application (in Argo CD's cache), empty when it is in Resources.
+	ResourceHealthSource string `json:"resourceHealthSource,omitempty"`
+}
+
+// ResourceStatus is one object an Application manages.
+type ResourceStatus struct {
+	Group     string `json:"group,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name,omitempty"`
+	// Status is the object's sync status: Synced or OutOfSync.
+	Status string        `json:"status,omitempty"`
+	Health *HealthStatus `json:"health,omitempty"`
 }
 
 // SyncStatus compares the live state with the source at a revision.
@@ -150,8 +169,9 @@ type ComparedTo struct {
 	Destination ApplicationDestination `json:"destination"`
 }
 
-// HealthStatus is the Application's health: Healthy, Progressing, Degraded,
-// Suspended, Missing or Unknown.
+// HealthStatus is an Application's or a resource's health: Healthy, Progressing,
+// Degraded, Suspended, Missing or Unknown. Since Argo CD 3.0 only a resource's health
+// has a message.
 type HealthStatus struct {
 	Status  string `json:"status,omitempty"`
 	Message string `json:"message,omitempty"`
