@@ -117,6 +117,10 @@ argocd:
   targetRevision: main
   chartRepository: %s
   destinationServer: %s
+  # A failed sync is given up after two quick retries, so a tenant fails in seconds,
+  # not the minutes of the default five retries.
+  syncRetries: 2
+  syncRetryBackoff: 2s
 `, testcluster.ArgoCDNamespace, repo, chartRepo, inCluster))
 	return root
 }
@@ -456,7 +460,9 @@ func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	began := time.Now()
 	kubectlWaitReady(t, 5*time.Minute, tn)
+	t.Logf("%s Active through Argo CD after %s", code, time.Since(began).Round(time.Second))
 	got, err := current(ctx, tn)
 	if err != nil {
 		t.Fatal(err)
@@ -483,6 +489,7 @@ func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 	}
 	setSpec(t, keep, map[string]any{"crm": map[string]any{"replicaCount": int64(1), "progressDeadlineSeconds": int64(20)}}, "helmValues")
 	kubectlWaitReady(t, 5*time.Minute, keep)
+	t.Logf("%s degraded, failed and recovered after %s", keepCode, time.Since(began).Round(time.Second))
 
 	// A value the API server refuses: Argo CD's sync fails, is retried, and the tenant
 	// fails with what Argo CD says once the retries are spent.
@@ -500,6 +507,7 @@ func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 	// The fix.
 	setSpec(t, tn, map[string]any{"crm": map[string]any{"replicaCount": int64(1)}}, "helmValues")
 	kubectlWaitReady(t, 5*time.Minute, tn)
+	t.Logf("%s failed to sync and recovered after %s", code, time.Since(began).Round(time.Second))
 
 	// Deleted: the saga publishes each step and waits on Argo CD's cascade.
 	if err := cluster.Client.Delete(ctx, tn); err != nil {
@@ -522,4 +530,5 @@ func TestArgoCDOperatorGitOpsMode(t *testing.T) {
 		}
 		return nil
 	})
+	t.Logf("%s decommissioned after %s", code, time.Since(began).Round(time.Second))
 }

@@ -4,8 +4,11 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/utils/ptr"
 )
 
 // Applier names a GitOps tool.
@@ -36,6 +39,36 @@ type ArgoCD struct {
 	// DestinationServer is the cluster the tenants are deployed to, as Argo CD names it
 	// (default https://kubernetes.default.svc, Argo CD's own cluster).
 	DestinationServer string `json:"destinationServer,omitempty"`
+	// SyncRetries is how many times Argo CD retries a failed sync of a tenant's
+	// Application before it gives up, which fails the tenant (default 5, at most 10; a
+	// sync retried forever would never fail it).
+	SyncRetries *int64 `json:"syncRetries,omitempty"`
+	// SyncRetryBackoff is the wait before the first retry, doubled at each one up to 3
+	// minutes (default 5s).
+	SyncRetryBackoff metav1.Duration `json:"syncRetryBackoff,omitempty"`
+}
+
+// SyncRetryCap bounds the wait between two retries of an Argo CD sync.
+const SyncRetryCap = 3 * time.Minute
+
+// defaults fills in what the Argo CD settings leave out.
+func (a *ArgoCD) defaults() {
+	for _, d := range []struct {
+		v   *string
+		def string
+	}{
+		{&a.Namespace, "argocd"}, {&a.TargetRevision, "HEAD"}, {&a.DestinationServer, "https://kubernetes.default.svc"},
+	} {
+		if *d.v == "" {
+			*d.v = d.def
+		}
+	}
+	if a.SyncRetries == nil {
+		a.SyncRetries = ptr.To[int64](5)
+	}
+	if a.SyncRetryBackoff.Duration == 0 {
+		a.SyncRetryBackoff.Duration = 5 * time.Second
+	}
 }
 
 // checkArgoCD checks the settings of the Argo CD output.
@@ -62,6 +95,12 @@ func (s *Settings) checkArgoCD() error {
 	}
 	if err := checkURL(a.DestinationServer, "https", "http"); err != nil {
 		return fmt.Errorf("argocd.destinationServer: %q: %w", a.DestinationServer, err)
+	}
+	if n := *a.SyncRetries; n < 0 || n > 10 {
+		return fmt.Errorf("argocd.syncRetries: %d: must be between 0 and 10", n)
+	}
+	if d := a.SyncRetryBackoff.Duration; d < time.Second || d > SyncRetryCap {
+		return fmt.Errorf("argocd.syncRetryBackoff: %s: must be between 1s and %s", d, SyncRetryCap)
 	}
 	// Argo CD decrypts no SOPS files, and Eva never writes a decrypted Secret.
 	if s.Secrets != nil {

@@ -210,10 +210,8 @@ func (s *Settings) applyDefaults() {
 	if s.Applier == "" {
 		s.Applier = ApplierFlux
 	}
-	if a := s.ArgoCD; a != nil {
-		def(&a.Namespace, "argocd")
-		def(&a.TargetRevision, "HEAD")
-		def(&a.DestinationServer, "https://kubernetes.default.svc")
+	if s.ArgoCD != nil {
+		s.ArgoCD.defaults()
 	}
 }
 

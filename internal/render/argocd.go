@@ -169,8 +169,9 @@ func (r *Renderer) application(t *evav1.EvaTenant, name string, wave int, src *a
 			Destination: argov1.ApplicationDestination{Server: a.DestinationServer, Namespace: s.ns},
 			SyncPolicy: &argov1.SyncPolicy{
 				SyncOptions: []string{"FailOnSharedResource=true"},
-				Retry: &argov1.RetryStrategy{Limit: releaseRetries + 2,
-					Backoff: &argov1.Backoff{Duration: "5s", Factor: &factor, MaxDuration: "3m"}},
+				Retry: &argov1.RetryStrategy{Limit: *a.SyncRetries,
+					Backoff: &argov1.Backoff{Duration: a.SyncRetryBackoff.Duration.String(), Factor: &factor,
+						MaxDuration: overlay.SyncRetryCap.String()}},
 			},
 		},
 	}

@@ -8,9 +8,12 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -28,7 +31,8 @@ func argoRenderer(t testing.TB) *Renderer {
 	env.Settings.Applier = overlay.ApplierArgoCD
 	env.Settings.Secrets = nil
 	env.Settings.ArgoCD = &overlay.ArgoCD{Namespace: "argocd", RepoURL: "https://git.example.com/platform/tenants.git",
-		TargetRevision: "main", ChartRepository: "https://charts.example.com/eva", DestinationServer: "https://kubernetes.default.svc"}
+		TargetRevision: "main", ChartRepository: "https://charts.example.com/eva", DestinationServer: "https://kubernetes.default.svc",
+		SyncRetries: ptr.To[int64](3), SyncRetryBackoff: metav1.Duration{Duration: 10 * time.Second}}
 	r.Env = &env
 	return r
 }
@@ -230,6 +234,15 @@ func TestArgoCDModulesMatchHelmReleases(t *testing.T) {
 		}
 		if !reflect.DeepEqual(got, want) {
 			t.Errorf("%s: values\n got %v\nwant %v", app.Name, got, want)
+		}
+	}
+	for _, app := range apps {
+		// Every Application retries its syncs as the environment says, within bounds: a
+		// sync retried forever would never fail the tenant.
+		retry := app.Spec.SyncPolicy.Retry
+		if retry == nil || retry.Limit != *r.Env.Settings.ArgoCD.SyncRetries || retry.Backoff == nil ||
+			retry.Backoff.Duration != r.Env.Settings.ArgoCD.SyncRetryBackoff.Duration.String() || retry.Backoff.MaxDuration != "3m0s" {
+			t.Errorf("%s: retry %+v", app.Name, retry)
 		}
 	}
 	if seen != len(releases) || seen == 0 {
