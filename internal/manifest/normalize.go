@@ -2,14 +2,24 @@ package manifest
 
 import (
 	"fmt"
+	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
 )
 
 // ToMap converts a typed object into the JSON data model and strips what a rendered
 // manifest must not carry: status, an empty creationTimestamp.
+// It builds what runtime.DefaultUnstructuredConverter builds, with the typed encoder's
+// cached field plans (see toPlain).
 func ToMap(obj runtime.Object) (map[string]any, error) {
-	m, err := runtime.DefaultUnstructuredConverter.ToUnstructured(obj)
+	v := reflect.ValueOf(obj)
+	for v.Kind() == reflect.Pointer && !v.IsNil() {
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return nil, fmt.Errorf("converting %T: not a struct", obj)
+	}
+	m, err := toPlain(v)
 	if err != nil {
 		return nil, fmt.Errorf("converting %T: %w", obj, err)
 	}

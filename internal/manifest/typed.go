@@ -30,6 +30,7 @@ func EncodeTyped(buf *bytes.Buffer, obj any) error {
 		return fmt.Errorf("EncodeTyped needs a struct, got %s", v.Type())
 	}
 	e := arenaPool.Get().(*arena)
+	e.decode = json.Unmarshal
 	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
 	fields, err := e.collect(v, true)
 	if err != nil {
@@ -45,7 +46,12 @@ func EncodeTyped(buf *bytes.Buffer, obj any) error {
 // arena holds the fields being written, as a stack: each struct's fields are
 // appended while it is written and dropped after, so encoding allocates no per-struct
 // slices.
-type arena struct{ items []namedValue }
+type arena struct {
+	items []namedValue
+	// decode decodes what a type's own MarshalJSON writes: json.Unmarshal to write
+	// YAML, the converter's number rule to build maps.
+	decode func([]byte, any) error
+}
 
 var arenaPool = sync.Pool{New: func() any { return &arena{items: make([]namedValue, 0, 256)} }}
 
@@ -151,7 +157,12 @@ func kindOf(t reflect.Type) typeKind {
 // resolve turns a field value into something writable: types with their own JSON
 // encoding (quantities, times, durations, int-or-strings, raw JSON) become plain data,
 // as their MarshalJSON would write them; pointers and interfaces are followed.
-func resolve(v reflect.Value) (value, error) {
+func (e *arena) resolve(v reflect.Value) (value, error) {
+	return resolveWith(v, e.decode)
+}
+
+// resolveWith is resolve decoding what a type's own MarshalJSON writes with decode.
+func resolveWith(v reflect.Value, decode func([]byte, any) error) (value, error) {
 	for {
 		switch kindOf(v.Type()) {
 		case kindQuantity:
@@ -189,7 +200,7 @@ func resolve(v reflect.Value) (value, error) {
 				return value{}, err
 			}
 			var plain any
-			if err := json.Unmarshal(raw, &plain); err != nil {
+			if err := decode(raw, &plain); err != nil {
 				return value{}, err
 			}
 			return value{plain: plain, isPlain: true}, nil
@@ -255,7 +266,7 @@ func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
 			if top && f.name == "status" {
 				continue
 			}
-			r, err := resolve(fv)
+			r, err := e.resolve(fv)
 			if err != nil {
 				return fmt.Errorf("%s: %w", f.name, err)
 			}
@@ -362,7 +373,7 @@ func (e *arena) writeTypedMap(buf *bytes.Buffer, v reflect.Value, depth int) err
 	}
 	slices.Sort(keys)
 	for _, k := range keys {
-		r, err := resolve(values[k])
+		r, err := e.resolve(values[k])
 		if err != nil {
 			return err
 		}
@@ -376,7 +387,7 @@ func (e *arena) writeTypedMap(buf *bytes.Buffer, v reflect.Value, depth int) err
 
 func (e *arena) writeTypedList(buf *bytes.Buffer, v reflect.Value, depth int) error {
 	for i := range v.Len() {
-		r, err := resolve(v.Index(i))
+		r, err := e.resolve(v.Index(i))
 		if err != nil {
 			return err
 		}

@@ -26,6 +26,9 @@ type Patch struct {
 	// and scalars (see merge.go): applied without kustomize's YAML node round trip.
 	merge map[string]any
 	ops   jsonpatch.Patch
+	// direct are ops when they are all adds, replaces and removes (see jsonops.go):
+	// applied on the object's map without the JSON round trip.
+	direct []jsonOp
 }
 
 type selector struct {
@@ -115,6 +118,7 @@ func ParsePatch(source, body string, target *types.Selector) (*Patch, error) {
 			}
 		}
 		p.ops = ops
+		p.direct = directOps(ops)
 	} else {
 		node, err := kyaml.Parse(body)
 		if err != nil {
@@ -243,6 +247,11 @@ func Apply(patches []Patch, objects []map[string]any) ([]map[string]any, error) 
 // Apply applies the patch to one object.
 func (p *Patch) Apply(obj map[string]any) (map[string]any, error) {
 	if p.ops != nil {
+		if p.direct != nil {
+			if out, ok := applyOps(obj, p.direct); ok {
+				return out, nil
+			}
+		}
 		raw, err := json.Marshal(obj)
 		if err != nil {
 			return nil, err

@@ -19,6 +19,9 @@ type Dir struct {
 	dir     string
 	mu      sync.Mutex
 	written map[string]bool
+	// dirs are the folders Put has made sure of: true for those this render created,
+	// which hold nothing but what it writes, so their files need no reading first.
+	dirs map[string]bool
 }
 
 // OpenDir checks the removals a render of codes would make in dir and prepares it.
@@ -46,7 +49,7 @@ func OpenDir(dir string, codes []string, safety Safety) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Dir{dir: dir, written: map[string]bool{}}, nil
+	return &Dir{dir: dir, written: map[string]bool{}, dirs: map[string]bool{dir: false}}, nil
 }
 
 func existingTenants(dir string) ([]string, error) {
@@ -76,16 +79,54 @@ func (d *Dir) Put(f render.File) error {
 	d.mu.Lock()
 	d.written[f.Path] = true
 	d.mu.Unlock()
-	if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, f.Data) {
-		return nil
-	}
-	if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+	created, err := d.folder(filepath.Dir(full))
+	if err != nil {
 		return err
 	}
-	if err := os.WriteFile(full, f.Data, 0o644); err != nil {
+	if !created {
+		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, f.Data) {
+			return nil
+		}
+	}
+	if err := overwriteFile(full, f.Data); err != nil {
 		return fmt.Errorf("writing %s: %w", full, err)
 	}
 	return nil
+}
+
+// folder makes sure dir exists and reports whether this render created it: a render
+// into an empty folder then costs one system call per file less to look for what is
+// there, and one per file less to make its folder.
+func (d *Dir) folder(dir string) (created bool, err error) {
+	d.mu.Lock()
+	created, known := d.dirs[dir]
+	d.mu.Unlock()
+	if known {
+		return created, nil
+	}
+	err = os.Mkdir(dir, 0o755)
+	if os.IsNotExist(err) {
+		if _, err := d.folder(filepath.Dir(dir)); err != nil {
+			return false, err
+		}
+		err = os.Mkdir(dir, 0o755)
+	}
+	switch {
+	case err == nil:
+		created = true
+	case os.IsExist(err):
+		// Made before this render, or by a concurrent Put a moment ago: either way,
+		// files in it are read before they are written.
+	default:
+		return false, err
+	}
+	d.mu.Lock()
+	if prev, ok := d.dirs[dir]; ok {
+		created = prev && created
+	}
+	d.dirs[dir] = created
+	d.mu.Unlock()
+	return created, nil
 }
 
 // Finish removes files under flux/ and tenants/ that this render did not write.
