@@ -16,6 +16,7 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.tenantNS, "tenant-namespaces", "", "comma-separated namespaces EvaTenants are accepted from (default: the operator's own namespace, POD_NAMESPACE); tenants elsewhere are ignored with an event")
 	fs.StringVar(&cfg.claimsNS, "claims-namespace", "", "namespace holding the capsule-code claims, shared by every operator version (default: the operator's own namespace, POD_NAMESPACE)")
 	fs.StringVar(&cfg.probeAddr, "health-probe-bind-address", ":8081", "address the health probes bind to")
+	fs.StringVar(&cfg.profilerAddr, "profiler-bind-address", "", "address Go's pprof endpoints (/debug/pprof/) bind to, for profiling memory and CPU; empty or 0: off")
 	fs.BoolVar(&cfg.leaderElect, "leader-elect", false, "elect a leader so only one replica reconciles")
 	fs.StringVar(&cfg.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
 	fs.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")

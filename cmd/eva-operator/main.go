@@ -51,6 +51,7 @@ type config struct {
 	tenantNS        string
 	claimsNS        string
 	probeAddr       string
+	profilerAddr    string
 	leaderElect     bool
 	catalogPath     string
 	overlays        string
@@ -133,6 +134,7 @@ func run(cfg config) error {
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(cfg),
 		HealthProbeBindAddress:  cfg.probeAddr,
+		PprofBindAddress:        cfg.profilerAddr,
 		LeaderElection:          cfg.leaderElect,
 		LeaderElectionID:        shards.LeaderElectionID("eva-operator.eva.aidonow.com"),
 		LeaderElectionNamespace: cfg.ownNamespace,

@@ -12,6 +12,11 @@ import (
 // It builds what runtime.DefaultUnstructuredConverter builds, with the typed encoder's
 // cached field plans (see toPlain).
 func ToMap(obj runtime.Object) (map[string]any, error) {
+	if u, ok := obj.(runtime.Unstructured); ok {
+		m := runtime.DeepCopyJSON(u.UnstructuredContent())
+		Clean(m)
+		return m, nil
+	}
 	v := reflect.ValueOf(obj)
 	for v.Kind() == reflect.Pointer && !v.IsNil() {
 		v = v.Elem()

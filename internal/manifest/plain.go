@@ -4,8 +4,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"reflect"
-
-	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // toPlain converts a typed struct into the JSON data model with the typed encoder's
@@ -14,7 +12,6 @@ import (
 // converter's generic reflection, which dominated rendering an environment's patches.
 func toPlain(v reflect.Value) (map[string]any, error) {
 	e := arenaPool.Get().(*arena)
-	e.decode = utiljson.Unmarshal
 	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
 	return e.plainStruct(v, true)
 }

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
 // EncodeTyped writes a typed Kubernetes object as YAML, byte for byte what Encode
@@ -30,7 +31,6 @@ func EncodeTyped(buf *bytes.Buffer, obj any) error {
 		return fmt.Errorf("EncodeTyped needs a struct, got %s", v.Type())
 	}
 	e := arenaPool.Get().(*arena)
-	e.decode = json.Unmarshal
 	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
 	fields, err := e.collect(v, true)
 	if err != nil {
@@ -46,12 +46,7 @@ func EncodeTyped(buf *bytes.Buffer, obj any) error {
 // arena holds the fields being written, as a stack: each struct's fields are
 // appended while it is written and dropped after, so encoding allocates no per-struct
 // slices.
-type arena struct {
-	items []namedValue
-	// decode decodes what a type's own MarshalJSON writes: json.Unmarshal to write
-	// YAML, the converter's number rule to build maps.
-	decode func([]byte, any) error
-}
+type arena struct{ items []namedValue }
 
 var arenaPool = sync.Pool{New: func() any { return &arena{items: make([]namedValue, 0, 256)} }}
 
@@ -157,12 +152,10 @@ func kindOf(t reflect.Type) typeKind {
 // resolve turns a field value into something writable: types with their own JSON
 // encoding (quantities, times, durations, int-or-strings, raw JSON) become plain data,
 // as their MarshalJSON would write them; pointers and interfaces are followed.
+//
+// What a MarshalJSON writes is decoded as the apimachinery converter decodes it (whole
+// numbers as int64, others as float64), so EncodeTyped and ToMap agree on every number.
 func (e *arena) resolve(v reflect.Value) (value, error) {
-	return resolveWith(v, e.decode)
-}
-
-// resolveWith is resolve decoding what a type's own MarshalJSON writes with decode.
-func resolveWith(v reflect.Value, decode func([]byte, any) error) (value, error) {
 	for {
 		switch kindOf(v.Type()) {
 		case kindQuantity:
@@ -200,7 +193,7 @@ func resolveWith(v reflect.Value, decode func([]byte, any) error) (value, error)
 				return value{}, err
 			}
 			var plain any
-			if err := decode(raw, &plain); err != nil {
+			if err := utiljson.Unmarshal(raw, &plain); err != nil {
 				return value{}, err
 			}
 			return value{plain: plain, isPlain: true}, nil

@@ -18,7 +18,10 @@ import (
 // handle (a missing parent or key, a position out of range or negative, the document
 // root) is handed to the library, which applies or reports it as before.
 // TestJSONOpsMatchLibrary and FuzzJSONOpsMatchLibrary hold the two paths to the same
-// output.
+// JSON. One difference is deliberate: the numbers a patch does not touch keep their Go
+// type (int64 from the typed object), where the library's JSON round trip turns them all
+// into float64, which loses integers above 2^53 and is written in exponent form from
+// 1e15 on.
 
 // jsonOp is one add, replace or remove operation, decoded once.
 type jsonOp struct {
@@ -79,6 +82,9 @@ func applyOp(doc any, path []string, op *jsonOp) (any, bool) {
 	key, last := path[0], len(path) == 1
 	switch c := doc.(type) {
 	case map[string]any:
+		if c == nil {
+			return nil, false // null in JSON: the library refuses it
+		}
 		cur, exists := c[key]
 		if !last {
 			if !exists {
@@ -103,6 +109,9 @@ func applyOp(doc any, path []string, op *jsonOp) (any, bool) {
 		}
 		return out, true
 	case []any:
+		if c == nil {
+			return nil, false
+		}
 		i, ok := position(key, len(c), last && op.kind == "add")
 		if !ok {
 			return nil, false

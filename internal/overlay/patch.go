@@ -225,9 +225,11 @@ func stringMap(v any) map[string]string {
 }
 
 // Apply applies the patches, in order, to every object they target. Objects no patch
-// targets are returned untouched. JSON 6902 patches run on the object's JSON exactly as
-// kustomize's patchjson6902 filter runs them (which also goes through JSON), without
-// its YAML node round trip; strategic-merge patches go through kustomize's filter.
+// targets are returned untouched. JSON 6902 patches of adds, replaces and removes run
+// directly on the object's map (jsonops.go); any other runs on the object's JSON exactly
+// as kustomize's patchjson6902 filter runs it, without its YAML node round trip.
+// Strategic-merge patches of maps and scalars merge directly (merge.go); any other goes
+// through kustomize's filter.
 func Apply(patches []Patch, objects []map[string]any) ([]map[string]any, error) {
 	for i, obj := range objects {
 		for _, p := range patches {

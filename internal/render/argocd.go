@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"path"
 	"strconv"
+	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -170,8 +172,8 @@ func (r *Renderer) application(t *evav1.EvaTenant, name string, wave int, src *a
 			SyncPolicy: &argov1.SyncPolicy{
 				SyncOptions: []string{"FailOnSharedResource=true"},
 				Retry: &argov1.RetryStrategy{Limit: *a.SyncRetries,
-					Backoff: &argov1.Backoff{Duration: a.SyncRetryBackoff.Duration.String(), Factor: &factor,
-						MaxDuration: overlay.SyncRetryCap.String()}},
+					Backoff: &argov1.Backoff{Duration: argoDuration(a.SyncRetryBackoff.Duration), Factor: &factor,
+						MaxDuration: argoDuration(overlay.SyncRetryCap)}},
 			},
 		},
 	}
@@ -238,4 +240,17 @@ func (r *Renderer) moduleApplications(t *evav1.EvaTenant, b *Bundle) ([]*argov1.
 		out = append(out, app)
 	}
 	return out, nil
+}
+
+// argoDuration writes a duration as people write them in Argo CD's settings: 3m, not
+// Go's 3m0s; 1m30s stays as it is.
+func argoDuration(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
 }

@@ -241,7 +241,7 @@ func TestArgoCDModulesMatchHelmReleases(t *testing.T) {
 		// sync retried forever would never fail the tenant.
 		retry := app.Spec.SyncPolicy.Retry
 		if retry == nil || retry.Limit != *r.Env.Settings.ArgoCD.SyncRetries || retry.Backoff == nil ||
-			retry.Backoff.Duration != r.Env.Settings.ArgoCD.SyncRetryBackoff.Duration.String() || retry.Backoff.MaxDuration != "3m0s" {
+			retry.Backoff.Duration != "10s" || retry.Backoff.MaxDuration != "3m" {
 			t.Errorf("%s: retry %+v", app.Name, retry)
 		}
 	}
@@ -348,6 +348,15 @@ func TestArgoCDObjectsAcceptedByAPIServer(t *testing.T) {
 		}
 		if kinds["AppProject"] != 1 || kinds["Application"] < 3 {
 			t.Errorf("%s: kinds %v", tn.Spec.CapsuleCode, kinds)
+		}
+	}
+}
+
+func TestArgoDuration(t *testing.T) {
+	for d, want := range map[time.Duration]string{5 * time.Second: "5s", 3 * time.Minute: "3m", 90 * time.Second: "1m30s",
+		time.Hour: "1h", time.Hour + time.Second: "1h0m1s", 2*time.Hour + 5*time.Minute: "2h5m"} {
+		if got := argoDuration(d); got != want {
+			t.Errorf("%s: %q, want %q", d, got, want)
 		}
 	}
 }

@@ -120,8 +120,13 @@ func healthMessage(app *argov1.Application) string {
 	h := app.Status.Health
 	msg := "health " + firstNonEmpty(h.Status, "Unknown")
 	var reasons []string
+	more := 0
 	for _, r := range app.Status.Resources {
 		if r.Health == nil || r.Health.Status != h.Status {
+			continue
+		}
+		if len(reasons) == maxHealthReasons {
+			more++
 			continue
 		}
 		reason := r.Kind + " " + r.Name
@@ -133,17 +138,28 @@ func healthMessage(app *argov1.Application) string {
 		}
 		reasons = append(reasons, reason)
 	}
+	if more > 0 {
+		reasons = append(reasons, fmt.Sprintf("and %d more", more))
+	}
 	switch {
 	case len(reasons) > 0:
 		return strings.Join(reasons, "; ")
 	case h.Message != "":
 		return h.Message // Argo CD before 3.0
-	case app.Status.ResourceHealthSource == "appTree" && h.Status != argoHealthy:
-		return msg + " (Argo CD keeps resource health out of the Application: set controller.resource.health.persist " +
+	}
+	if conds := conditionsMessage(app); conds != "" {
+		msg += ": " + conds
+	}
+	if app.Status.ResourceHealthSource == "appTree" && h.Status != argoHealthy {
+		msg += " (Argo CD keeps resource health out of the Application: set controller.resource.health.persist " +
 			"to true in argocd-cmd-params-cm for the reason here, or run argocd app get " + app.Name + ")"
 	}
 	return msg
 }
+
+// maxHealthReasons bounds the resources a health message names, so a large module's
+// message stays well within a condition's 32 KiB.
+const maxHealthReasons = 5
 
 // operationMessage is the last operation's message and the Application's error
 // conditions (a source that cannot be read, a spec Argo CD refuses).
@@ -152,6 +168,19 @@ func operationMessage(app *argov1.Application) string {
 	if op := app.Status.OperationState; op != nil {
 		msg = op.Message
 	}
+	if conds := conditionsMessage(app); conds != "" {
+		if msg != "" {
+			msg += "; "
+		}
+		msg += conds
+	}
+	return msg
+}
+
+// conditionsMessage is the Application's error conditions (a source that cannot be
+// read, a spec Argo CD refuses).
+func conditionsMessage(app *argov1.Application) string {
+	var msg string
 	for _, c := range app.Status.Conditions {
 		if msg != "" {
 			msg += "; "

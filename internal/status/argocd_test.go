@@ -1,6 +1,7 @@
 package status
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -51,6 +52,19 @@ func withResources(app *argov1.Application, source string) *argov1.Application {
 	return app
 }
 
+func withCondition(app *argov1.Application) *argov1.Application {
+	app.Status.Conditions = []argov1.ApplicationCondition{{Type: "ComparisonError", Message: "chart not found"}}
+	return app
+}
+
+func manyDegraded(app *argov1.Application, n int) *argov1.Application {
+	for i := range n {
+		app.Status.Resources = append(app.Status.Resources, argov1.ResourceStatus{Group: "apps", Kind: "Deployment",
+			Namespace: "eva-tenant-x", Name: fmt.Sprintf("d%d", i), Health: &argov1.HealthStatus{Status: "Degraded", Message: "failed"}})
+	}
+	return app
+}
+
 func TestApplicationReleaseVerdicts(t *testing.T) {
 	now := time.Now()
 	const v1, v2 = `{"replicaCount":1}`, `{"replicaCount": 2}`
@@ -78,6 +92,10 @@ func TestApplicationReleaseVerdicts(t *testing.T) {
 			`Degraded: Deployment eva-tenant-x/crm: Deployment "crm" exceeded its progress deadline`},
 		{"degraded, resource health kept out of the Application", withResources(moduleApp(v1, v1, "Synced", "1.4.0", "Degraded", "", nil),
 			"appTree"), "sha256:1", metav1.ConditionFalse, ReasonReleaseStalled, true, "controller.resource.health.persist"},
+		{"degraded, an error condition and no resource health", withCondition(moduleApp(v1, v1, "Synced", "1.4.0", "Degraded", "", nil)),
+			"sha256:1", metav1.ConditionFalse, ReasonReleaseStalled, true, "health Degraded: ComparisonError: chart not found"},
+		{"degraded, many resources", manyDegraded(moduleApp(v1, v1, "Synced", "1.4.0", "Degraded", "", nil), 40), "sha256:1",
+			metav1.ConditionFalse, ReasonReleaseStalled, true, "Deployment eva-tenant-x/d4: failed; and 35 more"},
 		{"progressing, Argo CD 3", withResources(moduleApp(v1, v1, "Synced", "1.4.0", "Progressing", "", nil), ""), "sha256:1",
 			metav1.ConditionFalse, ReasonProgressing, false, "Progressing: Deployment eva-tenant-x/worker: Waiting for rollout"},
 		{"sync failed after its retries", moduleApp(v1, v1, "OutOfSync", "1.4.0", "Missing", "",
