@@ -18,7 +18,9 @@ import (
 // until all are Active and the peak resident memory (VmHWM) of each operator process:
 // shards-1 is one process holding the whole fleet, shards-2 splits the same fleet
 // between two processes started with --shard (half the tenants labelled for each), which
-// shows what memory one shard costs per tenant it holds.
+// shows what memory one shard costs per tenant it holds. shards-1-memlimit-128MiB is
+// one process run as the chart deploys it (GOMEMLIMIT from the container's memory limit)
+// with a 128Mi limit: what a limit costs in time, and what peak it holds the process to.
 func BenchmarkOperatorProcess(b *testing.B) {
 	const fleet = 1000
 	startStandIn(b)
@@ -27,8 +29,18 @@ func BenchmarkOperatorProcess(b *testing.B) {
 		b.Fatal(err)
 	}
 	overlays := filepath.Join(testenv.RepoRoot(), "overlays")
-	for _, shards := range []int{1, 2} {
-		b.Run(fmt.Sprintf("shards-%d", shards), func(b *testing.B) {
+	for i, run := range []struct {
+		shards   int
+		memLimit string
+	}{{1, ""}, {2, ""}, {1, "128MiB"}} {
+		shards := run.shards
+		name := fmt.Sprintf("shards-%d", shards)
+		environ := []string{"POD_NAMESPACE=" + claimsNamespace}
+		if run.memLimit != "" {
+			name += "-memlimit-" + run.memLimit
+			environ = append(environ, "GOMEMLIMIT="+run.memLimit)
+		}
+		b.Run(name, func(b *testing.B) {
 			for b.Loop() {
 				ns := newTestNamespace(b)
 				var procs []*testenv.Process
@@ -38,11 +50,11 @@ func BenchmarkOperatorProcess(b *testing.B) {
 					if shards > 1 {
 						args = append(args, fmt.Sprintf("--shard=%s=bench-%d", shard.Label, s))
 					}
-					procs = append(procs, testenv.StartOperator(b, kubeconfig, []string{"POD_NAMESPACE=" + claimsNamespace}, args...))
+					procs = append(procs, testenv.StartOperator(b, kubeconfig, environ, args...))
 				}
 				start := time.Now()
 				// Codes of their own per sub-benchmark: a purged tenant's claim stays.
-				createFleet(b, ns, string(rune('O'+shards))+"P", fleet, func(i int) []tenantOpt {
+				createFleet(b, ns, string(rune('O'+i))+"P", fleet, func(i int) []tenantOpt {
 					if shards == 1 {
 						return nil
 					}
@@ -52,16 +64,21 @@ func BenchmarkOperatorProcess(b *testing.B) {
 				})
 				waitAllActive(b, ns, fleet)
 				b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
-				var maxRSS int64
+				var maxRSS, maxFile int64
 				for _, p := range procs {
 					rss, err := p.PeakRSS()
 					if err != nil {
 						b.Fatal(err)
 					}
-					maxRSS = max(maxRSS, rss)
+					file, err := p.FileRSS()
+					if err != nil {
+						b.Fatal(err)
+					}
+					maxRSS, maxFile = max(maxRSS, rss), max(maxFile, file)
 					p.Kill()
 				}
 				b.ReportMetric(float64(maxRSS)/(1<<20), "peak-RSS-MiB/process")
+				b.ReportMetric(float64(maxFile)/(1<<20), "file-RSS-MiB/process")
 			}
 		})
 	}

@@ -90,19 +90,27 @@ func (w lockedWriter) Write(b []byte) (int, error) {
 
 // PeakRSS returns the most memory the running process has held resident (VmHWM in
 // /proc/<pid>/status), in bytes.
-func (p *Process) PeakRSS() (int64, error) {
+func (p *Process) PeakRSS() (int64, error) { return p.memoryField("VmHWM") }
+
+// FileRSS returns the process's resident memory that maps files (RssFile in
+// /proc/<pid>/status: mostly its executable's code and read-only data), in bytes: the
+// part of its RSS no heap tuning changes.
+func (p *Process) FileRSS() (int64, error) { return p.memoryField("RssFile") }
+
+// memoryField reads one kB field of /proc/<pid>/status, in bytes.
+func (p *Process) memoryField(field string) (int64, error) {
 	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
 	if err != nil {
 		return 0, fmt.Errorf("reading the status of %s: %w", p.Name, err)
 	}
 	for _, line := range strings.Split(string(data), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("%s: VmHWM %q: %w", p.Name, v, err)
+				return 0, fmt.Errorf("%s: %s %q: %w", p.Name, field, v, err)
 			}
 			return kib << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("%s: no VmHWM in /proc/%d/status", p.Name, p.cmd.Process.Pid)
+	return 0, fmt.Errorf("%s: no %s in /proc/%d/status", p.Name, field, p.cmd.Process.Pid)
 }
