@@ -117,7 +117,8 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
-	if env.Settings.Applier == overlay.ApplierArgoCD && cfg.publishMode == "oci" {
+	renderer := &render.Renderer{Catalog: catalog, Env: env}
+	if renderer.ArgoCD() && cfg.publishMode == "oci" {
 		return fmt.Errorf("environment %s renders for Argo CD (applier: argocd), whose Applications read a git repository: use --publish=git", env.Name)
 	}
 	shards, err := shard.Parse(cfg.shard)
@@ -138,7 +139,7 @@ func run(cfg config) error {
 		LeaderElection:          cfg.leaderElect,
 		LeaderElectionID:        shards.LeaderElectionID("eva-operator.eva.aidonow.com"),
 		LeaderElectionNamespace: cfg.ownNamespace,
-		Cache:                   controller.CacheOptions(cfg.claimsNS, shards, env.Settings.Applier == overlay.ApplierArgoCD && cfg.publishMode != "none"),
+		Cache:                   controller.CacheOptions(cfg.claimsNS, shards, renderer.ArgoCD() && cfg.publishMode != "none"),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)
@@ -178,7 +179,7 @@ func run(cfg config) error {
 		Metrics:          m,
 		Client:           mgr.GetClient(),
 		Recorder:         mgr.GetEventRecorder("eva-operator"),
-		Renderer:         &render.Renderer{Catalog: catalog, Env: env},
+		Renderer:         renderer,
 		OperatorVersion:  cfg.operatorVersion,
 		APIReader:        mgr.GetAPIReader(),
 		Claims:           &claim.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.claimsNS},
@@ -190,7 +191,7 @@ func run(cfg config) error {
 	if cfg.sopsAgeSecret != "" {
 		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Secret: types.NamespacedName{Namespace: cfg.ownNamespace, Name: cfg.sopsAgeSecret}}
 	}
-	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), env)
+	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), renderer)
 	if err != nil {
 		return err
 	}
@@ -241,8 +242,8 @@ func splitList(v string) []string {
 // gitOpsFrom builds GitOps mode from the flags (nil in pure-cluster mode). After each
 // publish that committed something, Flux is asked to fetch the environment's GitOps
 // source at once; Argo CD finds the commit at its next refresh (timeout.reconciliation).
-func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.Reader, env *overlay.Environment) (*controller.GitOps, error) {
-	argoCD := env.Settings.Applier == overlay.ApplierArgoCD
+func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.Reader, renderer *render.Renderer) (*controller.GitOps, error) {
+	argoCD := renderer.ArgoCD()
 	var sink publish.Sink
 	var revisions interface {
 		Contains(ctx context.Context, applied, published string) (bool, error)
@@ -279,11 +280,7 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.R
 	default:
 		return nil, fmt.Errorf("--publish must be none, git or oci, not %q", cfg.publishMode)
 	}
-	deliveryDir := render.FluxDir
-	if argoCD {
-		deliveryDir = render.ArgoCDDir
-	}
-	batcher := &publish.Batcher{Sink: sink, Window: cfg.batchWindow, DeliveryDir: deliveryDir, OnPublish: func(d time.Duration, res *publish.Result, err error) {
+	batcher := &publish.Batcher{Sink: sink, Window: cfg.batchWindow, DeliveryDir: renderer.DeliveryDir(), OnPublish: func(d time.Duration, res *publish.Result, err error) {
 		m.PublishSeconds.Observe(d.Seconds())
 		if err == nil && res.Attempts > 1 {
 			m.PublishRetries.Add(float64(res.Attempts - 1))
@@ -292,7 +289,7 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.R
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
 			// Not fatal: without it Flux fetches at the source's next interval.
-			if err := controller.RequestReconcile(ctx, c, env.Settings.GitOpsSource, time.Now()); err != nil {
+			if err := controller.RequestReconcile(ctx, c, renderer.Env.Settings.GitOpsSource, time.Now()); err != nil {
 				ctrl.Log.WithName("publish").Error(err, "asking Flux to fetch the new revision")
 			}
 		}

@@ -8,7 +8,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/aidonow/eva/internal/status"
-
 	"github.com/aidonow/eva/internal/tenant"
 )
 

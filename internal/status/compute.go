@@ -85,8 +85,9 @@ func Provisioned(o Observed) Verdict {
 	return ok(ReasonReady, "bundle applied at "+o.Applied.Revision+" and streams ready")
 }
 
-// deliveryVerdict says why Flux has not yet applied the published revision
-// through one Kustomization, or nil once it has. kustomize-controller records
+// deliveryVerdict says why the GitOps tool has not yet applied the published revision
+// through one delivery object (a Flux Kustomization, an Argo CD Application), or nil
+// once it has. kustomize-controller records
 // lastAppliedRevision only after a successful apply (and, when it waits, health check),
 // so an applied revision that includes the published one settles it: Ready is not read
 // then, because Flux sets it Unknown (and the workloads DependencyNotReady) while it
@@ -209,8 +210,6 @@ func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 	return ok(ReasonReady, name+": Ready")
 }
 
-// sameVersion compares chart versions, ignoring a leading "v" (a pin may carry one,
-// Helm reports without).
 // kindOr is kind, or def when empty.
 func kindOr(kind, def string) string {
 	if kind == "" {
@@ -219,6 +218,8 @@ func kindOr(kind, def string) string {
 	return kind
 }
 
+// sameVersion compares chart versions, ignoring a leading "v" (a pin may carry one,
+// Helm reports without).
 func sameVersion(a, b string) bool {
 	return a != "" && strings.TrimPrefix(a, "v") == strings.TrimPrefix(b, "v")
 }
