@@ -244,7 +244,7 @@ func waitApplications(ctx context.Context, t *testing.T, commit string, names ..
 // loses its workloads and modules through Argo CD's cascade, then, removed from the
 // tree, its namespace.
 func TestArgoCDDeliversTenantsPublishedByEvactl(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	startArgoCD(t)
 	const repoName = "argocd-fleet.git"
@@ -434,7 +434,7 @@ func assertReplicas(ctx context.Context, t *testing.T, ns, nameContains string, 
 // Argo CD's message once its retries are spent; each fix brings its tenant back;
 // deleting the tenant takes it apart through Argo CD's cascade, namespace included.
 func TestArgoCDOperatorGitOpsMode(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	startArgoCD(t)
 	repo := newGitRepository(t, "argocd-operator.git")

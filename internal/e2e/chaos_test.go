@@ -34,7 +34,7 @@ var onceEvents = []string{"ProvisioningStarted", "NamespaceCreated", "SeedLoaded
 // exactly one namespace, two streams and one HelmRelease per module, then gone; no event
 // recorded twice.
 func TestOperatorSurvivesSIGKILL(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,6 @@ package e2e
 import (
 	"context"
 	"fmt"
-	evapublish "github.com/aidonow/eva/internal/publish"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -20,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/chartrepo"
+	evapublish "github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
@@ -37,7 +37,7 @@ func poll(t *testing.T, what string, timeout time.Duration, cond func() error) {
 		}
 		time.Sleep(time.Second)
 	}
-	t.Fatalf("%s: not within %s: %v\ncomponents: %v\nkustomize-controller: %s\nhelm-controller: %s\nsource-controller: %s",
+	fatalf(t, "%s: not within %s: %v\ncomponents: %v\nkustomize-controller: %s\nhelm-controller: %s\nsource-controller: %s",
 		what, timeout, err, cluster.Check(), cluster.Logs("kustomize-controller", 3000),
 		cluster.Logs("helm-controller", 3000), cluster.Logs("source-controller", 2000))
 }
@@ -96,7 +96,7 @@ func allReady(ctx context.Context, gvk schema.GroupVersionKind, want int, opts .
 // releases, and rotating the password (a new encrypted file, published) upgrades the
 // release with it. Nothing published, logged or reported holds a value in plaintext.
 func TestCLIPublishGitReachesRealFlux(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	repo := gitSrv.URL + "/" + fleetRepo
 	tenants, secrets := exampleTenants(t, map[string]string{"ACMECO": "ACMECO", "DEVUSR": "DEVUSR", "GLOBEX": "GLOBEX"})
@@ -207,7 +207,7 @@ func assertChartsArePublished(t *testing.T, codes ...string) {
 // publish oci` pushes the examples (under other codes) to the registry, the platform's
 // OCIRepository pulls the artifact, and Flux applies and installs it.
 func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	const source = "eva-tenants-oci"
 	ref := "oci://" + registry.Host() + "/eva/tenants"

@@ -29,7 +29,7 @@ const (
 // made 2m22s for the slowest); each stuck tenant is Provisioned while its
 // ModulesDeployed waits on the release.
 func TestGitOpsFleetWithStuckRelease(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	ns, _ := startGitOpsOperator(t, "e2e-fleet", "eva-fleet")
 

@@ -30,7 +30,7 @@ var commitRE = regexp.MustCompile(`^(main@sha1:)?[0-9a-f]{40}$`)
 // publishes the decommissioned bundles, then removes the tenants from the tree, and Flux
 // prunes the namespaces before the finalizers go.
 func TestOperatorGitOpsModeEveryTier(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	const source = "eva-operator"
 	ns, operator := startGitOpsOperator(t, "e2e-gitops", source)

@@ -46,7 +46,7 @@ const evaTenantHealthCheck = `  healthCheckExprs:
 // Stalled, kstatus computes Failed, and the real kustomize-controller fails the health
 // check naming the tenant well before its timeout, instead of waiting it out.
 func TestFluxHealthCheckFailsFast(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-health")
 

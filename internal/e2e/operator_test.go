@@ -124,7 +124,7 @@ func kubectlWaitReady(t *testing.T, timeout time.Duration, tenants ...*unstructu
 		got, _ := current(context.Background(), tn)
 		states = append(states, fmt.Sprintf("%s: %v", tn.GetName(), conditionsOf(got)))
 	}
-	t.Fatalf("kubectl wait: %v\n%s\n%s\nhelm-controller: %s\nkustomize-controller: %s", err, out, strings.Join(states, "\n"),
+	fatalf(t, "kubectl wait: %v: %s\n%s\nhelm-controller: %s\nkustomize-controller: %s", err, strings.Join(states, "; "), out,
 		cluster.Logs("helm-controller", 2000), cluster.Logs("kustomize-controller", 2000))
 }
 
@@ -233,7 +233,7 @@ func waitGone(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unst
 // namespace, applies the Secret, and the release's values hold the password, which no
 // log, event or status shows.
 func TestOperatorPureClusterEveryTier(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-pure")
 	op := startOperator(t, ns, "--sops-age-secret="+decryptionSecret)

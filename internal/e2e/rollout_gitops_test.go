@@ -15,7 +15,7 @@ import (
 // applies it: the wave-2 tenant's release moves only once the wave-1 tenant's is Ready
 // on the new version, as one watch of the HelmReleases saw them.
 func TestRolloutInGitOpsMode(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	pushCrmVersions(t)
 	ns, _ := startGitOpsOperator(t, "e2e-rollout-gitops", "eva-rollout")
 	waveOf := map[string]int{"GITRLA": 1, "GITRLB": 2}

@@ -25,7 +25,7 @@ import (
 // supersedes it and goes wave by wave, one wave-2 tenant at a time, each step only once
 // the tenants before it are Ready on it, as a watch of the HelmReleases saw them.
 func TestRolloutPullRequestPathOnRealFlux(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	pushCrmVersions(t)
 	ctx := context.Background()
 	const source = "eva-pr-rollout"

@@ -40,7 +40,7 @@ const (
 // wave-2 release is Ready on it, and never two releases of a one-at-a-time wave update
 // at once.
 func TestRolloutByWaveOnRealFlux(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-rollout")
 	pushCrmVersions(t)

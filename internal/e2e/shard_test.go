@@ -24,7 +24,7 @@ import (
 // untouched (no finalizer, no status: shard b's operator does not take it) while a new
 // tenant of shard b is provisioned; shard a's next process picks its tenant up.
 func TestShardsSplitTheFleet(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-shards")
 	selectors := map[string]shard.Selector{}

@@ -31,7 +31,7 @@ import (
 // (EVA_SLA_REPORT); `make test` runs it with one tenant per tier next to the other
 // scenarios.
 func TestSLAReport(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ctx := context.Background()
 	perTier := 1
 	if n := os.Getenv("EVA_SLA_TENANTS"); n != "" {

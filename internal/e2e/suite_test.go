@@ -141,7 +141,9 @@ func run(m *testing.M) (int, error) {
 	if err := setSettings(filepath.Join(overlays, "dev", "tenant", overlay.SettingsFile), map[string]any{"secrets": secrets}); err != nil {
 		return 0, err
 	}
-	return m.Run(), nil
+	code := m.Run()
+	writeReport(os.Stdout)
+	return code, nil
 }
 
 // publishCharts publishes the module charts as a platform team does, with `evactl

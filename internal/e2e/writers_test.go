@@ -31,7 +31,7 @@ const (
 // In the end the branch holds all 400 tenants and the root kustomization lists them.
 // (No Flux source reads this repository: the test is about the publishers.)
 func TestFourOperatorsShareOneGitBranch(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	url := newGitRepository(t, "writers.git")
 	codes := startWriters(t, "e2e-git-writer", func(i int) []string {
 		return []string{"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + t.TempDir()}
@@ -79,7 +79,7 @@ func TestFourOperatorsShareOneGitBranch(t *testing.T) {
 // artifact, merges its tenants, and pushes only if the tag still points where it read
 // it, else merges again.
 func TestFourOperatorsShareOneOCITag(t *testing.T) {
-	t.Parallel()
+	parallel(t)
 	ref := "oci://" + registry.Host() + "/eva/writers:e2e"
 	codes := startWriters(t, "e2e-oci-writer", func(int) []string {
 		return []string{"--publish=oci", "--oci-ref=" + ref, "--oci-insecure"}

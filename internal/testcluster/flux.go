@@ -69,7 +69,11 @@ func (c *Cluster) StartFlux(ctx context.Context) error {
 	if err := c.start("kustomize-controller", bins.KustomizeController, append(common(), "--concurrent=4", "--no-cross-namespace-refs=true")...); err != nil {
 		return err
 	}
-	if err := c.start("helm-controller", bins.HelmController, append(common(), "--concurrent=4", "--no-cross-namespace-refs=true")...); err != nil {
+	// helm-controller holds a worker for as long as a release's install or upgrade waits
+	// for its workloads (up to the release's timeout): with four, the suite's parallel
+	// scenarios (a 47-tenant fleet among them) queued a failing release's retries for
+	// over ten minutes. Eight, as a platform team running many tenants sets it.
+	if err := c.start("helm-controller", bins.HelmController, append(common(), "--concurrent=8", "--no-cross-namespace-refs=true")...); err != nil {
 		return err
 	}
 	// Give the controllers a moment to fail on a bad flag or a missing CRD.

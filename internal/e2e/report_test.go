@@ -1,0 +1,77 @@
+package e2e
+
+import (
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// The suite's run report: how long each scenario ran once it had its turn, and why each
+// failed one failed, written after every test has ended. A failed wait's message comes
+// before pages of component logs (its own, then the operator's, dumped by cleanups), and
+// a CI log shows only its tail; the report repeats the reason where it is read.
+var report struct {
+	sync.Mutex
+	ran    []scenarioTime
+	failed []string
+}
+
+type scenarioTime struct {
+	name   string
+	took   time.Duration
+	failed bool
+}
+
+// parallel marks the test parallel, as t.Parallel does, and times it from when it runs
+// (not from when it was queued behind the others) to its last cleanup.
+func parallel(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	start := time.Now()
+	t.Cleanup(func() {
+		report.Lock()
+		defer report.Unlock()
+		report.ran = append(report.ran, scenarioTime{name: t.Name(), took: time.Since(start), failed: t.Failed()})
+	})
+}
+
+// fatalf records why the test failed (the first line of the message, at most 2,000
+// characters) for the run report, and fails it with the whole message.
+func fatalf(t *testing.T, format string, args ...any) {
+	t.Helper()
+	msg := fmt.Sprintf(format, args...)
+	first, _, _ := strings.Cut(msg, "\n")
+	if len(first) > 2000 {
+		first = first[:2000] + "…"
+	}
+	report.Lock()
+	report.failed = append(report.failed, t.Name()+": "+first)
+	report.Unlock()
+	t.Fatal(msg)
+}
+
+// writeReport writes the run report: scenarios slowest first, then the recorded failures.
+func writeReport(w io.Writer) {
+	report.Lock()
+	defer report.Unlock()
+	if len(report.ran) == 0 {
+		return
+	}
+	ran := slices.Clone(report.ran)
+	slices.SortFunc(ran, func(a, b scenarioTime) int { return int(b.took - a.took) })
+	fmt.Fprintln(w, "e2e scenarios, slowest first (from when each ran, not when it was queued):")
+	for _, s := range ran {
+		verdict := "ok"
+		if s.failed {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(w, "  %-4s %7s  %s\n", verdict, s.took.Round(time.Second), s.name)
+	}
+	for _, f := range report.failed {
+		fmt.Fprintln(w, "e2e failure:", f)
+	}
+}
