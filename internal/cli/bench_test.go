@@ -47,16 +47,7 @@ func writeBenchFleet(b *testing.B) string {
 func writeFleet(tb testing.TB, dir string, n int) {
 	tb.Helper()
 	for i := range n {
-		code := benchCode(i)
-		tier := "Starter"
-		switch p := i % 100; {
-		case p >= 98:
-			tier = "Platform"
-		case p >= 90:
-			tier = "Enterprise"
-		case p >= 70:
-			tier = "Customer"
-		}
+		code, tier := benchCode(i), benchTier(i)
 		values := ""
 		if i%2 == 0 {
 			values = "  helmValues:\n    crm:\n      replicaCount: 2\n      logLevel: debug\n"
@@ -67,6 +58,20 @@ func writeFleet(tb testing.TB, dir string, n int) {
 			tb.Fatal(err)
 		}
 	}
+}
+
+// benchTier is the tier of the fleet's i-th tenant: 70% Starter, 20% Customer, 8%
+// Enterprise, 2% Platform.
+func benchTier(i int) string {
+	switch p := i % 100; {
+	case p >= 98:
+		return "Platform"
+	case p >= 90:
+		return "Enterprise"
+	case p >= 70:
+		return "Customer"
+	}
+	return "Starter"
 }
 
 func benchCode(i int) string {
@@ -93,9 +98,12 @@ func lower(s string) string {
 // environment: dev (no patches), prod (a strategic-merge patch on every HelmRelease) and
 // air-gap, with chart verification off, and prod with it on (the default). It reports
 // seconds per fleet; the fleet-scale goals are 3 s for every overlay and verification
-// at most 3 times the render without it.
+// at most 3 times the render without it. For each environment it also builds a sample
+// of the same tenants the kustomize way (kustomizeWay) and reports milliseconds per
+// tenant each way and evactl's speed-up (goal: at least 150 times).
 func BenchmarkRenderCLI(b *testing.B) {
 	tenants := writeBenchFleet(b)
+	kubectl, kubectlErr := exec.LookPath("kubectl")
 	cases := []struct {
 		name, env string
 		verify    bool
@@ -107,14 +115,27 @@ func BenchmarkRenderCLI(b *testing.B) {
 			args := []string{"render", "--tenants", tenants, "--env", c.env, "--git=false", "--quiet",
 				"--overlays", filepath.Join(repoRoot, "overlays"), "--charts", filepath.Join(repoRoot, "charts"),
 				fmt.Sprintf("--verify-charts=%t", c.verify)}
+			var fleet time.Duration
 			for b.Loop() {
 				out := filepath.Join(tmpfsDir(b, "eva-bench-out-"), "gitops")
 				start := time.Now()
 				if code := Execute(append(args, "--out", out), io.Discard, io.Discard); code != ExitOK {
 					b.Fatalf("evactl render --env %s: exit %d", c.env, code)
 				}
-				b.ReportMetric(time.Since(start).Seconds(), "s/fleet")
+				fleet = time.Since(start)
+				b.ReportMetric(fleet.Seconds(), "s/fleet")
 			}
+			if c.verify {
+				return
+			}
+			if kubectlErr != nil {
+				b.Logf("kubectl not found, no kustomize comparison: %v", kubectlErr)
+				return
+			}
+			eva, kustomize := fleet/benchFleet, kustomizeWay(b, kubectl, c.env)
+			b.ReportMetric(float64(eva.Microseconds())/1000, "eva-ms/tenant")
+			b.ReportMetric(float64(kustomize.Microseconds())/1000, "kustomize-ms/tenant")
+			b.ReportMetric(float64(kustomize)/float64(eva), "speedup-x")
 		})
 	}
 }
