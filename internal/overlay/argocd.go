@@ -44,8 +44,8 @@ type ArgoCD struct {
 	// sync retried forever would never fail it).
 	SyncRetries *int64 `json:"syncRetries,omitempty"`
 	// SyncRetryBackoff is the wait before the first retry, doubled at each one up to 3
-	// minutes (default 5s).
-	SyncRetryBackoff metav1.Duration `json:"syncRetryBackoff,omitempty"`
+	// minutes (default 5s; unset, not 0s, takes the default).
+	SyncRetryBackoff *metav1.Duration `json:"syncRetryBackoff,omitempty"`
 }
 
 // SyncRetryCap bounds the wait between two retries of an Argo CD sync.
@@ -66,8 +66,8 @@ func (a *ArgoCD) defaults() {
 	if a.SyncRetries == nil {
 		a.SyncRetries = ptr.To[int64](5)
 	}
-	if a.SyncRetryBackoff.Duration == 0 {
-		a.SyncRetryBackoff.Duration = 5 * time.Second
+	if a.SyncRetryBackoff == nil {
+		a.SyncRetryBackoff = &metav1.Duration{Duration: 5 * time.Second}
 	}
 }
 

@@ -47,6 +47,7 @@ func TestArgoCDSettingsErrors(t *testing.T) {
 		{base + "applier: argocd\nargocd: {" + ok + ", syncRetries: 11}\n", "argocd.syncRetries: 11"},
 		{base + "applier: argocd\nargocd: {" + ok + ", syncRetryBackoff: 100ms}\n", "argocd.syncRetryBackoff: 100ms: must be between 1s and 3m0s"},
 		{base + "applier: argocd\nargocd: {" + ok + ", syncRetryBackoff: 1h}\n", "argocd.syncRetryBackoff: 1h0m0s"},
+		{base + "applier: argocd\nargocd: {" + ok + ", syncRetryBackoff: 0s}\n", "argocd.syncRetryBackoff: 0s: must be between 1s and 3m0s"},
 		{"domain: a.com\napplier: argocd\nargocd: {" + ok + "}\n", "seedImage: required"},
 	} {
 		if _, err := ParseSettings([]byte(tc.yaml)); err == nil || !strings.Contains(err.Error(), tc.want) {

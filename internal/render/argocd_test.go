@@ -32,7 +32,7 @@ func argoRenderer(t testing.TB) *Renderer {
 	env.Settings.Secrets = nil
 	env.Settings.ArgoCD = &overlay.ArgoCD{Namespace: "argocd", RepoURL: "https://git.example.com/platform/tenants.git",
 		TargetRevision: "main", ChartRepository: "https://charts.example.com/eva", DestinationServer: "https://kubernetes.default.svc",
-		SyncRetries: ptr.To[int64](3), SyncRetryBackoff: metav1.Duration{Duration: 10 * time.Second}}
+		SyncRetries: ptr.To[int64](3), SyncRetryBackoff: &metav1.Duration{Duration: 10 * time.Second}}
 	r.Env = &env
 	return r
 }
