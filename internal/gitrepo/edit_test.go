@@ -7,6 +7,7 @@ import (
 
 	"github.com/go-git/go-git/v5/plumbing"
 	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/storage/memory"
 )
 
@@ -81,5 +82,43 @@ func TestEditMatchesFullRebuild(t *testing.T) {
 	}
 	if empty, _, err := NewView(s, plumbing.ZeroHash).Edit(map[string]*Entry{"a/b": nil}); err != nil || !empty.IsZero() {
 		t.Fatalf("deleting from an empty tree: %s %v", empty, err)
+	}
+}
+
+// TestTreeEntryOrderIsGits: compareTreeEntries orders entries as git's rule says (the
+// name, "/" appended for a directory), on names built to share prefixes with each other
+// and with the bytes around "/" ("-" and "." sort before it, "0" after).
+func TestTreeEntryOrderIsGits(t *testing.T) {
+	key := func(e object.TreeEntry) string {
+		if e.Mode == filemode.Dir {
+			return e.Name + "/"
+		}
+		return e.Name
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	alphabet := []byte("ab-.0/")
+	for range 20000 {
+		var entries [2]object.TreeEntry
+		for i := range entries {
+			name := make([]byte, 1+rng.IntN(4))
+			for j := range name {
+				name[j] = alphabet[rng.IntN(len(alphabet)-1)] // no "/" inside a name
+			}
+			entries[i] = object.TreeEntry{Name: string(name), Mode: filemode.Regular}
+			if rng.IntN(2) == 0 {
+				entries[i].Mode = filemode.Dir
+			}
+		}
+		a, b := entries[0], entries[1]
+		want := 0
+		switch ka, kb := key(a), key(b); {
+		case ka < kb:
+			want = -1
+		case ka > kb:
+			want = 1
+		}
+		if got := compareTreeEntries(a, b); got != want {
+			t.Fatalf("compare %q (%v) with %q (%v): %d, want %d", a.Name, a.Mode, b.Name, b.Mode, got, want)
+		}
 	}
 }
