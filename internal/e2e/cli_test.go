@@ -29,6 +29,7 @@ import (
 // the cluster's components said last.
 func poll(t *testing.T, what string, timeout time.Duration, cond func() error) {
 	t.Helper()
+	timeout = within(t, timeout)
 	deadline := time.Now().Add(timeout)
 	var err error
 	for time.Now().Before(deadline) {

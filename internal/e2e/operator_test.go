@@ -110,6 +110,7 @@ func current(ctx context.Context, tn *unstructured.Unstructured) (*unstructured.
 // tenant within timeout.
 func kubectlWaitReady(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unstructured) {
 	t.Helper()
+	timeout = within(t, timeout)
 	args := []string{"--kubeconfig", cluster.KubeConfig, "wait", "--for=condition=Ready", "-n", tenants[0].GetNamespace(),
 		"--timeout=" + timeout.String()}
 	for _, tn := range tenants {
@@ -119,12 +120,19 @@ func kubectlWaitReady(t *testing.T, timeout time.Duration, tenants ...*unstructu
 	if err == nil {
 		return
 	}
+	// The tenants that are not Ready, on the first line: the run report keeps it.
 	var states []string
 	for _, tn := range tenants {
-		got, _ := current(context.Background(), tn)
-		states = append(states, fmt.Sprintf("%s: %v", tn.GetName(), conditionsOf(got)))
+		got, gerr := current(context.Background(), tn)
+		switch {
+		case gerr != nil:
+			states = append(states, fmt.Sprintf("%s: %v", tn.GetName(), gerr))
+		case !strings.HasPrefix(conditionsOf(got)["Ready"], "True"):
+			states = append(states, fmt.Sprintf("%s: %v", tn.GetName(), conditionsOf(got)))
+		}
 	}
-	fatalf(t, "kubectl wait: %v: %s\n%s\nhelm-controller: %s\nkustomize-controller: %s", err, strings.Join(states, "; "), out,
+	fatalf(t, "kubectl wait: %v: %d of %d tenant(s) not Ready: %s\n%s\nhelm-controller: %s\nkustomize-controller: %s",
+		err, len(states), len(tenants), strings.Join(states, "; "), out,
 		cluster.Logs("helm-controller", 2000), cluster.Logs("kustomize-controller", 2000))
 }
 

@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"slices"
@@ -27,7 +28,8 @@ type scenarioTime struct {
 }
 
 // parallel marks the test parallel, as t.Parallel does, and times it from when it runs
-// (not from when it was queued behind the others) to its last cleanup.
+// (not from when it was queued behind the others) to its last cleanup. A test with
+// parallel subtests (the chaos test) includes their wait for a turn.
 func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
@@ -46,7 +48,7 @@ func fatalf(t *testing.T, format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	first, _, _ := strings.Cut(msg, "\n")
 	if len(first) > 2000 {
-		first = first[:2000] + "…"
+		first = strings.ToValidUTF8(first[:2000], "") + "…"
 	}
 	report.Lock()
 	report.failed = append(report.failed, t.Name()+": "+first)
@@ -62,7 +64,7 @@ func writeReport(w io.Writer) {
 		return
 	}
 	ran := slices.Clone(report.ran)
-	slices.SortFunc(ran, func(a, b scenarioTime) int { return int(b.took - a.took) })
+	slices.SortFunc(ran, func(a, b scenarioTime) int { return cmp.Compare(b.took, a.took) })
 	fmt.Fprintln(w, "e2e scenarios, slowest first (from when each ran, not when it was queued):")
 	for _, s := range ran {
 		verdict := "ok"
@@ -74,4 +76,16 @@ func writeReport(w io.Writer) {
 	for _, f := range report.failed {
 		fmt.Fprintln(w, "e2e failure:", f)
 	}
+}
+
+// within caps a wait at the test binary's own deadline (-timeout), less a minute for the
+// cleanups and the run report: a wait that outlasts it ends the run in a panic and
+// goroutine dumps instead of the wait's own failure.
+func within(t *testing.T, timeout time.Duration) time.Duration {
+	if deadline, ok := t.Deadline(); ok {
+		if left := time.Until(deadline) - time.Minute; left < timeout {
+			return max(left, time.Second)
+		}
+	}
+	return timeout
 }

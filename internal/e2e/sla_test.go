@@ -96,8 +96,8 @@ func TestSLAReport(t *testing.T) {
 	report.Environment = map[string]string{
 		"cluster": fmt.Sprintf("kube-apiserver %s, etcd %s, kube-controller-manager and kube-scheduler %s, kwok %s (%d fake nodes)",
 			versions["kubernetes"], versions["etcd"], versions["kubernetes"], versions["kwok"], 1),
-		"flux": fmt.Sprintf("source-controller %s, kustomize-controller %s, helm-controller %s (real, --concurrent=4)",
-			versions["source-controller"], versions["kustomize-controller"], versions["helm-controller"]),
+		"flux": fmt.Sprintf("source-controller %s, kustomize-controller %s, helm-controller %s (real, --concurrent=%d)",
+			versions["source-controller"], versions["kustomize-controller"], versions["helm-controller"], testcluster.HelmControllerConcurrency),
 		"operator":  "eva-operator binary, pure-cluster mode, --concurrency=4, dev environment",
 		"machine":   fmt.Sprintf("%d CPUs (%s/%s), everything above in one process tree", runtime.NumCPU(), runtime.GOOS, runtime.GOARCH),
 		"simulated": fmt.Sprintf("kubelet by kwok: a scheduled pod is Running and Ready %s later (image pull, start, readiness), a Job's pod Succeeds %s after that; no containers run. NACK by a stand-in creating the streams in an embedded JetStream server; the ingress controller's load-balancer address by a stand-in.", podStartDelay, podStartDelay),

@@ -17,6 +17,13 @@ import (
 // live, as in a Flux installation.
 const FluxNamespace = "flux-system"
 
+// HelmControllerConcurrency is helm-controller's --concurrent here. helm-controller holds
+// a worker for as long as a release's install or upgrade waits for its workloads (up to
+// the release's timeout): with four, Flux's default, the suite's parallel scenarios (a
+// 50-tenant fleet among them) queued a failing release's retries for over ten minutes
+// in one CI run. Eight, as a platform team running many tenants sets it.
+const HelmControllerConcurrency = 8
+
 // StartFlux installs Flux's CRDs (generated from the API versions the controllers were
 // built against) and starts the real source-, kustomize- and helm-controller, watching
 // every namespace, without leader election, serving on 127.0.0.1, kustomize- and
@@ -69,11 +76,8 @@ func (c *Cluster) StartFlux(ctx context.Context) error {
 	if err := c.start("kustomize-controller", bins.KustomizeController, append(common(), "--concurrent=4", "--no-cross-namespace-refs=true")...); err != nil {
 		return err
 	}
-	// helm-controller holds a worker for as long as a release's install or upgrade waits
-	// for its workloads (up to the release's timeout): with four, the suite's parallel
-	// scenarios (a 47-tenant fleet among them) queued a failing release's retries for
-	// over ten minutes. Eight, as a platform team running many tenants sets it.
-	if err := c.start("helm-controller", bins.HelmController, append(common(), "--concurrent=8", "--no-cross-namespace-refs=true")...); err != nil {
+	if err := c.start("helm-controller", bins.HelmController, append(common(),
+		fmt.Sprintf("--concurrent=%d", HelmControllerConcurrency), "--no-cross-namespace-refs=true")...); err != nil {
 		return err
 	}
 	// Give the controllers a moment to fail on a bad flag or a missing CRD.
