@@ -120,7 +120,7 @@ func mergeMaps(obj, patch map[string]any) (map[string]any, bool) {
 			}
 			out[k] = merged
 		case nil:
-			out[k] = deepCopyMap(pm)
+			out[k] = copyJSON(pm)
 		default:
 			return nil, false
 		}
@@ -132,18 +132,6 @@ func copyMap(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
 		out[k] = v
-	}
-	return out
-}
-
-func deepCopyMap(m map[string]any) map[string]any {
-	out := make(map[string]any, len(m))
-	for k, v := range m {
-		if mm, ok := v.(map[string]any); ok {
-			out[k] = deepCopyMap(mm)
-		} else {
-			out[k] = v
-		}
 	}
 	return out
 }
