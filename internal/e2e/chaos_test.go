@@ -34,14 +34,14 @@ var onceEvents = []string{"ProvisioningStarted", "NamespaceCreated", "SeedLoaded
 // exactly one namespace, two streams and one HelmRelease per module, then gone; no event
 // recorded twice.
 func TestOperatorSurvivesSIGKILL(t *testing.T) {
-	parallel(t)
+	parallelGroup(t)
 	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for round := range chaosRounds {
 		t.Run(fmt.Sprintf("round%d", round+1), func(t *testing.T) {
-			t.Parallel()
+			parallel(t)
 			chaosRound(t, watcher, round)
 		})
 	}

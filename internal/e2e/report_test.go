@@ -23,21 +23,40 @@ var report struct {
 
 type scenarioTime struct {
 	name   string
+	start  time.Time
 	took   time.Duration
 	failed bool
 }
 
-// parallel marks the test parallel, as t.Parallel does, and times it from when it runs
-// (not from when it was queued behind the others) to its last cleanup. A test with
-// parallel subtests (the chaos test) includes their wait for a turn.
+// parallel marks the test parallel, as t.Parallel does, waits for its turn (the
+// scenarios scheduler: at most -parallel at once, the longest first), and times it from
+// when it runs (not from when it was queued behind the others) to its last cleanup, after
+// which the turn passes on.
 func parallel(t *testing.T) {
 	t.Helper()
 	t.Parallel()
+	done := scenarios.Wait(t.Name())
+	timed(t, done)
+}
+
+// parallelGroup is parallel for a test whose parallel subtests each call parallel: it
+// takes no turn of its own (it would hold one while its subtests wait for theirs), and
+// its time includes their waits for a turn.
+func parallelGroup(t *testing.T) {
+	t.Helper()
+	t.Parallel()
+	timed(t, func() {})
+}
+
+// timed records the test's time in the run report once its last cleanup has run, then
+// calls done.
+func timed(t *testing.T, done func()) {
 	start := time.Now()
 	t.Cleanup(func() {
+		defer done()
 		report.Lock()
 		defer report.Unlock()
-		report.ran = append(report.ran, scenarioTime{name: t.Name(), took: time.Since(start), failed: t.Failed()})
+		report.ran = append(report.ran, scenarioTime{name: t.Name(), start: start, took: time.Since(start), failed: t.Failed()})
 	})
 }
 
@@ -65,13 +84,14 @@ func writeReport(w io.Writer) {
 	}
 	ran := slices.Clone(report.ran)
 	slices.SortFunc(ran, func(a, b scenarioTime) int { return cmp.Compare(b.took, a.took) })
-	fmt.Fprintln(w, "e2e scenarios, slowest first (from when each ran, not when it was queued):")
+	first := slices.MinFunc(ran, func(a, b scenarioTime) int { return a.start.Compare(b.start) }).start
+	fmt.Fprintln(w, "e2e scenarios, slowest first (from when each ran, not when it was queued; started: after the first):")
 	for _, s := range ran {
 		verdict := "ok"
 		if s.failed {
 			verdict = "FAIL"
 		}
-		fmt.Fprintf(w, "  %-4s %7s  %s\n", verdict, s.took.Round(time.Second), s.name)
+		fmt.Fprintf(w, "  %-4s %7s  started %7s  %s\n", verdict, s.took.Round(time.Second), s.start.Sub(first).Round(time.Second), s.name)
 	}
 	for _, f := range report.failed {
 		fmt.Fprintln(w, "e2e failure:", f)

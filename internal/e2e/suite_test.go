@@ -64,6 +64,9 @@ func TestMain(m *testing.M) {
 }
 
 func run(m *testing.M) (int, error) {
+	if err := takeOverParallel(); err != nil {
+		return 0, err
+	}
 	ctx := context.Background()
 	root := testenv.RepoRoot()
 	if v := os.Getenv("EVA_E2E_POD_START_DELAY"); v != "" {
