@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"slices"
+	"strings"
 	"sync"
 	"time"
 )
@@ -25,7 +26,8 @@ type Scheduler struct {
 type waiter struct{ rank, asked int }
 
 // NewScheduler runs at most slots tests at once, those named in first before the
-// others and in that order. No turn is given until settle has passed since the first
+// others and in that order (a name ending in a slash stands for every subtest of that
+// test). No turn is given until settle has passed since the first
 // test asked: Go releases every parallel test at the same moment, and the order is
 // decided once all have asked.
 func NewScheduler(slots int, first []string, settle time.Duration) *Scheduler {
@@ -50,7 +52,9 @@ func (s *Scheduler) Wait(name string) (done func()) {
 			s.turn.Broadcast()
 		})
 	}
-	rank := slices.Index(s.first, name)
+	rank := slices.IndexFunc(s.first, func(first string) bool {
+		return first == name || (strings.HasSuffix(first, "/") && strings.HasPrefix(name, first))
+	})
 	if rank < 0 {
 		rank = len(s.first)
 	}
