@@ -137,7 +137,9 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
 	}
 	j.files, j.stderr = res, stderr
-	j.cache = &rendercache.Cache{Key: key, Tenants: make(map[string]string, len(res.Tenants)), Files: res.Known(), Recorded: loadStart}
+	// Files (res.Known) is filled in when the cache is saved: a render that changed
+	// nothing saves none.
+	j.cache = &rendercache.Cache{Key: key, Tenants: make(map[string]string, len(res.Tenants)), Recorded: loadStart}
 	j.allReused = true
 	for _, t := range res.Tenants {
 		j.allReused = j.allReused && t.Reused

@@ -73,6 +73,10 @@ type sink interface{ Put(render.File) error }
 
 func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error) {
 	start := time.Now()
+	// A render is a short batch job that allocates a lot and keeps little: trading
+	// memory for fewer garbage collections makes a large fleet render much faster, and
+	// reading the tenants (even unchanged ones, from the cache) is part of it.
+	defer debug.SetGCPercent(debug.SetGCPercent(RenderGCPercent))
 	stderr := cmd.ErrOrStderr()
 	var ru *reuse
 	if ro.git {
@@ -121,9 +125,6 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 		out = dir
 	}
 
-	// A render is a short batch job that allocates a lot and keeps little: trading
-	// memory for fewer garbage collections makes a large fleet render much faster.
-	defer debug.SetGCPercent(debug.SetGCPercent(RenderGCPercent))
 	if local != nil && ru.fresh(job.cache.Key) {
 		if local.Head() != ru.head {
 			return fmt.Errorf("%s: the branch moved while the tenants were read; render again", ro.out)

@@ -205,6 +205,7 @@ func (j *job) commitChanges(local *publish.LocalRepo, ru *reuse, ro *renderOptio
 // the render still succeeds.
 func (j *job) saveCache(local *publish.LocalRepo, result *publish.Result, stderr io.Writer) {
 	j.cache.Commit = result.Revision
+	j.cache.Files = j.files.Known()
 	if err := j.cache.Save(local.GitDir()); err != nil {
 		fmt.Fprintf(stderr, "warning: %v (the next render renders every tenant)\n", err)
 	}

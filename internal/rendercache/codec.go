@@ -55,9 +55,11 @@ func (c *Cache) encode(w *bufio.Writer) {
 	}
 }
 
-// reader reads the fields encode wrote; the first error sticks.
+// reader reads the fields encode wrote; the first error sticks. Its strings share one
+// copy of the data: at 10,000 tenants, a string allocated per field cost more than the
+// rest of the decode.
 type reader struct {
-	data []byte
+	data string
 	err  error
 }
 
@@ -65,7 +67,7 @@ func (r *reader) num() int64 {
 	if r.err != nil {
 		return 0
 	}
-	n, size := binary.Varint(r.data)
+	n, size := varint(r.data, binary.Varint)
 	if size <= 0 {
 		r.err = errFormat
 		return 0
@@ -78,14 +80,21 @@ func (r *reader) str() string {
 	if r.err != nil {
 		return ""
 	}
-	n, size := binary.Uvarint(r.data)
+	n, size := varint(r.data, binary.Uvarint)
 	if size <= 0 || uint64(len(r.data)-size) < n {
 		r.err = errFormat
 		return ""
 	}
-	s := string(r.data[size : size+int(n)])
+	s := r.data[size : size+int(n)]
 	r.data = r.data[size+int(n):]
 	return s
+}
+
+// varint decodes a varint at the start of s with decode (binary.Varint or
+// binary.Uvarint), from at most binary.MaxVarintLen64 bytes copied to the stack.
+func varint[T int64 | uint64](s string, decode func([]byte) (T, int)) (T, int) {
+	var buf [binary.MaxVarintLen64]byte
+	return decode(buf[:copy(buf[:], s)])
 }
 
 // count reads a number of records, bounded by what the remaining data could hold.
@@ -99,7 +108,7 @@ func (r *reader) count() int {
 }
 
 func decode(data []byte) (*Cache, error) {
-	r := &reader{data: data}
+	r := &reader{data: string(data)}
 	if r.str() != magic || r.num() != formatVersion {
 		return nil, errFormat
 	}

@@ -108,11 +108,27 @@ func LoadWith(paths []string, catalog *tenant.Catalog, opts LoadOptions) (*Resul
 			res.Tenants = append(res.Tenants, l.tenant)
 		}
 	}
-	for _, p := range append(crossFileProblems(res.Tenants), attachSecrets(res.Tenants, res.Secrets)...) {
+	var checks []Problem
+	if !allReused(res.Tenants) {
+		// Stubs alone all come from one earlier valid load (LoadOptions.Previous): their
+		// codes and names were unique then, and still are among any of them.
+		checks = crossFileProblems(res.Tenants)
+	}
+	for _, p := range append(checks, attachSecrets(res.Tenants, res.Secrets)...) {
 		res.Problems = append(res.Problems, p.clean())
 	}
 	SortProblems(res.Problems)
 	return res, nil
+}
+
+// allReused reports whether every tenant is a stub of an earlier load (Tenant.Reused).
+func allReused(tenants []*Tenant) bool {
+	for _, t := range tenants {
+		if !t.Reused {
+			return false
+		}
+	}
+	return true
 }
 
 // eachIndex calls fn for 0..n-1 on every core.
@@ -138,14 +154,23 @@ type tenantPath struct{ path, folder string }
 // collect expands paths into a sorted, de-duplicated list of tenant files.
 func collect(paths []string) ([]tenantPath, *Result, error) {
 	res := &Result{}
-	seen := map[string]bool{}
+	// One path (a folder, or a file and its Secrets) names no file twice; only several
+	// can.
+	var seen map[string]bool
+	if len(paths) > 1 {
+		seen = map[string]bool{}
+	}
 	var files []tenantPath
 	var folder string
 	add := func(f string) {
-		if clean := filepath.Clean(f); !seen[clean] {
+		if seen != nil {
+			clean := filepath.Clean(f)
+			if seen[clean] {
+				return
+			}
 			seen[clean] = true
-			files = append(files, tenantPath{path: f, folder: folder})
 		}
+		files = append(files, tenantPath{path: f, folder: folder})
 	}
 	for _, p := range paths {
 		info, err := os.Stat(p)
@@ -205,43 +230,58 @@ func isYAML(path string) bool {
 func crossFileProblems(tenants []*Tenant) []Problem {
 	var problems []Problem
 	byCode := make(map[string][]*Tenant, len(tenants))
-	byName := make(map[string][]*Tenant, len(tenants))
+	// Keyed by namespace and name as a pair: no key string is built per tenant.
+	byName := make(map[objectName][]*Tenant, len(tenants))
 	for _, t := range tenants {
 		code := t.Object.Spec.CapsuleCode
 		if capsuleCodeValid(code) {
 			byCode[code] = append(byCode[code], t)
-			if want := code + ".yaml"; filepath.Base(t.File) != want {
+			if name, ok := strings.CutSuffix(filepath.Base(t.File), ".yaml"); !ok || name != code {
+				want := code + ".yaml"
 				line, col := t.Position("spec.capsuleCode")
 				problems = append(problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: "spec.capsuleCode",
 					Message: fmt.Sprintf("file name must be %s (the capsule code), not %s", want, filepath.Base(t.File))})
 			}
 		}
 		if t.Object.Name != "" {
-			key := t.Object.Namespace + "/" + t.Object.Name
+			key := objectName{t.Object.Namespace, t.Object.Name}
 			byName[key] = append(byName[key], t)
 		}
 	}
-	dup := func(group map[string][]*Tenant, path, what string) {
-		for key, ts := range group {
-			if len(ts) < 2 {
-				continue
-			}
-			for _, t := range ts {
-				var others []string
-				for _, o := range ts {
-					if o != t {
-						others = append(others, o.File)
-					}
+	dup(byCode, "spec.capsuleCode", "capsule code", &problems)
+	dup(byName, "metadata.name", "object name", &problems)
+	return problems
+}
+
+// objectName is a tenant object's namespace and name.
+type objectName struct{ namespace, name string }
+
+func (n objectName) String() string {
+	if n.namespace == "" {
+		return n.name
+	}
+	return n.namespace + "/" + n.name
+}
+
+// dup adds a problem to every tenant of a group that shares its key (a capsule code or
+// an object name) with another, at the field path.
+func dup[K comparable](group map[K][]*Tenant, path, what string, problems *[]Problem) {
+	for key, ts := range group {
+		if len(ts) < 2 {
+			continue
+		}
+		for _, t := range ts {
+			var others []string
+			for _, o := range ts {
+				if o != t {
+					others = append(others, o.File)
 				}
-				line, col := t.Position(path)
-				problems = append(problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: path,
-					Message: fmt.Sprintf("%s %s is also used by %s", what, strings.TrimPrefix(key, "/"), strings.Join(others, ", "))})
 			}
+			line, col := t.Position(path)
+			*problems = append(*problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: path,
+				Message: fmt.Sprintf("%s %v is also used by %s", what, key, strings.Join(others, ", "))})
 		}
 	}
-	dup(byCode, "spec.capsuleCode", "capsule code")
-	dup(byName, "metadata.name", "object name")
-	return problems
 }
 
 var capsuleCodeRE = regexp.MustCompile(evav1.CapsuleCodePattern)

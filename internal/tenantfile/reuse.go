@@ -53,26 +53,21 @@ func (o *LoadOptions) reuse(path string) *Tenant {
 	if !ok || o.withSecrets[k.Code] {
 		return nil
 	}
-	info, err := os.Lstat(path)
-	if err != nil || !info.Mode().IsRegular() || info.ModTime().Add(racyWindow).After(o.Recorded) {
-		return nil
-	}
-	now := knownOf(info)
-	if _, _, identified := changeTimeAndInode(info); !identified {
+	now, identified := regularFileIdentity(path)
+	if !identified || time.Unix(0, now.ModTime).Add(racyWindow).After(o.Recorded) {
 		return nil
 	}
 	if now.Size != k.Size || now.ModTime != k.ModTime || now.ChangeNs != k.ChangeNs || now.Inode != k.Inode {
 		return nil
 	}
-	sum, err := hex.DecodeString(k.Sum)
-	if err != nil || len(sum) != len(Tenant{}.Sum) {
+	t := &Tenant{File: path, Reused: true, known: &k}
+	if n, err := hex.Decode(t.Sum[:], []byte(k.Sum)); err != nil || n != len(t.Sum) || len(k.Sum) != 2*len(t.Sum) {
 		return nil
 	}
-	t := &Tenant{File: path, Reused: true, known: &k, Object: &evav1.EvaTenant{
+	t.Object = &evav1.EvaTenant{
 		ObjectMeta: metav1.ObjectMeta{Name: k.Name, Namespace: k.Namespace},
 		Spec:       evav1.EvaTenantSpec{CapsuleCode: k.Code},
-	}}
-	copy(t.Sum[:], sum)
+	}
 	return t
 }
 
@@ -112,6 +107,10 @@ func (r *Result) Known() map[string]Known {
 			continue
 		}
 		k := *t.known
+		if t.Reused {
+			out[t.File] = k // what the previous load recorded, as it was
+			continue
+		}
 		k.Sum = hex.EncodeToString(t.Sum[:])
 		k.Name, k.Namespace, k.Code = t.Object.Name, t.Object.Namespace, t.Object.Spec.CapsuleCode
 		out[t.File] = k
@@ -138,5 +137,6 @@ func Reload(t *Tenant, catalog *tenant.Catalog) (*Tenant, error) {
 		return nil, fmt.Errorf("%s changed while it was being rendered; render again", t.File)
 	}
 	full.Object.Spec.Secrets = t.Object.Spec.Secrets
+	full.known = t.known // the same file: what was recorded of it still holds
 	return full, nil
 }

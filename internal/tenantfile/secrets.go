@@ -85,10 +85,13 @@ func CheckRecipients(secrets []*SecretFile, recipients []string, env string) []P
 // Secret would surface only in helm-controller, after publishing.
 func attachSecrets(tenants []*Tenant, files []*SecretFile) []Problem {
 	var problems []Problem
-	byCode := map[string]*Tenant{}
-	for _, t := range tenants {
-		if t.Object != nil {
-			byCode[t.Object.Spec.CapsuleCode] = t
+	var byCode map[string]*Tenant
+	if len(files) > 0 {
+		byCode = make(map[string]*Tenant, len(tenants))
+		for _, t := range tenants {
+			if t.Object != nil {
+				byCode[t.Object.Spec.CapsuleCode] = t
+			}
 		}
 	}
 	for _, f := range files {

@@ -15,3 +15,15 @@ func changeTimeAndInode(info os.FileInfo) (ctime int64, inode uint64, ok bool) {
 	}
 	return st.Ctim.Nano(), st.Ino, true
 }
+
+// regularFileIdentity returns the identity on disk (size, modification and change times,
+// inode) of the regular file at path, not following a symbolic link, without the
+// allocations of os.Lstat: a render that changed nothing checks every tenant file so.
+// ok is false for anything but a regular file, or when it cannot be read.
+func regularFileIdentity(path string) (k Known, ok bool) {
+	var st syscall.Stat_t
+	if err := syscall.Lstat(path, &st); err != nil || st.Mode&syscall.S_IFMT != syscall.S_IFREG {
+		return Known{}, false
+	}
+	return Known{Size: st.Size, ModTime: st.Mtim.Nano(), ChangeNs: st.Ctim.Nano(), Inode: st.Ino}, true
+}
