@@ -61,12 +61,12 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 	byLabel := cache.ByObject{Label: rendered}
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Namespace{}:            byLabel,
-		&corev1.ResourceQuota{}:        byLabel,
+		&corev1.ResourceQuota{}:        {Label: rendered, Transform: slimResourceQuota()},
 		&corev1.LimitRange{}:           byLabel,
 		&corev1.ServiceAccount{}:       byLabel,
 		&networkingv1.NetworkPolicy{}:  byLabel,
 		&rbacv1.RoleBinding{}:          byLabel,
-		&batchv1.Job{}:                 byLabel,
+		&batchv1.Job{}:                 {Label: rendered, Transform: slimJob()},
 		&networkingv1.Ingress{}:        byLabel,
 		&nackv1beta2.Stream{}:          byLabel,
 		&monitoringv1.PrometheusRule{}: byLabel,
