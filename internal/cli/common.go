@@ -65,7 +65,8 @@ type job struct {
 	tenants []*evav1.EvaTenant
 	codes   []string
 	checker *chartcheck.Checker
-	// files are the loaded tenant files, to explain a failed chart check.
+	// files are the loaded tenant files: to explain a failed chart check, and what the
+	// saved cache records of them (Result.Known, after reused tenants were reloaded).
 	files  *tenantfile.Result
 	stderr io.Writer
 	// releases are the release files; each tenant renders at the releases that
@@ -140,10 +141,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	// Files (res.Known) is filled in when the cache is saved: a render that changed
 	// nothing saves none.
 	j.cache = &rendercache.Cache{Key: key, Tenants: make(map[string]string, len(res.Tenants)), Recorded: loadStart}
-	j.allReused = true
-	for _, t := range res.Tenants {
-		j.allReused = j.allReused && t.Reused
-	}
+	j.allReused = res.AllReused()
 	rollouts := rolloutfile.Rollouts(releases)
 	digests := newTenantDigests(key, res.Secrets)
 	for i, t := range res.Tenants {

@@ -163,8 +163,8 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 	return errors.Join(errs...)
 }
 
-// quotaEnforced reads the tenant's ResourceQuota (from the API server: quotas are not
-// cached, and the decision must not rest on a stale copy) and says whether the quota
+// quotaEnforced reads the tenant's ResourceQuota (from the API server: the cached copy
+// has no status.used, and the decision must not rest on a stale copy) and says whether the quota
 // admission enforces it. A bundle without a quota has nothing to wait for.
 func (r *EvaTenantReconciler) quotaEnforced(ctx context.Context, foundation []*unstructured.Unstructured) (bool, string, error) {
 	for _, u := range foundation {

@@ -109,7 +109,7 @@ func LoadWith(paths []string, catalog *tenant.Catalog, opts LoadOptions) (*Resul
 		}
 	}
 	var checks []Problem
-	if !allReused(res.Tenants) {
+	if !res.AllReused() {
 		// Stubs alone all come from one earlier valid load (LoadOptions.Previous): their
 		// codes and names were unique then, and still are among any of them.
 		checks = crossFileProblems(res.Tenants)
@@ -121,9 +121,10 @@ func LoadWith(paths []string, catalog *tenant.Catalog, opts LoadOptions) (*Resul
 	return res, nil
 }
 
-// allReused reports whether every tenant is a stub of an earlier load (Tenant.Reused).
-func allReused(tenants []*Tenant) bool {
-	for _, t := range tenants {
+// AllReused reports whether every tenant is a stub of an earlier load (Tenant.Reused):
+// no tenant file was read.
+func (r *Result) AllReused() bool {
+	for _, t := range r.Tenants {
 		if !t.Reused {
 			return false
 		}

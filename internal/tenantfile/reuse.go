@@ -39,7 +39,8 @@ type LoadOptions struct {
 	// same on disk (regular, same size, modification and change times and inode, and not
 	// modified within a second of Recorded) is neither read nor decoded: its tenant is a
 	// stub (Tenant.Reused). A tenant with encrypted Secret files, now or then, is always
-	// decoded, since its checks read its spec.
+	// decoded, since its checks read its spec. Previous must be the Known of one valid
+	// load: when every tenant is a stub, the checks across files are not run again.
 	Previous map[string]Known
 	// Recorded is when the load that produced Previous started.
 	Recorded time.Time
@@ -61,7 +62,11 @@ func (o *LoadOptions) reuse(path string) *Tenant {
 		return nil
 	}
 	t := &Tenant{File: path, Reused: true, known: &k}
-	if n, err := hex.Decode(t.Sum[:], []byte(k.Sum)); err != nil || n != len(t.Sum) || len(k.Sum) != 2*len(t.Sum) {
+	// The length first: hex.Decode writes past a destination too short for its input.
+	if len(k.Sum) != hex.EncodedLen(len(t.Sum)) {
+		return nil
+	}
+	if _, err := hex.Decode(t.Sum[:], []byte(k.Sum)); err != nil {
 		return nil
 	}
 	t.Object = &evav1.EvaTenant{
@@ -85,9 +90,10 @@ func codesWithSecrets(files []tenantPath) map[string]bool {
 
 // knownOf records a file's identity on disk.
 func knownOf(info os.FileInfo) Known {
-	k := Known{Size: info.Size(), ModTime: info.ModTime().UnixNano()}
-	k.ChangeNs, k.Inode, _ = changeTimeAndInode(info)
-	return k
+	if k, ok := identityOf(info); ok {
+		return k
+	}
+	return Known{Size: info.Size(), ModTime: info.ModTime().UnixNano()}
 }
 
 // Known returns what a later load may reuse of this load's tenant files, by path: every

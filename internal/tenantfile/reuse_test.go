@@ -177,3 +177,65 @@ func TestTenantsWithSecretsAreNotReused(t *testing.T) {
 		t.Fatal("a tenant with a new Secret file was reused")
 	}
 }
+
+// TestNewFileSharingAReusedCodeIsRefused: when every other tenant is an unchanged stub,
+// a new file whose capsule code or object name one of them holds is still refused (the
+// cross-file checks are skipped only when every tenant is a stub of the last valid load).
+func TestNewFileSharingAReusedCodeIsRefused(t *testing.T) {
+	catalog := tenant.DefaultCatalog()
+	dir := t.TempDir()
+	writeTenant(t, dir, "AAAAAA", 1)
+	writeTenant(t, dir, "BBBBBB", 2)
+	start := time.Now()
+	first, err := LoadWith([]string{dir}, catalog, LoadOptions{})
+	if err != nil || !first.Valid() {
+		t.Fatalf("first load: %v %v", err, first.Problems)
+	}
+	opts := LoadOptions{Previous: first.Known(), Recorded: start}
+	// Nothing changed: every tenant is a stub, and the set is still valid.
+	again, err := LoadWith([]string{dir}, catalog, opts)
+	if err != nil || !again.Valid() || len(reused(again)) != 2 {
+		t.Fatalf("unchanged load: %v, problems %v, reused %v", err, again.Problems, reused(again))
+	}
+	// A new file taking AAAAAA's object name, beside two stubs.
+	doc := "apiVersion: eva.aidonow.com/v1alpha1\nkind: EvaTenant\nmetadata:\n  name: aaaaaa\nspec:\n  capsuleCode: CCCCCC\n  tier: Starter\n"
+	if err := os.WriteFile(filepath.Join(dir, "CCCCCC.yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	res, err := LoadWith([]string{dir}, catalog, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reused(res)) != 2 {
+		t.Fatalf("reused %v, want AAAAAA and BBBBBB", reused(res))
+	}
+	found := false
+	for _, p := range res.Problems {
+		found = found || (p.File == filepath.Join(dir, "CCCCCC.yaml") && strings.Contains(p.Message, "object name aaaaaa is also used by"))
+	}
+	if !found {
+		t.Fatalf("the duplicate object name was not refused: %v", res.Problems)
+	}
+}
+
+// TestDamagedCacheEntryIsNotReused: a recorded sum of the wrong length (a damaged or
+// foreign cache) makes the file be read again, never a crash.
+func TestDamagedCacheEntryIsNotReused(t *testing.T) {
+	catalog := tenant.DefaultCatalog()
+	dir := t.TempDir()
+	writeTenant(t, dir, "AAAAAA", 1)
+	start := time.Now()
+	first, err := LoadWith([]string{dir}, catalog, LoadOptions{})
+	if err != nil || !first.Valid() {
+		t.Fatalf("first load: %v %v", err, first.Problems)
+	}
+	previous := first.Known()
+	for path, k := range previous {
+		k.Sum += "00" // valid hex, one byte too long
+		previous[path] = k
+	}
+	res, err := LoadWith([]string{dir}, catalog, LoadOptions{Previous: previous, Recorded: start})
+	if err != nil || !res.Valid() || len(reused(res)) != 0 || len(res.Tenants) != 1 {
+		t.Fatalf("load: %v, problems %v, reused %v", err, res.Problems, reused(res))
+	}
+}

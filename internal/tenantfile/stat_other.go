@@ -4,11 +4,10 @@ package tenantfile
 
 import "os"
 
-// changeTimeAndInode is not read on this platform: size and modification time alone
-// cannot tell an edit that kept them (cp -p, rsync -a, touch -r), so no file is reused
-// and every render decodes every tenant file.
-func changeTimeAndInode(os.FileInfo) (ctime int64, inode uint64, ok bool) { return 0, 0, false }
+// identityOf is not known on this platform: size and modification time alone cannot
+// tell an edit that kept them (cp -p, rsync -a, touch -r), so no file is reused and
+// every render decodes every tenant file.
+func identityOf(os.FileInfo) (Known, bool) { return Known{}, false }
 
-// regularFileIdentity is not known on this platform (see changeTimeAndInode): no file
-// is reused.
+// regularFileIdentity is not known on this platform either (see identityOf).
 func regularFileIdentity(string) (Known, bool) { return Known{}, false }

@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// Scheduler gives parallel tests their turns: at most Slots at once and, whenever a
+// Scheduler gives parallel tests their turns: a fixed number at once and, whenever a
 // turn frees, the waiting test ranked first (by a list of names, longest-running
 // first, then in the order they asked). Go's own -parallel starts tests in the order
 // they were declared, file by file, so a long test declared last runs the suite's last
