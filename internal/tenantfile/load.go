@@ -231,58 +231,43 @@ func isYAML(path string) bool {
 func crossFileProblems(tenants []*Tenant) []Problem {
 	var problems []Problem
 	byCode := make(map[string][]*Tenant, len(tenants))
-	// Keyed by namespace and name as a pair: no key string is built per tenant.
-	byName := make(map[objectName][]*Tenant, len(tenants))
+	byName := make(map[string][]*Tenant, len(tenants))
 	for _, t := range tenants {
 		code := t.Object.Spec.CapsuleCode
 		if capsuleCodeValid(code) {
 			byCode[code] = append(byCode[code], t)
-			if name, ok := strings.CutSuffix(filepath.Base(t.File), ".yaml"); !ok || name != code {
-				want := code + ".yaml"
+			if want := code + ".yaml"; filepath.Base(t.File) != want {
 				line, col := t.Position("spec.capsuleCode")
 				problems = append(problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: "spec.capsuleCode",
 					Message: fmt.Sprintf("file name must be %s (the capsule code), not %s", want, filepath.Base(t.File))})
 			}
 		}
 		if t.Object.Name != "" {
-			key := objectName{t.Object.Namespace, t.Object.Name}
+			key := t.Object.Namespace + "/" + t.Object.Name
 			byName[key] = append(byName[key], t)
 		}
 	}
-	dup(byCode, "spec.capsuleCode", "capsule code", &problems)
-	dup(byName, "metadata.name", "object name", &problems)
-	return problems
-}
-
-// objectName is a tenant object's namespace and name.
-type objectName struct{ namespace, name string }
-
-func (n objectName) String() string {
-	if n.namespace == "" {
-		return n.name
-	}
-	return n.namespace + "/" + n.name
-}
-
-// dup adds a problem to every tenant of a group that shares its key (a capsule code or
-// an object name) with another, at the field path.
-func dup[K comparable](group map[K][]*Tenant, path, what string, problems *[]Problem) {
-	for key, ts := range group {
-		if len(ts) < 2 {
-			continue
-		}
-		for _, t := range ts {
-			var others []string
-			for _, o := range ts {
-				if o != t {
-					others = append(others, o.File)
-				}
+	dup := func(group map[string][]*Tenant, path, what string) {
+		for key, ts := range group {
+			if len(ts) < 2 {
+				continue
 			}
-			line, col := t.Position(path)
-			*problems = append(*problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: path,
-				Message: fmt.Sprintf("%s %v is also used by %s", what, key, strings.Join(others, ", "))})
+			for _, t := range ts {
+				var others []string
+				for _, o := range ts {
+					if o != t {
+						others = append(others, o.File)
+					}
+				}
+				line, col := t.Position(path)
+				problems = append(problems, Problem{File: t.File, Line: max(line, 1), Column: max(col, 1), Field: path,
+					Message: fmt.Sprintf("%s %s is also used by %s", what, strings.TrimPrefix(key, "/"), strings.Join(others, ", "))})
+			}
 		}
 	}
+	dup(byCode, "spec.capsuleCode", "capsule code")
+	dup(byName, "metadata.name", "object name")
+	return problems
 }
 
 var capsuleCodeRE = regexp.MustCompile(evav1.CapsuleCodePattern)
