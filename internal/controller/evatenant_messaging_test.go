@@ -3,7 +3,6 @@ package controller
 import (
 	"context"
 	"fmt"
-	"net"
 	"strings"
 	"testing"
 	"time"
@@ -24,20 +23,10 @@ func natsOn(t *testing.T, port int, dir string) *server.Server {
 	return testenv.StartNATS(t, port, dir)
 }
 
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
 // TestDirectMessagingOutage runs the operator in direct messaging mode and stops NATS
 // during provisioning and during decommissioning.
 func TestDirectMessagingOutage(t *testing.T) {
-	port, dir := freePort(t), t.TempDir()
+	port, dir := testenv.FreePort(t), t.TempDir()
 	nats := natsOn(t, port, dir)
 	client, err := messaging.Connect(messaging.Config{URL: fmt.Sprintf("nats://127.0.0.1:%d", port), Timeout: time.Second})
 	if err != nil {

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -349,15 +348,15 @@ func built(paths ...string) error {
 	return nil
 }
 
-// freePort returns a free TCP port on 127.0.0.1 (0 when none could be had; the
-// component then fails to start and says so).
+// freePort returns a free TCP port on 127.0.0.1 for a component to bind
+// (testenv.Port; 0 when none could be had: the component then fails to start and
+// says so).
 func freePort() int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := testenv.Port()
 	if err != nil {
 		return 0
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // Versions reads hack/versions.txt: component name → version.

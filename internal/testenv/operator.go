@@ -93,15 +93,14 @@ func StartOperator(t testing.TB, kubeconfig string, env []string, args ...string
 	return p
 }
 
-// FreePort returns a free TCP port on 127.0.0.1.
+// FreePort returns a free TCP port on 127.0.0.1 for a child process to bind (Port).
 func FreePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	port, err := Port()
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	return port
 }
 
 // WaitListening waits until addr accepts TCP connections.
