@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -114,6 +115,7 @@ const (
 	kindDuration                     // metav1.Duration
 	kindIntOrString                  // intstr.IntOrString
 	kindTime                         // metav1.Time
+	kindRawJSON                      // apiextensionsv1.JSON (Helm values), or a pointer to one
 	kindMarshaler                    // any other json.Marshaler (value receiver)
 	kindPtrMarshaler                 // a json.Marshaler on the pointer receiver
 )
@@ -124,6 +126,7 @@ var (
 	durationType = reflect.TypeFor[metav1.Duration]()
 	intstrType   = reflect.TypeFor[intstr.IntOrString]()
 	timeType     = reflect.TypeFor[metav1.Time]()
+	rawJSONType  = reflect.TypeFor[apiextensionsv1.JSON]()
 )
 
 func kindOf(t reflect.Type) typeKind {
@@ -140,6 +143,8 @@ func kindOf(t reflect.Type) typeKind {
 		k = kindIntOrString
 	case t == timeType:
 		k = kindTime
+	case t == rawJSONType || t == reflect.PointerTo(rawJSONType):
+		k = kindRawJSON
 	case t.Implements(marshalerType):
 		k = kindMarshaler
 	case t.Kind() != reflect.Pointer && reflect.PointerTo(t).Implements(marshalerType):
@@ -175,6 +180,24 @@ func (e *arena) resolve(v reflect.Value) (value, error) {
 				return value{isPlain: true}, nil
 			}
 			return value{plain: x.UTC().Format(time.RFC3339), isPlain: true}, nil
+		case kindRawJSON:
+			// What its MarshalJSON writes (Raw, or null when empty) decoded, without
+			// the encoder's copy and validation pass: the decoder validates it too.
+			if v.Kind() == reflect.Pointer {
+				if v.IsNil() {
+					return value{isPlain: true}, nil
+				}
+				v = v.Elem()
+			}
+			raw := v.Interface().(apiextensionsv1.JSON).Raw
+			if len(raw) == 0 {
+				return value{isPlain: true}, nil
+			}
+			var plain any
+			if err := utiljson.Unmarshal(raw, &plain); err != nil {
+				return value{}, err
+			}
+			return value{plain: plain, isPlain: true}, nil
 		case kindMarshaler, kindPtrMarshaler:
 			if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
 				return value{isPlain: true}, nil

@@ -19,9 +19,18 @@ type Dir struct {
 	dir     string
 	mu      sync.Mutex
 	written map[string]bool
-	// dirs are the folders Put has made sure of: true for those this render created,
-	// which hold nothing but what it writes, so their files need no reading first.
-	dirs map[string]bool
+	// dirs are the folders Put has made sure of, each made sure of once (by whichever
+	// Put comes first; the others wait for it). Those this render created hold nothing
+	// but what it writes: their files need no reading first, nor Finish a look inside.
+	dirs map[string]*folderState
+}
+
+// folderState is what one folder's first Put found: whether this render created the
+// folder, or the error making it.
+type folderState struct {
+	once    sync.Once
+	created bool
+	err     error
 }
 
 // OpenDir checks the removals a render of codes would make in dir and prepares it.
@@ -49,7 +58,9 @@ func OpenDir(dir string, codes []string, safety Safety) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	return &Dir{dir: dir, written: map[string]bool{}, dirs: map[string]bool{dir: false}}, nil
+	top := &folderState{}
+	top.once.Do(func() {}) // made (or found) above, not by this render
+	return &Dir{dir: dir, written: map[string]bool{}, dirs: map[string]*folderState{dir: top}}, nil
 }
 
 func existingTenants(dir string) ([]string, error) {
@@ -96,40 +107,39 @@ func (d *Dir) Put(f render.File) error {
 
 // folder makes sure dir exists and reports whether this render created it: a render
 // into an empty folder then costs one system call per file less to look for what is
-// there, and one per file less to make its folder.
+// there, and one per file less to make its folder. A folder made by another Put of
+// this render a moment ago counts as created by this render too.
 func (d *Dir) folder(dir string) (created bool, err error) {
 	d.mu.Lock()
-	created, known := d.dirs[dir]
-	d.mu.Unlock()
-	if known {
-		return created, nil
+	st, known := d.dirs[dir]
+	if !known {
+		st = &folderState{}
+		d.dirs[dir] = st
 	}
-	err = os.Mkdir(dir, 0o755)
-	if os.IsNotExist(err) {
-		if _, err := d.folder(filepath.Dir(dir)); err != nil {
-			return false, err
+	d.mu.Unlock()
+	st.once.Do(func() {
+		err := os.Mkdir(dir, 0o755)
+		if os.IsNotExist(err) {
+			if _, err = d.folder(filepath.Dir(dir)); err != nil {
+				st.err = err
+				return
+			}
+			err = os.Mkdir(dir, 0o755)
 		}
-		err = os.Mkdir(dir, 0o755)
-	}
-	switch {
-	case err == nil:
-		created = true
-	case os.IsExist(err):
-		// Made before this render, or by a concurrent Put a moment ago: either way,
-		// files in it are read before they are written.
-	default:
-		return false, err
-	}
-	d.mu.Lock()
-	if prev, ok := d.dirs[dir]; ok {
-		created = prev && created
-	}
-	d.dirs[dir] = created
-	d.mu.Unlock()
-	return created, nil
+		switch {
+		case err == nil:
+			st.created = true
+		case os.IsExist(err):
+			// Made before this render: files in it are read before they are written.
+		default:
+			st.err = err
+		}
+	})
+	return st.created, st.err
 }
 
-// Finish removes files under flux/ and tenants/ that this render did not write.
+// Finish removes files under flux/ and tenants/ that this render did not write. The
+// folders it made are not read: they hold only what it wrote.
 func (d *Dir) Finish() error {
 	var stale []string
 	for _, top := range append([]string{render.TenantsDir}, render.DeliveryDirs...) {
@@ -138,8 +148,15 @@ func (d *Dir) Finish() error {
 			if os.IsNotExist(err) {
 				return filepath.SkipDir
 			}
-			if err != nil || e.IsDir() {
+			if err != nil {
 				return err
+			}
+			if e.IsDir() {
+				// A folder this render made holds only what it wrote.
+				if st := d.dirs[p]; st != nil && st.created {
+					return filepath.SkipDir
+				}
+				return nil
 			}
 			rel, _ := filepath.Rel(d.dir, p)
 			if rel = filepath.ToSlash(rel); !d.written[rel] {

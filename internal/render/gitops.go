@@ -116,12 +116,8 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 		return nil, fmt.Errorf("encoding the applier account of %s: %w", b.Code, err)
 	}
 	for _, ks := range r.FluxKustomizations(t) {
-		m, err := manifest.ToMap(ks)
-		if err != nil {
-			return nil, err
-		}
 		flux.WriteString("---\n")
-		if err := manifest.Encode(&flux, m); err != nil {
+		if err := manifest.EncodeTyped(&flux, ks); err != nil {
 			return nil, fmt.Errorf("encoding Flux Kustomization %s: %w", ks.Name, err)
 		}
 	}

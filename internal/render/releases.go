@@ -87,12 +87,16 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 
 // tenantToken identifies the tenant's spec: it changes with any change a user makes.
 func (s *scope) tenantToken() (string, error) {
+	if s.token != "" {
+		return s.token, nil
+	}
 	spec, err := json.Marshal(s.t.Spec)
 	if err != nil {
 		return "", fmt.Errorf("spec of tenant %s: %w", s.code, err)
 	}
 	sum := sha256.Sum256(spec)
-	return "eva-spec-" + hex.EncodeToString(sum[:8]), nil
+	s.token = "eva-spec-" + hex.EncodeToString(sum[:8])
+	return s.token, nil
 }
 
 // chartSourceRef points a release at the environment's chart source: the tenant's own

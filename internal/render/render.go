@@ -268,6 +268,8 @@ type scope struct {
 	code string
 	ns   string
 	tier tenant.TierSpec
+	// token is tenantToken's result, computed once for all of the tenant's releases.
+	token string
 }
 
 // labels returns the labels every object of the tenant carries, plus extra pairs.

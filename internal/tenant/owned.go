@@ -5,6 +5,7 @@ import (
 	"regexp"
 	"slices"
 	"strings"
+	"sync"
 )
 
 // builtinOwned are platform-owned in every catalog, so a replacement catalog cannot
@@ -28,18 +29,30 @@ type ownedPath struct {
 
 // ownedPaths returns the platform-owned values paths of a module: the built-in ones,
 // the catalog-wide list and the module's own list.
+// The lists are split and folded once per distinct list (ownedCache): validating a
+// fleet asks for the same few modules' paths for every tenant. The result is shared:
+// callers only read it.
 func (c *Catalog) ownedPaths(module string) []ownedPath {
-	var all []string
+	all := make([]string, 0, len(builtinOwned)+len(c.PlatformOwned)+len(c.Modules[module].PlatformOwned))
 	all = append(all, builtinOwned...)
 	all = append(all, c.PlatformOwned...)
 	all = append(all, c.Modules[module].PlatformOwned...)
+	key := strings.Join(all, "\x00")
+	if cached, ok := ownedCache.Load(key); ok {
+		return cached.([]ownedPath)
+	}
 	paths := make([]ownedPath, 0, len(all))
 	for _, p := range all {
 		rest, deep := strings.CutPrefix(p, anyDepth)
 		paths = append(paths, ownedPath{keys: strings.Split(FoldKey(rest), "."), anyDepth: deep})
 	}
+	ownedCache.Store(key, paths)
 	return paths
 }
+
+// ownedCache maps a platform-owned list (joined with NUL, which no valid path holds)
+// to its split and folded paths.
+var ownedCache sync.Map
 
 // ownedVerdict says whether a tenant may set the value at path (folded keys from the
 // module's values root): "" when it may, otherwise why not. isMap tells whether the

@@ -7,6 +7,7 @@ import (
 	"reflect"
 	"regexp"
 	"strings"
+	"sync"
 
 	"go.yaml.in/yaml/v3"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -197,7 +198,27 @@ func (d *decoder) decode(n *yaml.Node, t reflect.Type, p *field.Path) (any, bool
 
 // structFields maps the JSON names of t's fields (following inline embedded structs)
 // to their types, and lists the names in declaration order for suggestions.
+// The result is computed once per type (fieldsCache) and shared: callers only read it.
 func structFields(t reflect.Type) (map[string]reflect.Type, []string) {
+	if cached, ok := fieldsCache.Load(t); ok {
+		c := cached.(structFieldSet)
+		return c.fields, c.names
+	}
+	fields, names := listStructFields(t)
+	fieldsCache.Store(t, structFieldSet{fields, names})
+	return fields, names
+}
+
+// structFieldSet is structFields' result for one type.
+type structFieldSet struct {
+	fields map[string]reflect.Type
+	names  []string
+}
+
+// fieldsCache maps a struct type to its structFieldSet.
+var fieldsCache sync.Map
+
+func listStructFields(t reflect.Type) (map[string]reflect.Type, []string) {
 	fields := map[string]reflect.Type{}
 	var names []string
 	var walk func(reflect.Type)

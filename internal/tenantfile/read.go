@@ -31,24 +31,36 @@ func readTenantFile(path, folder string) ([]byte, os.FileInfo, string) {
 	case info.Size() > MaxFileBytes:
 		return nil, nil, tooBig(info.Size())
 	}
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, nil, "cannot read: " + readError(err)
-	}
-	defer f.Close()
-	// The path may have been swapped for a link or a device since Lstat: read only the
-	// very file that was checked.
-	if opened, err := f.Stat(); err != nil || !os.SameFile(info, opened) {
-		return nil, nil, "the file changed while it was being read; refused"
-	}
-	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
-	if err != nil {
-		return nil, nil, "cannot read: " + readError(err)
+	data, problem := readChecked(path, info)
+	if problem != "" {
+		return nil, nil, problem
 	}
 	if len(data) > MaxFileBytes {
 		return nil, nil, tooBig(int64(len(data)))
 	}
 	return data, info, ""
+}
+
+// changedWhileRead is the refusal of a file that is no longer the one Lstat checked.
+const changedWhileRead = "the file changed while it was being read; refused"
+
+// readPortably reads the file Lstat described as info, at most MaxFileBytes+1 bytes,
+// through os.File: the path may have been swapped for a link or a device since Lstat,
+// so only the very file that was checked is read.
+func readPortably(path string, info os.FileInfo) ([]byte, string) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, "cannot read: " + readError(err)
+	}
+	defer f.Close()
+	if opened, err := f.Stat(); err != nil || !os.SameFile(info, opened) {
+		return nil, changedWhileRead
+	}
+	data, err := io.ReadAll(io.LimitReader(f, MaxFileBytes+1))
+	if err != nil {
+		return nil, "cannot read: " + readError(err)
+	}
+	return data, ""
 }
 
 // symlinkRefusal explains why a link is refused. The target is resolved (which reads

@@ -11,3 +11,6 @@ func identityOf(os.FileInfo) (Known, bool) { return Known{}, false }
 
 // regularFileIdentity is not known on this platform either (see identityOf).
 func regularFileIdentity(string) (Known, bool) { return Known{}, false }
+
+// readChecked is readPortably on this platform.
+func readChecked(path string, info os.FileInfo) ([]byte, string) { return readPortably(path, info) }
