@@ -18,6 +18,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	"github.com/aidonow/eva/internal/chartrepo"
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // Checker verifies releases against the module charts: the versions the chart source
@@ -35,10 +36,11 @@ type Checker struct {
 	mu sync.Mutex
 	// resolved remembers each chart version looked up (by name@version).
 	resolved map[string]resolution
-	// verified remembers value sets already rendered (by chart and values digest), so
-	// a fleet whose tenants share values renders each distinct set once.
+	// verified remembers the templates already rendered (by templateKey), so a fleet
+	// whose tenants share values up to their identity renders each set once.
 	verified map[string]error
-	// Renders counts templates rendered, Checks counts releases checked.
+	// Renders counts template renders, Checks counts releases checked (each one's
+	// values validated against the chart's schema).
 	Renders, Checks int
 }
 
@@ -175,32 +177,67 @@ func (c *Checker) Check(r Release) error {
 	return wrap(r, c.check(r))
 }
 
-// check renders a release's chart once per distinct chart and values, and returns the
-// unwrapped failure (a *schemaError or *templateError when the values are at fault).
+// check verifies one release and returns the unwrapped failure (a *schemaError or
+// *templateError when the values are at fault).
+//
+// Every release's own values are validated against the chart's schema. The templates
+// are rendered once per distinct chart, release name and values up to the capsule
+// identity (templateKey): a fleet's releases differ mostly in what Eva derives from
+// each tenant's validated code (namespace, host, stream and subject names), and
+// rendering every one of them made verification five times the render. A release
+// whose group failed is rendered with its own values, so its error is its own.
 func (c *Checker) check(r Release) error {
 	ch, err := c.chartFor(r.Chart, r.Version)
 	if err != nil {
 		return err
 	}
-	raw, err := json.Marshal(r.Values)
+	c.mu.Lock()
+	c.Checks++
+	c.mu.Unlock()
+	rv, err := releaseValues(ch, r)
+	if err != nil {
+		return err
+	}
+	key, err := templateKey(r)
 	if err != nil {
 		return fmt.Errorf("values: %w", err)
 	}
-	sum := sha256.Sum256(raw)
-	key := r.Chart + "@" + chartrepo.NormalVersion(r.Version) + "@" + string(sum[:])
 	c.mu.Lock()
-	c.Checks++
 	prev, seen := c.verified[key]
 	c.mu.Unlock()
-	if seen {
-		return prev
+	if seen && prev == nil {
+		return nil
 	}
-	err = render(ch, r)
+	_, err = renderTemplates(ch, rv)
 	c.mu.Lock()
-	c.verified[key] = err
+	if !seen {
+		c.verified[key] = err
+	}
 	c.Renders++
 	c.mu.Unlock()
 	return err
+}
+
+// templateKey identifies what a release's templates are rendered from, up to the
+// capsule identity: chart, version, release name and values, with the identity
+// (values.capsule) cut down to the tier and wave. The rest of the identity, and the
+// release namespace, Eva derives from the tenant's six-letter code; they are strings
+// of the same form for every tenant.
+func templateKey(r Release) (string, error) {
+	values := r.Values
+	if ident, ok := values[tenant.ReservedValuesKey].(map[string]any); ok {
+		values = make(map[string]any, len(r.Values))
+		for k, v := range r.Values {
+			values[k] = v
+		}
+		values[tenant.ReservedValuesKey] = map[string]any{"tier": ident["tier"], "wave": ident["wave"]}
+	}
+	raw, err := json.Marshal(values)
+	if err != nil {
+		return "", err
+	}
+	sum := sha256.Sum256(raw)
+	return r.Chart + "@" + chartrepo.NormalVersion(r.Version) + "@" + r.Module + "@" + string(sum[:]), nil
 }
 
 func wrap(r Release, err error) error {
@@ -219,12 +256,17 @@ func (c *Checker) Render(r Release) (map[string]string, error) {
 	return renderChart(ch, r)
 }
 
-func render(ch *chart.Chart, r Release) error {
-	_, err := renderChart(ch, r)
-	return err
+func renderChart(ch *chart.Chart, r Release) (map[string]string, error) {
+	rv, err := releaseValues(ch, r)
+	if err != nil {
+		return nil, err
+	}
+	return renderTemplates(ch, rv)
 }
 
-func renderChart(ch *chart.Chart, r Release) (map[string]string, error) {
+// releaseValues composes what the chart's templates see for a release, its values
+// validated against the chart's schema.
+func releaseValues(ch *chart.Chart, r Release) (chartutil.Values, error) {
 	// Values pass through JSON so the chart sees what Flux will give Helm.
 	values := map[string]any{}
 	raw, _ := json.Marshal(r.Values)
@@ -236,6 +278,11 @@ func renderChart(ch *chart.Chart, r Release) (map[string]string, error) {
 	if err != nil {
 		return nil, &schemaError{fmt.Errorf("values do not satisfy values.schema.json:%s", indentErr(err))}
 	}
+	return rv, nil
+}
+
+// renderTemplates renders a chart's templates and checks that each document is YAML.
+func renderTemplates(ch *chart.Chart, rv chartutil.Values) (map[string]string, error) {
 	out, err := engine.Render(ch, rv)
 	if err != nil {
 		return nil, &templateError{fmt.Errorf("template error: %w", err)}

@@ -1,6 +1,7 @@
 package chartcheck
 
 import (
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -96,4 +97,82 @@ func localVersion(t *testing.T, c *Checker, chart string) string {
 		t.Fatalf("no chart %s", chart)
 	}
 	return ch.Metadata.Version
+}
+
+// identityOf is identity() for another capsule code: what Eva derives from the code.
+func identityOf(code string) map[string]any {
+	lower := strings.ToLower(code)
+	return map[string]any{"capsule": map[string]any{
+		"code": code, "tier": "Starter", "wave": 1, "namespace": "eva-tenant-" + lower, "host": lower + ".example.com",
+		"queues":   map[string]any{"events": "eva-" + code + "-events", "commands": "eva-" + code + "-commands"},
+		"subjects": map[string]any{"events": "capsule." + code + ".events", "commands": "capsule." + code + ".commands"},
+	}}
+}
+
+// TestReleasesDifferingInIdentityShareARender: releases whose values differ only in
+// what Eva derives from the capsule code render the chart's templates once, and each
+// one's values are still validated against the schema (a code the schema refuses is
+// refused even when its group rendered fine).
+func TestReleasesDifferingInIdentityShareARender(t *testing.T) {
+	c, err := Load(chartsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := localVersion(t, c, "eva-crm")
+	for _, code := range []string{"DEVUSR", "OTHERS", "THIRDS"} {
+		r := Release{Tenant: code, Module: "crm", Namespace: "eva-tenant-" + strings.ToLower(code), Chart: "eva-crm", Version: version, Values: identityOf(code)}
+		if err := c.Check(r); err != nil {
+			t.Fatalf("%s: %v", code, err)
+		}
+	}
+	if c.Checks != 3 || c.Renders != 1 {
+		t.Errorf("3 releases differing in identity: %d checks, %d renders; want 3 and 1", c.Checks, c.Renders)
+	}
+	values := identityOf("FOURTH")
+	values["capsule"].(map[string]any)["code"] = "fourth"
+	err = c.Check(Release{Tenant: "FOURTH", Module: "crm", Namespace: "eva-tenant-fourth", Chart: "eva-crm", Version: version, Values: values})
+	if err == nil || !strings.Contains(err.Error(), "/capsule/code") {
+		t.Errorf("a code the schema refuses, in a group that rendered: %v", err)
+	}
+	values = identityOf("FIFTHS")
+	values["replicaCount"] = 2
+	if err := c.Check(Release{Tenant: "FIFTHS", Module: "crm", Namespace: "eva-tenant-fifths", Chart: "eva-crm", Version: version, Values: values}); err != nil {
+		t.Fatal(err)
+	}
+	if c.Renders != 2 {
+		t.Errorf("other values: %d renders, want 2", c.Renders)
+	}
+}
+
+// TestFailedGroupReportsEachReleaseItsOwnError: when a group's templates fail, each
+// release of the group is rendered with its own values, so its error names its own
+// identity, never another tenant's.
+func TestFailedGroupReportsEachReleaseItsOwnError(t *testing.T) {
+	dir := t.TempDir()
+	chartDir := filepath.Join(dir, "boom")
+	if err := os.MkdirAll(filepath.Join(chartDir, "templates"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]string{
+		"Chart.yaml":            "apiVersion: v2\nname: boom\nversion: 0.1.0\n",
+		"values.yaml":           "boom: false\n",
+		"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n{{- if .Values.boom }}{{ fail (printf \"boom for %s\" .Values.capsule.host) }}{{ end }}\n",
+	}
+	for name, text := range files {
+		if err := os.WriteFile(filepath.Join(chartDir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []string{"ALPHAA", "BRAVOO"} {
+		values := identityOf(code)
+		values["boom"] = true
+		err := c.Check(Release{Tenant: code, Module: "boom", Namespace: "eva-tenant-" + strings.ToLower(code), Chart: "boom", Version: "0.1.0", Values: values})
+		if err == nil || !strings.Contains(err.Error(), "boom for "+strings.ToLower(code)+".example.com") {
+			t.Errorf("%s: %v, want its own host in the error", code, err)
+		}
+	}
 }

@@ -171,7 +171,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	}
 	if j.checker != nil {
 		j.r.Check = func(b *render.Bundle) error {
-			for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
+			for _, rel := range chartcheck.ReleasesIn(b.Code, b.ObjectsOfKind("HelmRelease")) {
 				if err := j.checker.Check(rel); err != nil {
 					return err
 				}

@@ -185,18 +185,35 @@ func (b *Bundle) ReleaseSpecDigests() map[string]string {
 func (b *Bundle) Objects() []map[string]any {
 	out := make([]map[string]any, len(b.objects))
 	for i := range b.objects {
-		o := &b.objects[i]
-		if o.plain == nil {
-			m, err := manifest.ToMap(o.typed)
-			if err != nil {
-				// Every rendered type converts; a failure here is a programming error.
-				panic(fmt.Sprintf("converting %T: %v", o.typed, err))
-			}
-			o.plain = m
-		}
-		out[i] = o.plain
+		out[i] = b.objects[i].plainData()
 	}
 	return out
+}
+
+// ObjectsOfKind returns the bundle's objects of one kind as plain data, in apply
+// order, converting only those (the chart check reads the HelmReleases alone). The
+// maps belong to the bundle: copy before changing them.
+func (b *Bundle) ObjectsOfKind(kind string) []map[string]any {
+	var out []map[string]any
+	for i := range b.objects {
+		if b.objects[i].typed.GetObjectKind().GroupVersionKind().Kind == kind {
+			out = append(out, b.objects[i].plainData())
+		}
+	}
+	return out
+}
+
+// plainData is the object as plain data, converted once.
+func (o *object) plainData() map[string]any {
+	if o.plain == nil {
+		m, err := manifest.ToMap(o.typed)
+		if err != nil {
+			// Every rendered type converts; a failure here is a programming error.
+			panic(fmt.Sprintf("converting %T: %v", o.typed, err))
+		}
+		o.plain = m
+	}
+	return o.plain
 }
 
 // Len returns the number of objects in the bundle.
