@@ -19,18 +19,9 @@ type Dir struct {
 	dir     string
 	mu      sync.Mutex
 	written map[string]bool
-	// dirs are the folders Put has made sure of, each made sure of once (by whichever
-	// Put comes first; the others wait for it). Those this render created hold nothing
-	// but what it writes: their files need no reading first, nor Finish a look inside.
-	dirs map[string]*folderState
-}
-
-// folderState is what one folder's first Put found: whether this render created the
-// folder, or the error making it.
-type folderState struct {
-	once    sync.Once
-	created bool
-	err     error
+	// folders are those Put has made sure of: the files of a folder this render
+	// created need no reading first, nor Finish a look inside.
+	folders *folders
 }
 
 // OpenDir checks the removals a render of codes would make in dir and prepares it.
@@ -58,9 +49,7 @@ func OpenDir(dir string, codes []string, safety Safety) (*Dir, error) {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return nil, err
 	}
-	top := &folderState{}
-	top.once.Do(func() {}) // made (or found) above, not by this render
-	return &Dir{dir: dir, written: map[string]bool{}, dirs: map[string]*folderState{dir: top}}, nil
+	return &Dir{dir: dir, written: map[string]bool{}, folders: newFolders(dir)}, nil
 }
 
 func existingTenants(dir string) ([]string, error) {
@@ -90,7 +79,7 @@ func (d *Dir) Put(f render.File) error {
 	d.mu.Lock()
 	d.written[f.Path] = true
 	d.mu.Unlock()
-	created, err := d.folder(filepath.Dir(full))
+	created, err := d.folders.ensure(filepath.Dir(full))
 	if err != nil {
 		return err
 	}
@@ -103,39 +92,6 @@ func (d *Dir) Put(f render.File) error {
 		return fmt.Errorf("writing %s: %w", full, err)
 	}
 	return nil
-}
-
-// folder makes sure dir exists and reports whether this render created it: a render
-// into an empty folder then costs one system call per file less to look for what is
-// there, and one per file less to make its folder. A folder made by another Put of
-// this render a moment ago counts as created by this render too.
-func (d *Dir) folder(dir string) (created bool, err error) {
-	d.mu.Lock()
-	st, known := d.dirs[dir]
-	if !known {
-		st = &folderState{}
-		d.dirs[dir] = st
-	}
-	d.mu.Unlock()
-	st.once.Do(func() {
-		err := os.Mkdir(dir, 0o755)
-		if os.IsNotExist(err) {
-			if _, err = d.folder(filepath.Dir(dir)); err != nil {
-				st.err = err
-				return
-			}
-			err = os.Mkdir(dir, 0o755)
-		}
-		switch {
-		case err == nil:
-			st.created = true
-		case os.IsExist(err):
-			// Made before this render: files in it are read before they are written.
-		default:
-			st.err = err
-		}
-	})
-	return st.created, st.err
 }
 
 // Finish removes files under flux/ and tenants/ that this render did not write. The
@@ -153,7 +109,7 @@ func (d *Dir) Finish() error {
 			}
 			if e.IsDir() {
 				// A folder this render made holds only what it wrote.
-				if st := d.dirs[p]; st != nil && st.created {
+				if d.folders.created(p) {
 					return filepath.SkipDir
 				}
 				return nil

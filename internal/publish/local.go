@@ -282,12 +282,13 @@ func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
 	errs := make([]error, len(jobs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
+	dirs := newFolders(l.dir)
 	for range 2 * runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < len(jobs); i = int(next.Add(1)) - 1 {
-				wrote[i], errs[i] = writeWorktreeFile(jobs[i].full, jobs[i].data, jobs[i].keep)
+				wrote[i], errs[i] = writeWorktreeFile(dirs, jobs[i].full, jobs[i].data, jobs[i].keep)
 			}
 		}()
 	}
@@ -317,24 +318,24 @@ func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
 // writeWorktreeFile makes the file at full hold data. A file kept from the published
 // tree is left alone when it exists (wrote false); a file already holding data is not
 // rewritten.
-func writeWorktreeFile(full string, data []byte, keep bool) (wrote bool, err error) {
-	if keep {
-		// Published unchanged and of the right size on disk: left as it is (a render
-		// interrupted part way is caught by the size, most of the time).
-		if fi, err := os.Stat(full); err == nil && fi.Size() == int64(len(data)) {
-			return false, nil
-		}
-	}
-	if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
-		return true, nil
-	}
-	err = os.WriteFile(full, data, 0o644)
-	if errors.Is(err, os.ErrNotExist) {
-		if err = os.MkdirAll(filepath.Dir(full), 0o755); err == nil {
-			err = os.WriteFile(full, data, 0o644)
-		}
-	}
+func writeWorktreeFile(dirs *folders, full string, data []byte, keep bool) (wrote bool, err error) {
+	created, err := dirs.ensure(filepath.Dir(full))
 	if err != nil {
+		return false, fmt.Errorf("writing %s: %w", full, err)
+	}
+	if !created {
+		if keep {
+			// Published unchanged and of the right size on disk: left as it is (a
+			// render interrupted part way is caught by the size, most of the time).
+			if fi, err := os.Stat(full); err == nil && fi.Size() == int64(len(data)) {
+				return false, nil
+			}
+		}
+		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
+			return true, nil
+		}
+	}
+	if err := overwriteFile(full, data); err != nil {
 		return false, fmt.Errorf("writing %s: %w", full, err)
 	}
 	return true, nil
