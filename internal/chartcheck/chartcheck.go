@@ -36,9 +36,9 @@ type Checker struct {
 	mu sync.Mutex
 	// resolved remembers each chart version looked up (by name@version).
 	resolved map[string]resolution
-	// verified remembers the templates already rendered (by templateKey), so a fleet
+	// groups remembers the templates already rendered (by templateKey), so a fleet
 	// whose tenants share values up to their identity renders each set once.
-	verified map[string]error
+	groups map[string]*group
 	// Renders counts template renders, Checks counts releases checked (each one's
 	// values validated against the chart's schema).
 	Renders, Checks int
@@ -78,7 +78,7 @@ func Load(dir string) (*Checker, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &Checker{local: map[string]*chartrepo.Folder{}, resolved: map[string]resolution{}, verified: map[string]error{}}
+	c := &Checker{local: map[string]*chartrepo.Folder{}, resolved: map[string]resolution{}, groups: map[string]*group{}}
 	for _, f := range folders {
 		c.local[f.Chart.Name()] = f
 	}
@@ -185,7 +185,10 @@ func (c *Checker) Check(r Release) error {
 // identity (templateKey): a fleet's releases differ mostly in what Eva derives from
 // each tenant's validated code (namespace, host, stream and subject names), and
 // rendering every one of them made verification five times the render. A release
-// whose group failed is rendered with its own values, so its error is its own.
+// whose group failed is rendered with its own values, so its error is its own. A
+// release of a group that rendered is validated against the schema with the group's
+// coalesced values and its own identity (group.valuesFor); when that does not apply or
+// finds a fault, Helm's own coalescing and error decide.
 func (c *Checker) check(r Release) error {
 	ch, err := c.chartFor(r.Chart, r.Version)
 	if err != nil {
@@ -194,24 +197,34 @@ func (c *Checker) check(r Release) error {
 	c.mu.Lock()
 	c.Checks++
 	c.mu.Unlock()
-	rv, err := releaseValues(ch, r)
-	if err != nil {
-		return err
-	}
 	key, err := templateKey(r)
 	if err != nil {
 		return fmt.Errorf("values: %w", err)
 	}
 	c.mu.Lock()
-	prev, seen := c.verified[key]
+	g := c.groups[key]
 	c.mu.Unlock()
-	if seen && prev == nil {
+	rendered := g != nil && g.err == nil
+	if rendered {
+		if values, ok := g.valuesFor(r); ok && validateValues(ch, values) == nil {
+			return nil
+		}
+	}
+	rv, err := releaseValues(ch, r)
+	if err != nil {
+		return err
+	}
+	if rendered {
 		return nil
 	}
-	_, err = renderTemplates(ch, rv)
+	// The group's values are taken before the templates run: a template may change the
+	// maps it is given (sprig's set).
+	g = newGroup(ch, r, rv)
+	_, g.err = renderTemplates(ch, rv)
+	err = g.err
 	c.mu.Lock()
-	if !seen {
-		c.verified[key] = err
+	if c.groups[key] == nil {
+		c.groups[key] = g
 	}
 	c.Renders++
 	c.mu.Unlock()

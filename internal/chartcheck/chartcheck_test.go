@@ -3,6 +3,7 @@ package chartcheck
 import (
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
 	"testing"
 
@@ -173,6 +174,96 @@ func TestFailedGroupReportsEachReleaseItsOwnError(t *testing.T) {
 		err := c.Check(Release{Tenant: code, Module: "boom", Namespace: "eva-tenant-" + strings.ToLower(code), Chart: "boom", Version: "0.1.0", Values: values})
 		if err == nil || !strings.Contains(err.Error(), "boom for "+strings.ToLower(code)+".example.com") {
 			t.Errorf("%s: %v, want its own host in the error", code, err)
+		}
+	}
+}
+
+// TestGroupValuesAreHelmsCoalescing: the values a release of a rendered group is
+// validated with (the group's coalesced values with its own identity) are the values
+// Helm coalesces for it, for every module chart, with and without overrides of the
+// chart's defaults, for other tiers and waves, and for an override under the identity
+// key the chart's defaults also have.
+func TestGroupValuesAreHelmsCoalescing(t *testing.T) {
+	c, err := Load(chartsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	overrides := []map[string]any{
+		nil,
+		{"replicaCount": 2, "logLevel": "debug"},
+		{"resources": map[string]any{"limits": map[string]any{"cpu": "2"}}},
+	}
+	for _, m := range modules {
+		ch, ok := c.Chart("eva-" + m)
+		if !ok {
+			t.Fatalf("no chart eva-%s", m)
+		}
+		for i, extra := range overrides {
+			release := func(code, tier string, wave int) Release {
+				values := identityOf(code)
+				ident := values["capsule"].(map[string]any)
+				ident["tier"], ident["wave"] = tier, wave
+				for k, v := range extra {
+					values[k] = v
+				}
+				return Release{Tenant: code, Module: m, Namespace: "eva-tenant-" + strings.ToLower(code), Chart: ch.Name(), Version: ch.Metadata.Version, Values: values}
+			}
+			for _, tw := range []struct {
+				tier string
+				wave int
+			}{{"Starter", 1}, {"Enterprise", 3}} {
+				first := release("FIRSTT", tw.tier, tw.wave)
+				rv, err := releaseValues(ch, first)
+				if err != nil {
+					t.Fatalf("%s %d: %v", m, i, err)
+				}
+				g := newGroup(ch, first, rv)
+				for _, code := range []string{"SECOND", "THIRDD"} {
+					r := release(code, tw.tier, tw.wave)
+					got, ok := g.valuesFor(r)
+					if !ok {
+						t.Fatalf("%s %d %s: the group's values do not apply", m, i, code)
+					}
+					want, err := releaseValues(ch, r)
+					if err != nil {
+						t.Fatal(err)
+					}
+					if !reflect.DeepEqual(got, copyTree(want["Values"])) {
+						t.Errorf("%s, overrides %d, %s: the group's values with its identity\n%v\nare not Helm's\n%v", m, i, code, got, want["Values"])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestGroupValuesRefuseAnotherShape: an identity that does not line up with the group's
+// first one leaf for leaf is left to Helm's coalescing.
+func TestGroupValuesRefuseAnotherShape(t *testing.T) {
+	c, err := Load(chartsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := c.Chart("eva-crm")
+	first := Release{Tenant: "FIRSTT", Module: "crm", Namespace: "eva-tenant-firstt", Chart: ch.Name(), Version: ch.Metadata.Version, Values: identityOf("FIRSTT")}
+	rv, err := releaseValues(ch, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGroup(ch, first, rv)
+	for name, change := range map[string]func(ident map[string]any){
+		"an extra key":      func(ident map[string]any) { ident["extra"] = "x" },
+		"a missing key":     func(ident map[string]any) { delete(ident, "host") },
+		"a map for a leaf":  func(ident map[string]any) { ident["host"] = map[string]any{"a": "b"} },
+		"a leaf for a map":  func(ident map[string]any) { ident["queues"] = "q" },
+		"a null leaf":       func(ident map[string]any) { ident["host"] = nil },
+		"a list for a leaf": func(ident map[string]any) { ident["host"] = []any{"a"} },
+	} {
+		values := identityOf("SECOND")
+		change(values["capsule"].(map[string]any))
+		r := Release{Tenant: "SECOND", Module: "crm", Namespace: "eva-tenant-second", Chart: ch.Name(), Version: ch.Metadata.Version, Values: values}
+		if _, ok := g.valuesFor(r); ok {
+			t.Errorf("%s: the group's values were used", name)
 		}
 	}
 }

@@ -39,21 +39,26 @@ func renderValues(ch *chart.Chart, values map[string]any, opts chartutil.Release
 	if err != nil {
 		return rv, err
 	}
+	vals, _ := rv["Values"].(chartutil.Values)
+	return rv, validateValues(ch, vals.AsMap())
+}
+
+// validateValues validates coalesced values against the chart's schema, compiled once
+// per chart (the chart must have one). The error text is Helm's.
+func validateValues(ch *chart.Chart, vals map[string]any) error {
 	v, _ := schemas.LoadOrStore(ch, &compiledSchema{})
 	s := v.(*compiledSchema)
 	s.once.Do(func() { s.validator, s.err = compileSchema(ch.Schema) })
 	if s.err != nil {
-		return rv, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%w", ch.Name(), s.err)
+		return fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%w", ch.Name(), s.err)
 	}
-	vals, _ := rv["Values"].(chartutil.Values)
-	if err := s.validator.Validate(vals.AsMap()); err != nil {
+	if err := s.validator.Validate(vals); err != nil {
 		// As chartutil.JSONSchemaValidationError prints it: Helm's own error text, word
 		// for word, its ending included.
 		text := strings.TrimPrefix(err.Error(), "jsonschema validation failed with '"+schemaURL+"#'\n")
-		return rv, fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%s\n", ch.Name(), text) //nolint:staticcheck // ST1005: Helm's text
-
+		return fmt.Errorf("values don't meet the specifications of the schema(s) in the following chart(s):\n%s:\n%s\n", ch.Name(), text) //nolint:staticcheck // ST1005: Helm's text
 	}
-	return rv, nil
+	return nil
 }
 
 // compileSchema compiles a values schema. Unlike Helm it loads no reference from the

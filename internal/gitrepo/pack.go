@@ -14,9 +14,9 @@ import (
 	"sync"
 
 	"github.com/go-git/go-git/v5/plumbing"
-	"github.com/klauspost/compress/zlib"
 	"github.com/go-git/go-git/v5/plumbing/format/idxfile"
 	"github.com/go-git/go-git/v5/storage/memory"
+	"github.com/klauspost/compress/zlib"
 )
 
 // Staging holds new objects in memory until WritePack writes them into a repository as

@@ -1,0 +1,163 @@
+package chartcheck
+
+import (
+	"encoding/json"
+
+	"helm.sh/helm/v3/pkg/chart"
+	"helm.sh/helm/v3/pkg/chartutil"
+
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// group is what the first release of a templateKey left for the others: the templates'
+// verdict, and the values Helm coalesced for it (the chart's defaults under the release's
+// own values), which every release of the group shares but for its capsule identity.
+//
+// Coalescing is Helm's deep copy of the chart's defaults and of the release's values
+// (reflection over every map), done for each of a fleet's releases only to validate
+// them against the schema: it was most of a verified render's chart check. A release of
+// a group whose templates rendered takes the group's coalesced values with its own
+// identity put in at the same places instead, and validates those; anything that does
+// not line up with the first release's identity goes through Helm's own coalescing.
+type group struct {
+	// err is the templates' verdict for the group.
+	err error
+	// values are the values Helm coalesced for the group's first release; nil when the
+	// chart is left to Helm's own validation (subcharts, no schema).
+	values map[string]any
+	// identity is that release's capsule identity, as Helm saw it (through JSON).
+	identity map[string]any
+}
+
+// newGroup starts the group of a release whose values Helm coalesced (rv), with a copy
+// of those values; the caller sets the templates' verdict.
+func newGroup(ch *chart.Chart, r Release, rv chartutil.Values) *group {
+	g := &group{}
+	if len(ch.Dependencies()) > 0 || ch.Schema == nil {
+		return g
+	}
+	values, ok := rv["Values"].(chartutil.Values)
+	if !ok {
+		return g
+	}
+	identity, ok := jsonIdentity(r)
+	if !ok {
+		return g
+	}
+	g.values, g.identity = copyTree(values.AsMap()).(map[string]any), identity
+	return g
+}
+
+// copyTree copies the maps and lists of a values tree; other values are shared.
+func copyTree(v any) any {
+	switch v := v.(type) {
+	case map[string]any:
+		out := make(map[string]any, len(v))
+		for k, e := range v {
+			out[k] = copyTree(e)
+		}
+		return out
+	case chartutil.Values:
+		return copyTree(map[string]any(v))
+	case []any:
+		out := make([]any, len(v))
+		for i, e := range v {
+			out[i] = copyTree(e)
+		}
+		return out
+	}
+	return v
+}
+
+// valuesFor returns the values Helm would coalesce for r, a release of the group: the
+// group's values with r's identity in place of the first release's, leaf for leaf. ok
+// is false when r's identity does not have the first one's shape (the same maps and
+// keys, a string, number or boolean at every leaf), or the coalesced values do not hold
+// the first identity's leaves where it had them.
+func (g *group) valuesFor(r Release) (map[string]any, bool) {
+	if g.values == nil {
+		return nil, false
+	}
+	identity, ok := jsonIdentity(r)
+	if !ok {
+		return nil, false
+	}
+	merged, ok := withLeaves(g.values[tenant.ReservedValuesKey], g.identity, identity)
+	if !ok {
+		return nil, false
+	}
+	out := make(map[string]any, len(g.values))
+	for k, v := range g.values {
+		out[k] = v
+	}
+	out[tenant.ReservedValuesKey] = merged
+	return out, true
+}
+
+// jsonIdentity returns a release's capsule identity as it reaches Helm: through JSON
+// (numbers become float64), as releaseValues passes every value.
+func jsonIdentity(r Release) (map[string]any, bool) {
+	ident, ok := r.Values[tenant.ReservedValuesKey].(map[string]any)
+	if !ok {
+		return nil, false
+	}
+	raw, err := json.Marshal(ident)
+	if err != nil {
+		return nil, false
+	}
+	var out map[string]any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, false
+	}
+	return out, true
+}
+
+// withLeaves returns a copy of coalesced (the values Helm coalesced from the identity
+// from) with each leaf of from replaced by to's leaf at the same path. Only the maps on
+// the way to a leaf are copied; the rest is shared, read-only.
+//
+// It holds because of how Helm coalesces a release's values over the chart's defaults:
+// a value the release sets that is not null wins over the default at the same path, and
+// a map the release sets is merged key by key with the default's. So the leaves the
+// release sets are found unchanged in the coalesced values, and everything else there
+// comes from the defaults, the same for both identities when they have the same shape.
+func withLeaves(coalesced any, from, to map[string]any) (map[string]any, bool) {
+	cm, ok := coalesced.(map[string]any)
+	if !ok || len(from) != len(to) {
+		return nil, false
+	}
+	out := make(map[string]any, len(cm))
+	for k, v := range cm {
+		out[k] = v
+	}
+	for k, fv := range from {
+		tv, ok := to[k]
+		if !ok {
+			return nil, false
+		}
+		if fm, isMap := fv.(map[string]any); isMap {
+			tm, ok := tv.(map[string]any)
+			if !ok {
+				return nil, false
+			}
+			if out[k], ok = withLeaves(cm[k], fm, tm); !ok {
+				return nil, false
+			}
+			continue
+		}
+		if !isScalar(fv) || !isScalar(tv) || cm[k] != fv {
+			return nil, false
+		}
+		out[k] = tv
+	}
+	return out, true
+}
+
+// isScalar reports whether v is a JSON string, number or boolean.
+func isScalar(v any) bool {
+	switch v.(type) {
+	case string, float64, bool:
+		return true
+	}
+	return false
+}
