@@ -75,6 +75,7 @@ type config struct {
 }
 
 func main() {
+	setGCPercent(os.Getenv)
 	var cfg config
 	printVersion, opts := bindFlags(flag.CommandLine, &cfg)
 	flag.Parse()
