@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 
 	"helm.sh/helm/v3/pkg/lint"
@@ -265,5 +266,121 @@ func TestGroupValuesRefuseAnotherShape(t *testing.T) {
 		if _, ok := g.valuesFor(r); ok {
 			t.Errorf("%s: the group's values were used", name)
 		}
+	}
+}
+
+// writeChart writes a chart folder named name under dir from file texts by path.
+func writeChart(t *testing.T, dir, name string, files map[string]string) {
+	t.Helper()
+	for path, text := range files {
+		full := filepath.Join(dir, name, path)
+		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(full, []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestGroupValuesAreHelmsCoalescingUnderIdentityDefaults: a chart whose defaults hold
+// more under the identity key than Eva sets (a key of their own, a map beside Eva's
+// leaves, a map where Eva sets a leaf, a leaf where Eva sets a map) gets, for a second
+// release of a group, the values Helm coalesces for it.
+func TestGroupValuesAreHelmsCoalescingUnderIdentityDefaults(t *testing.T) {
+	dir := t.TempDir()
+	writeChart(t, dir, "defaults", map[string]string{
+		"Chart.yaml": "apiVersion: v2\nname: defaults\nversion: 0.1.0\n",
+		"values.yaml": "capsule:\n  own: kept\n  host:\n    a: b\n  queues: flat\n" +
+			"  subjects:\n    events: default-events\n    extra: default-extra\n  nested:\n    deep: 1\n",
+		"values.schema.json":    `{"type": "object", "properties": {"capsule": {"type": "object"}}}`,
+		"templates/config.yaml": "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+	})
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ch, _ := c.Chart("defaults")
+	release := func(code string) Release {
+		return Release{Tenant: code, Module: "defaults", Namespace: "eva-tenant-" + strings.ToLower(code), Chart: "defaults", Version: "0.1.0", Values: identityOf(code)}
+	}
+	rv, err := releaseValues(ch, release("FIRSTT"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := newGroup(ch, release("FIRSTT"), rv)
+	got, ok := g.valuesFor(release("SECOND"))
+	if !ok {
+		t.Fatal("the group's values do not apply")
+	}
+	want, err := releaseValues(ch, release("SECOND"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, copyTree(want["Values"])) {
+		t.Errorf("the group's values with SECOND's identity\n%v\nare not Helm's\n%v", got, want["Values"])
+	}
+}
+
+// TestGroupValuesAreTakenBeforeTemplatesRun: a template that changes the values it is
+// given (sprig's set) does not change what later releases of its group are validated
+// with.
+func TestGroupValuesAreTakenBeforeTemplatesRun(t *testing.T) {
+	dir := t.TempDir()
+	writeChart(t, dir, "setter", map[string]string{
+		"Chart.yaml":         "apiVersion: v2\nname: setter\nversion: 0.1.0\n",
+		"values.yaml":        "replicas: 1\n",
+		"values.schema.json": `{"type": "object", "properties": {"replicas": {"type": "integer", "maximum": 5}}}`,
+		"templates/config.yaml": "{{- $_ := set .Values \"replicas\" 99 }}\n{{- $_ := set .Values.capsule \"code\" \"MUTATED\" }}\n" +
+			"apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: x\n",
+	})
+	c, err := Load(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, code := range []string{"FIRSTT", "SECOND"} {
+		r := Release{Tenant: code, Module: "setter", Namespace: "eva-tenant-" + strings.ToLower(code), Chart: "setter", Version: "0.1.0", Values: identityOf(code)}
+		if err := c.Check(r); err != nil {
+			t.Fatalf("%s: %v", code, err)
+		}
+	}
+	if len(c.groups) != 1 || c.Renders != 1 {
+		t.Fatalf("%d groups, %d renders; want 1 and 1", len(c.groups), c.Renders)
+	}
+	for _, g := range c.groups {
+		if g.values["replicas"] != float64(1) || g.values["capsule"].(map[string]any)["code"] != "FIRSTT" {
+			t.Errorf("the group's values were changed by its templates: replicas %v, code %v", g.values["replicas"], g.values["capsule"].(map[string]any)["code"])
+		}
+	}
+}
+
+// TestConcurrentChecksOfOneGroup: releases of one group checked at once (as a render
+// checks them, one tenant per core) each get their own verdict; run with -race.
+func TestConcurrentChecksOfOneGroup(t *testing.T) {
+	c, err := Load(chartsDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version := localVersion(t, c, "eva-crm")
+	codes := []string{"ALPHAA", "BRAVOO", "CHARLI", "DELTAA", "ECHOOO", "FOXTRO", "GOLFFF", "HOTELL"}
+	errs := make([]error, len(codes)+1)
+	var wg sync.WaitGroup
+	for i, code := range append(codes, "lowerc") {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			values := identityOf(strings.ToUpper(code))
+			values["capsule"].(map[string]any)["code"] = code
+			errs[i] = c.Check(Release{Tenant: code, Module: "crm", Namespace: "eva-tenant-" + strings.ToLower(code), Chart: "eva-crm", Version: version, Values: values})
+		}()
+	}
+	wg.Wait()
+	for i, code := range codes {
+		if errs[i] != nil {
+			t.Errorf("%s: %v", code, errs[i])
+		}
+	}
+	if last := errs[len(codes)]; last == nil || !strings.Contains(last.Error(), "/capsule/code") {
+		t.Errorf("a code the schema refuses, checked beside its group: %v", last)
 	}
 }

@@ -23,7 +23,8 @@ type group struct {
 	// err is the templates' verdict for the group.
 	err error
 	// values are the values Helm coalesced for the group's first release; nil when the
-	// chart is left to Helm's own validation (subcharts, no schema).
+	// chart is left to Helm's own validation (subcharts, no schema) or the first
+	// release has no identity map.
 	values map[string]any
 	// identity is that release's capsule identity, as Helm saw it (through JSON).
 	identity map[string]any
@@ -116,11 +117,14 @@ func jsonIdentity(r Release) (map[string]any, bool) {
 // from) with each leaf of from replaced by to's leaf at the same path. Only the maps on
 // the way to a leaf are copied; the rest is shared, read-only.
 //
-// It holds because of how Helm coalesces a release's values over the chart's defaults:
-// a value the release sets that is not null wins over the default at the same path, and
-// a map the release sets is merged key by key with the default's. So the leaves the
-// release sets are found unchanged in the coalesced values, and everything else there
-// comes from the defaults, the same for both identities when they have the same shape.
+// It holds because of how Helm coalesces a release's values over the defaults of a chart
+// without subcharts (newGroup keeps no values for one with them): a value the release
+// sets that is not null stays, whatever the default at the same path (a map the release
+// sets is merged key by key with a default map, and stands alone over a default leaf).
+// Only a null can remove or add a key, and no identity leaf may be null. So the leaves
+// the release sets are found unchanged in the coalesced values, and everything else
+// there comes from the defaults, the same for both identities when they have the same
+// shape.
 func withLeaves(coalesced any, from, to map[string]any) (map[string]any, bool) {
 	cm, ok := coalesced.(map[string]any)
 	if !ok || len(from) != len(to) {
