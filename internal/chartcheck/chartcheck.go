@@ -217,9 +217,7 @@ func (c *Checker) check(r Release) error {
 	if rendered {
 		return nil
 	}
-	// The group's values are taken before the templates run: a template may change the
-	// maps it is given (sprig's set).
-	g = newGroup(ch, r, rv)
+	g = newGroup(ch, r)
 	_, g.err = renderTemplates(ch, rv)
 	err = g.err
 	c.mu.Lock()

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/chartutil"
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 )
@@ -214,11 +215,10 @@ func TestGroupValuesAreHelmsCoalescing(t *testing.T) {
 				wave int
 			}{{"Starter", 1}, {"Enterprise", 3}} {
 				first := release("FIRSTT", tw.tier, tw.wave)
-				rv, err := releaseValues(ch, first)
-				if err != nil {
+				if _, err := releaseValues(ch, first); err != nil {
 					t.Fatalf("%s %d: %v", m, i, err)
 				}
-				g := newGroup(ch, first, rv)
+				g := newGroup(ch, first)
 				for _, code := range []string{"SECOND", "THIRDD"} {
 					r := release(code, tw.tier, tw.wave)
 					got, ok := g.valuesFor(r)
@@ -229,7 +229,7 @@ func TestGroupValuesAreHelmsCoalescing(t *testing.T) {
 					if err != nil {
 						t.Fatal(err)
 					}
-					if !reflect.DeepEqual(got, copyTree(want["Values"])) {
+					if !reflect.DeepEqual(got, want["Values"].(chartutil.Values).AsMap()) {
 						t.Errorf("%s, overrides %d, %s: the group's values with its identity\n%v\nare not Helm's\n%v", m, i, code, got, want["Values"])
 					}
 				}
@@ -247,11 +247,10 @@ func TestGroupValuesRefuseAnotherShape(t *testing.T) {
 	}
 	ch, _ := c.Chart("eva-crm")
 	first := Release{Tenant: "FIRSTT", Module: "crm", Namespace: "eva-tenant-firstt", Chart: ch.Name(), Version: ch.Metadata.Version, Values: identityOf("FIRSTT")}
-	rv, err := releaseValues(ch, first)
-	if err != nil {
+	if _, err := releaseValues(ch, first); err != nil {
 		t.Fatal(err)
 	}
-	g := newGroup(ch, first, rv)
+	g := newGroup(ch, first)
 	for name, change := range map[string]func(ident map[string]any){
 		"an extra key":      func(ident map[string]any) { ident["extra"] = "x" },
 		"a missing key":     func(ident map[string]any) { delete(ident, "host") },
@@ -304,11 +303,10 @@ func TestGroupValuesAreHelmsCoalescingUnderIdentityDefaults(t *testing.T) {
 	release := func(code string) Release {
 		return Release{Tenant: code, Module: "defaults", Namespace: "eva-tenant-" + strings.ToLower(code), Chart: "defaults", Version: "0.1.0", Values: identityOf(code)}
 	}
-	rv, err := releaseValues(ch, release("FIRSTT"))
-	if err != nil {
+	if _, err := releaseValues(ch, release("FIRSTT")); err != nil {
 		t.Fatal(err)
 	}
-	g := newGroup(ch, release("FIRSTT"), rv)
+	g := newGroup(ch, release("FIRSTT"))
 	got, ok := g.valuesFor(release("SECOND"))
 	if !ok {
 		t.Fatal("the group's values do not apply")
@@ -317,7 +315,7 @@ func TestGroupValuesAreHelmsCoalescingUnderIdentityDefaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !reflect.DeepEqual(got, copyTree(want["Values"])) {
+	if !reflect.DeepEqual(got, want["Values"].(chartutil.Values).AsMap()) {
 		t.Errorf("the group's values with SECOND's identity\n%v\nare not Helm's\n%v", got, want["Values"])
 	}
 }

@@ -30,44 +30,29 @@ type group struct {
 	identity map[string]any
 }
 
-// newGroup starts the group of a release whose values Helm coalesced (rv), with a copy
-// of those values; the caller sets the templates' verdict.
-func newGroup(ch *chart.Chart, r Release, rv chartutil.Values) *group {
+// newGroup starts the group of a release whose values passed the schema; the caller
+// sets the templates' verdict. The group keeps a coalescing of its own of the release's
+// values, never given to the templates, which may change the maps they are given
+// (sprig's set).
+func newGroup(ch *chart.Chart, r Release) *group {
 	g := &group{}
 	if len(ch.Dependencies()) > 0 || ch.Schema == nil {
-		return g
-	}
-	values, ok := rv["Values"].(chartutil.Values)
-	if !ok {
 		return g
 	}
 	identity, ok := jsonIdentity(r)
 	if !ok {
 		return g
 	}
-	g.values, g.identity = copyTree(values.AsMap()).(map[string]any), identity
-	return g
-}
-
-// copyTree copies the maps and lists of a values tree; other values are shared.
-func copyTree(v any) any {
-	switch v := v.(type) {
-	case map[string]any:
-		out := make(map[string]any, len(v))
-		for k, e := range v {
-			out[k] = copyTree(e)
-		}
-		return out
-	case chartutil.Values:
-		return copyTree(map[string]any(v))
-	case []any:
-		out := make([]any, len(v))
-		for i, e := range v {
-			out[i] = copyTree(e)
-		}
-		return out
+	rv, err := releaseValues(ch, r)
+	if err != nil {
+		return g
 	}
-	return v
+	values, ok := rv["Values"].(chartutil.Values)
+	if !ok {
+		return g
+	}
+	g.values, g.identity = values.AsMap(), identity
+	return g
 }
 
 // valuesFor returns the values Helm would coalesce for r, a release of the group: the
@@ -83,16 +68,8 @@ func (g *group) valuesFor(r Release) (map[string]any, bool) {
 	if !ok {
 		return nil, false
 	}
-	merged, ok := withLeaves(g.values[tenant.ReservedValuesKey], g.identity, identity)
-	if !ok {
-		return nil, false
-	}
-	out := make(map[string]any, len(g.values))
-	for k, v := range g.values {
-		out[k] = v
-	}
-	out[tenant.ReservedValuesKey] = merged
-	return out, true
+	return withLeaves(g.values, map[string]any{tenant.ReservedValuesKey: g.identity},
+		map[string]any{tenant.ReservedValuesKey: identity})
 }
 
 // jsonIdentity returns a release's capsule identity as it reaches Helm: through JSON
