@@ -21,15 +21,9 @@ import (
 // writes for ToMap(obj), without building the intermediate maps: rendering a fleet
 // spends most of its time and memory on those maps otherwise.
 func EncodeTyped(buf *bytes.Buffer, obj any) error {
-	v := reflect.ValueOf(obj)
-	for v.Kind() == reflect.Pointer {
-		if v.IsNil() {
-			return fmt.Errorf("nil object")
-		}
-		v = v.Elem()
-	}
-	if v.Kind() != reflect.Struct {
-		return fmt.Errorf("EncodeTyped needs a struct, got %s", v.Type())
+	v, err := structOf(obj)
+	if err != nil {
+		return err
 	}
 	e := arenaPool.Get().(*arena)
 	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()

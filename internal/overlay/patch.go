@@ -246,6 +246,11 @@ func Apply(patches []Patch, objects []map[string]any) ([]map[string]any, error) 
 	return objects, nil
 }
 
+// MergeMap returns the patch as plain data when it is a strategic-merge patch of maps
+// and scalars only, which merges into an object as a recursive map merge (see merge.go),
+// and nil otherwise. The map belongs to the patch: it must not be changed.
+func (p *Patch) MergeMap() map[string]any { return p.merge }
+
 // Apply applies the patch to one object.
 func (p *Patch) Apply(obj map[string]any) (map[string]any, error) {
 	if p.ops != nil {

@@ -22,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+	sigsyaml "sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/overlay"
@@ -246,6 +247,29 @@ func TestShippedOverlaysPatchAsKustomizeDoes(t *testing.T) {
 						t.Errorf("%s: rendered %s, which kustomize does not build", tn.Spec.CapsuleCode, key)
 					} else if g := canonicalJSON(t, obj); g != w {
 						t.Errorf("%s: %s differs from kustomize's:\n got %s\nwant %s", tn.Spec.CapsuleCode, key, g, w)
+					}
+				}
+				// What the render writes: a patch of maps and scalars is merged into the
+				// typed object while it is written, not into its plain form.
+				written, err := patched.Bundle(tn)
+				if err != nil {
+					t.Fatal(err)
+				}
+				text, err := written.Manifest()
+				if err != nil {
+					t.Fatal(err)
+				}
+				docs := strings.Split(string(text), "---\n")[1:]
+				if len(docs) != len(want) {
+					t.Errorf("%s: %d documents written, kustomize builds %d", tn.Spec.CapsuleCode, len(docs), len(want))
+				}
+				for _, doc := range docs {
+					var obj map[string]any
+					if err := sigsyaml.Unmarshal([]byte(doc), &obj); err != nil {
+						t.Fatal(err)
+					}
+					if g, w := canonicalJSON(t, obj), want[identityKey(obj)]; g != w {
+						t.Errorf("%s: %s as written differs from kustomize's:\n got %s\nwant %s", tn.Spec.CapsuleCode, identityKey(obj), g, w)
 					}
 				}
 			}

@@ -66,6 +66,10 @@ type Bundle struct {
 type object struct {
 	typed runtime.Object
 	plain map[string]any
+	// merge is a map-only merge patch that targets the typed object and is not applied
+	// to it yet: written merged in (manifest.EncodeTypedMerged), or applied when the
+	// plain form is made. Only set while plain is nil.
+	merge *overlay.Patch
 	layer Layer
 }
 
@@ -148,18 +152,41 @@ func (o *object) patch(patches []overlay.Patch) error {
 	id := overlay.Identity{APIVersion: apiVersion, Kind: kind, Name: meta.GetName(), Namespace: meta.GetNamespace(),
 		Labels: meta.GetLabels(), Annotations: meta.GetAnnotations()}
 	for i := range patches {
-		if !patches[i].Targets(id) {
+		p := &patches[i]
+		if !p.Targets(id) {
 			continue
 		}
-		if o.plain == nil {
-			if o.plain, err = manifest.ToMap(o.typed); err != nil {
-				return err
-			}
+		if o.plain == nil && o.merge == nil && p.MergeMap() != nil && manifest.CanMergeTyped(o.typed, p.MergeMap()) {
+			o.merge = p
+			continue
 		}
-		if o.plain, err = patches[i].Apply(o.plain); err != nil {
-			return fmt.Errorf("%s: applying to %s: %w", patches[i].Source, overlay.Describe(id), err)
+		if err := o.makePlain(); err != nil {
+			return fmt.Errorf("applying to %s: %w", overlay.Describe(id), err)
+		}
+		if o.plain, err = p.Apply(o.plain); err != nil {
+			return fmt.Errorf("%s: applying to %s: %w", p.Source, overlay.Describe(id), err)
 		}
 	}
+	return nil
+}
+
+// makePlain converts the object to plain data, with its pending merge patch applied,
+// unless it is already.
+func (o *object) makePlain() error {
+	if o.plain != nil {
+		return nil
+	}
+	m, err := manifest.ToMap(o.typed)
+	if err != nil {
+		return err
+	}
+	if p := o.merge; p != nil {
+		if m, err = p.Apply(m); err != nil {
+			return fmt.Errorf("%s: %w", p.Source, err)
+		}
+		o.merge = nil
+	}
+	o.plain = m
 	return nil
 }
 
@@ -205,13 +232,10 @@ func (b *Bundle) ObjectsOfKind(kind string) []map[string]any {
 
 // plainData is the object as plain data, converted once.
 func (o *object) plainData() map[string]any {
-	if o.plain == nil {
-		m, err := manifest.ToMap(o.typed)
-		if err != nil {
-			// Every rendered type converts; a failure here is a programming error.
-			panic(fmt.Sprintf("converting %T: %v", o.typed, err))
-		}
-		o.plain = m
+	if err := o.makePlain(); err != nil {
+		// Every rendered type converts, and a pending merge patch was checked to merge;
+		// a failure here is a programming error.
+		panic(fmt.Sprintf("converting %T: %v", o.typed, err))
 	}
 	return o.plain
 }
@@ -243,9 +267,12 @@ func (b *Bundle) manifest(keep func(object) bool) ([]byte, error) {
 		}
 		buf.WriteString("---\n")
 		var err error
-		if o.plain != nil {
+		switch {
+		case o.plain != nil:
 			err = manifest.Encode(buf, o.plain)
-		} else {
+		case o.merge != nil:
+			err = manifest.EncodeTypedMerged(buf, o.typed, o.merge.MergeMap())
+		default:
 			err = manifest.EncodeTyped(buf, o.typed)
 		}
 		if err != nil {
