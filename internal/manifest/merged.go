@@ -110,7 +110,9 @@ func (e *arena) field(v reflect.Value, top bool, name string) (value, bool, erro
 	if top && name == "status" {
 		return value{}, false, nil
 	}
-	for _, f := range fieldsOf(v.Type()) {
+	fields := fieldsOf(v.Type())
+	for i := range fields {
+		f := &fields[i]
 		fv := v.Field(f.index)
 		if f.inline {
 			for fv.Kind() == reflect.Pointer && !fv.IsNil() {
@@ -126,7 +128,7 @@ func (e *arena) field(v reflect.Value, top bool, name string) (value, bool, erro
 		if f.name != name || f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero() {
 			continue
 		}
-		r, err := e.resolve(fv)
+		r, err := e.resolveField(fv, f)
 		if err != nil {
 			return value{}, false, fmt.Errorf("%s: %w", name, err)
 		}

@@ -64,6 +64,9 @@ type fieldInfo struct {
 	omitempty bool
 	omitzero  bool
 	inline    bool
+	// kind is how the field's type is written, and elemKind how its pointer's element
+	// type is (for a pointer field): looked up once per struct type, not per value.
+	kind, elemKind typeKind
 }
 
 var fieldCache sync.Map // reflect.Type → []fieldInfo
@@ -80,7 +83,10 @@ func fieldsOf(t reflect.Type) []fieldInfo {
 		if name == "-" || (!f.IsExported() && !f.Anonymous) {
 			continue
 		}
-		info := fieldInfo{name: name, index: i}
+		info := fieldInfo{name: name, index: i, kind: kindOf(f.Type)}
+		if f.Type.Kind() == reflect.Pointer {
+			info.elemKind = kindOf(f.Type.Elem())
+		}
 		for _, o := range strings.Split(opts, ",") {
 			info.omitempty = info.omitempty || o == "omitempty"
 			info.omitzero = info.omitzero || o == "omitzero"
@@ -155,8 +161,24 @@ func kindOf(t reflect.Type) typeKind {
 // What a MarshalJSON writes is decoded as the apimachinery converter decodes it (whole
 // numbers as int64, others as float64), so EncodeTyped and ToMap agree on every number.
 func (e *arena) resolve(v reflect.Value) (value, error) {
+	return e.resolveKind(v, kindOf(v.Type()))
+}
+
+// resolveField is resolve for a struct field, with its type's kinds known.
+func (e *arena) resolveField(v reflect.Value, f *fieldInfo) (value, error) {
+	if f.kind == kindPlain && v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return value{isPlain: true}, nil
+		}
+		return e.resolveKind(v.Elem(), f.elemKind)
+	}
+	return e.resolveKind(v, f.kind)
+}
+
+// resolveKind is resolve with k, the kind of v's type, known.
+func (e *arena) resolveKind(v reflect.Value, k typeKind) (value, error) {
 	for {
-		switch kindOf(v.Type()) {
+		switch k {
 		case kindQuantity:
 			q := v.Interface().(resource.Quantity)
 			return value{plain: q.String(), isPlain: true}, nil
@@ -221,6 +243,7 @@ func (e *arena) resolve(v reflect.Value) (value, error) {
 				return value{isPlain: true}, nil
 			}
 			v = v.Elem()
+			k = kindOf(v.Type())
 			continue
 		}
 		return value{v: v}, nil
@@ -254,7 +277,9 @@ func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
 	start := len(e.items)
 	var walk func(v reflect.Value) error
 	walk = func(v reflect.Value) error {
-		for _, f := range fieldsOf(v.Type()) {
+		fields := fieldsOf(v.Type())
+		for i := range fields {
+			f := &fields[i]
 			fv := v.Field(f.index)
 			if f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero() {
 				continue
@@ -276,7 +301,7 @@ func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
 			if top && f.name == "status" {
 				continue
 			}
-			r, err := e.resolve(fv)
+			r, err := e.resolveField(fv, f)
 			if err != nil {
 				return fmt.Errorf("%s: %w", f.name, err)
 			}
