@@ -76,8 +76,8 @@ func CanMergeTyped(obj any, patch map[string]any) bool {
 	if err != nil || len(patch) == 0 {
 		return false
 	}
-	e := arenaPool.Get().(*arena)
-	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
+	e := getArena(nil)
+	defer e.release()
 	ok, err := e.canMerge(v, true, patch)
 	return err == nil && ok
 }
@@ -145,13 +145,14 @@ func (e *arena) field(v reflect.Value, top bool, name string) (value, bool, erro
 
 // EncodeTypedMerged writes a typed object with a map-only merge patch merged in, as
 // Encode writes the merged plain form. The patch must be one CanMergeTyped accepts.
-func EncodeTypedMerged(buf *bytes.Buffer, obj any, patch map[string]any) error {
+// known is as for EncodeTypedKnown.
+func EncodeTypedMerged(buf *bytes.Buffer, obj any, patch map[string]any, known KnownJSON) error {
 	v, err := structOf(obj)
 	if err != nil {
 		return err
 	}
-	e := arenaPool.Get().(*arena)
-	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
+	e := getArena(known)
+	defer e.release()
 	fields, err := e.collect(v, true)
 	if err != nil {
 		return err

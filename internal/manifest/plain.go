@@ -11,8 +11,8 @@ import (
 // as int64 where integral, float64 otherwise; byte slices base64), without the
 // converter's generic reflection, which dominated rendering an environment's patches.
 func toPlain(v reflect.Value) (map[string]any, error) {
-	e := arenaPool.Get().(*arena)
-	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
+	e := getArena(nil)
+	defer e.release()
 	return e.plainStruct(v, true)
 }
 

@@ -20,13 +20,17 @@ import (
 // EncodeTyped writes a typed Kubernetes object as YAML, byte for byte what Encode
 // writes for ToMap(obj), without building the intermediate maps: rendering a fleet
 // spends most of its time and memory on those maps otherwise.
-func EncodeTyped(buf *bytes.Buffer, obj any) error {
+func EncodeTyped(buf *bytes.Buffer, obj any) error { return EncodeTypedKnown(buf, obj, nil) }
+
+// EncodeTypedKnown is EncodeTyped for an object whose raw JSON fields may be known as
+// plain data already (known): those are written from it, not decoded.
+func EncodeTypedKnown(buf *bytes.Buffer, obj any, known KnownJSON) error {
 	v, err := structOf(obj)
 	if err != nil {
 		return err
 	}
-	e := arenaPool.Get().(*arena)
-	defer func() { e.items = e.items[:0]; arenaPool.Put(e) }()
+	e := getArena(known)
+	defer e.release()
 	fields, err := e.collect(v, true)
 	if err != nil {
 		return err
@@ -41,9 +45,24 @@ func EncodeTyped(buf *bytes.Buffer, obj any) error {
 // arena holds the fields being written, as a stack: each struct's fields are
 // appended while it is written and dropped after, so encoding allocates no per-struct
 // slices.
-type arena struct{ items []namedValue }
+type arena struct {
+	items []namedValue
+	// known is the plain form of raw JSON fields, when the caller has it.
+	known KnownJSON
+}
 
 var arenaPool = sync.Pool{New: func() any { return &arena{items: make([]namedValue, 0, 256)} }}
+
+func getArena(known KnownJSON) *arena {
+	e := arenaPool.Get().(*arena)
+	e.known = known
+	return e
+}
+
+func (e *arena) release() {
+	e.items, e.known = e.items[:0], nil
+	arenaPool.Put(e)
+}
 
 // value is a field value ready to write: either still typed, or plain data (from a
 // type with its own JSON encoding).
@@ -208,6 +227,9 @@ func (e *arena) resolveKind(v reflect.Value, k typeKind) (value, error) {
 			raw := v.Interface().(apiextensionsv1.JSON).Raw
 			if len(raw) == 0 {
 				return value{isPlain: true}, nil
+			}
+			if plain, ok := e.known.lookup(raw); ok {
+				return value{plain: plain, isPlain: true}, nil
 			}
 			var plain any
 			if err := utiljson.Unmarshal(raw, &plain); err != nil {

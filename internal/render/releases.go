@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	"github.com/aidonow/eva/internal/manifest"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -63,6 +64,9 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 		return nil, fmt.Errorf("values of %s: %w", module, err)
 	}
 	hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
+	if len(raw) > 0 && manifest.JSONFaithful(values) {
+		s.known[&raw[0]] = values // nothing changes values from here on
+	}
 	spec, err := json.Marshal(hr.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("spec of %s: %w", module, err)

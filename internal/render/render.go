@@ -59,6 +59,9 @@ type Bundle struct {
 	Code      string
 	Namespace string
 	objects   []object
+	// known holds the Helm values the releases were marshalled from, so that writing
+	// them does not decode their JSON again.
+	known manifest.KnownJSON
 }
 
 // object is one rendered object: typed as built, and as plain data once something
@@ -98,8 +101,8 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	if err := r.checkSecrets(t); err != nil {
 		return nil, err
 	}
-	b := &Bundle{Code: code, Namespace: tenant.Namespace(code)}
-	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier]}
+	b := &Bundle{Code: code, Namespace: tenant.Namespace(code), known: manifest.KnownJSON{}}
+	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier], known: b.known}
 
 	type builder struct {
 		build func() (runtime.Object, error)
@@ -271,9 +274,9 @@ func (b *Bundle) manifest(keep func(object) bool) ([]byte, error) {
 		case o.plain != nil:
 			err = manifest.Encode(buf, o.plain)
 		case o.merge != nil:
-			err = manifest.EncodeTypedMerged(buf, o.typed, o.merge.MergeMap())
+			err = manifest.EncodeTypedMerged(buf, o.typed, o.merge.MergeMap(), b.known)
 		default:
-			err = manifest.EncodeTyped(buf, o.typed)
+			err = manifest.EncodeTypedKnown(buf, o.typed, b.known)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("encoding tenant %s: %w", b.Code, err)
@@ -314,6 +317,8 @@ type scope struct {
 	tier tenant.TierSpec
 	// token is tenantToken's result, computed once for all of the tenant's releases.
 	token string
+	// known is the bundle's: the plain form of the values each release carries as JSON.
+	known manifest.KnownJSON
 }
 
 // labels returns the labels every object of the tenant carries, plus extra pairs.
