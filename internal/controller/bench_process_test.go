@@ -21,6 +21,8 @@ import (
 // shows what memory one shard costs per tenant it holds. shards-1-memlimit-128MiB is
 // one process run as the chart deploys it (GOMEMLIMIT from the container's memory limit)
 // with a 128Mi limit: what a limit costs in time, and what peak it holds the process to.
+// It also reports the CPU time per tenant of the operator processes (from start-up to
+// all Active), of the API server and etcd, and of this process (the stand-in).
 func BenchmarkOperatorProcess(b *testing.B) {
 	const fleet = 1000
 	startStandIn(b)
@@ -52,6 +54,7 @@ func BenchmarkOperatorProcess(b *testing.B) {
 					}
 					procs = append(procs, testenv.StartOperator(b, kubeconfig, environ, args...))
 				}
+				cost := startCPUCost(b)
 				start := time.Now()
 				// Codes of their own per sub-benchmark: a purged tenant's claim stays.
 				createFleet(b, ns, string(rune('O'+i))+"P", fleet, func(i int) []tenantOpt {
@@ -64,8 +67,15 @@ func BenchmarkOperatorProcess(b *testing.B) {
 				})
 				waitAllActive(b, ns, fleet)
 				b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
+				cost.report(b, fleet)
 				var maxRSS, maxFile int64
+				var operatorCPU time.Duration
 				for _, p := range procs {
+					cpu, err := p.CPUTime()
+					if err != nil {
+						b.Fatal(err)
+					}
+					operatorCPU += cpu
 					rss, err := p.PeakRSS()
 					if err != nil {
 						b.Fatal(err)
@@ -77,6 +87,7 @@ func BenchmarkOperatorProcess(b *testing.B) {
 					maxRSS, maxFile = max(maxRSS, rss), max(maxFile, file)
 					p.Kill()
 				}
+				b.ReportMetric(float64(operatorCPU.Microseconds())/1000/fleet, "operator-cpu-ms/tenant")
 				b.ReportMetric(float64(maxRSS)/(1<<20), "peak-RSS-MiB/process")
 				b.ReportMetric(float64(maxFile)/(1<<20), "file-RSS-MiB/process")
 			}

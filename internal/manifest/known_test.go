@@ -41,7 +41,7 @@ func writeBothWays(t *testing.T, v any) (decoded, known []byte) {
 func TestKnownValuesWriteAsDecodedJSON(t *testing.T) {
 	refused := []any{
 		1e15, -3e17, float64(1 << 62), // whole floats that decode back as integers
-		"caf\xe9",                      // invalid UTF-8, replaced when marshalled
+		"caf\xe9",                       // invalid UTF-8, replaced when marshalled
 		map[string]any(nil), []any(nil), // null once decoded
 		[]string{"a", "b"}, // not the data model: written as JSON flow
 		map[string]any{"k\xff": 1},
