@@ -239,31 +239,53 @@ func writeString(buf *bytes.Buffer, s string) {
 // same string by YAML 1.1 and 1.2 parsers alike. It is deliberately conservative: it
 // allows letters, digits and a few punctuation marks, requires a letter (or '/' or '_')
 // first so nothing reads as a number, date or indicator, and rules out the words YAML
-// 1.1 reads as booleans or null.
+// 1.1 reads as booleans or null. (Every byte it allows is ASCII, so a string it allows
+// is valid UTF-8.)
 func plainSafe(s string) bool {
-	if s == "" || !utf8.ValidString(s) {
+	if s == "" || plainByte[s[0]]&plainFirst == 0 {
 		return false
 	}
-	c := s[0]
-	if (c < 'a' || c > 'z') && (c < 'A' || c > 'Z') && c != '/' && c != '_' {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		switch {
-		case c >= 'a' && c <= 'z', c >= 'A' && c <= 'Z', c >= '0' && c <= '9':
-		case c == '.' || c == '/' || c == '_' || c == '-' || c == '=' || c == '@' || c == '+':
-		case c == ':' && i < len(s)-1:
+	for i := 1; i < len(s); i++ {
+		switch plainByte[s[i]] {
+		case 0:
+			return false
+		case plainColon:
 			// A colon is fine inside a plain scalar unless a space or the end follows.
-		default:
+			if i == len(s)-1 {
+				return false
+			}
+		}
+	}
+	if len(s) <= 5 {
+		switch s {
+		case "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
+			"true", "True", "TRUE", "false", "False", "FALSE",
+			"on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL":
 			return false
 		}
 	}
-	switch s {
-	case "y", "Y", "yes", "Yes", "YES", "n", "N", "no", "No", "NO",
-		"true", "True", "TRUE", "false", "False", "FALSE",
-		"on", "On", "ON", "off", "Off", "OFF", "null", "Null", "NULL":
-		return false
-	}
 	return true
 }
+
+// What plainSafe allows of each byte: plainAny anywhere, plainFirst also first, and a
+// colon (plainColon) anywhere but first and last.
+const (
+	plainAny   = 1
+	plainFirst = 2
+	plainColon = 4
+)
+
+var plainByte = func() (t [256]uint8) {
+	for c := 'a'; c <= 'z'; c++ {
+		t[c], t[c-'a'+'A'] = plainAny|plainFirst, plainAny|plainFirst
+	}
+	for c := '0'; c <= '9'; c++ {
+		t[c] = plainAny
+	}
+	for _, c := range ".-=@+" {
+		t[c] = plainAny
+	}
+	t['/'], t['_'] = plainAny|plainFirst, plainAny|plainFirst
+	t[':'] = plainColon
+	return t
+}()
