@@ -11,6 +11,34 @@ import (
 // it writes exactly as its decoded JSON would.
 type KnownJSON map[*byte]any
 
+// decoded returns a copy of known plain data as decoding its JSON gives it: integers
+// (and whole floats, which JSONFaithful bounds below 1e15) as int64, other numbers as
+// float64, fresh maps and lists. v must be data JSONFaithful accepts.
+func decoded(v any) any {
+	switch x := v.(type) {
+	case int:
+		return int64(x)
+	case float64:
+		if x == math.Trunc(x) {
+			return int64(x)
+		}
+		return x
+	case map[string]any:
+		out := make(map[string]any, len(x))
+		for k, item := range x {
+			out[k] = decoded(item)
+		}
+		return out
+	case []any:
+		out := make([]any, len(x))
+		for i, item := range x {
+			out[i] = decoded(item)
+		}
+		return out
+	}
+	return v
+}
+
 // lookup returns the plain data known for raw.
 func (k KnownJSON) lookup(raw []byte) (any, bool) {
 	if len(k) == 0 || len(raw) == 0 {
@@ -24,7 +52,9 @@ func (k KnownJSON) lookup(raw []byte) (any, bool) {
 // it to JSON and decoding that back would: only the JSON data model's types (maps with
 // string keys, lists, strings, booleans, nil, int, int64 and float64), no nil map or
 // list (null once decoded), valid UTF-8 throughout (marshalling replaces what is not),
-// and no whole float of 1e15 or more (decoded back as an integer, written differently).
+// no whole float of 1e15 or more (decoded back as an integer, written differently; the
+// bound is conservative), and no null creationTimestamp (which writing, as ToMap,
+// leaves out of decoded data).
 func JSONFaithful(v any) bool {
 	switch x := v.(type) {
 	case nil, bool, int, int64:
@@ -38,7 +68,7 @@ func JSONFaithful(v any) bool {
 			return false
 		}
 		for k, item := range x {
-			if !utf8.ValidString(k) || !JSONFaithful(item) {
+			if !utf8.ValidString(k) || !JSONFaithful(item) || item == nil && k == "creationTimestamp" {
 				return false
 			}
 		}

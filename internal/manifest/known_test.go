@@ -5,9 +5,12 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 type withValues struct {
@@ -45,6 +48,7 @@ func TestKnownValuesWriteAsDecodedJSON(t *testing.T) {
 		map[string]any(nil), []any(nil), // null once decoded
 		[]string{"a", "b"}, // not the data model: written as JSON flow
 		map[string]any{"k\xff": 1},
+		map[string]any{"creationTimestamp": nil}, // left out of decoded data, as ToMap does
 	}
 	for _, v := range refused {
 		if JSONFaithful(v) {
@@ -55,7 +59,7 @@ func TestKnownValuesWriteAsDecodedJSON(t *testing.T) {
 			t.Errorf("%#v writes the same both ways: the check refuses it for nothing", v)
 		}
 	}
-	leaves := []any{nil, true, false, 0, -7, int64(1) << 40, 3.25, -0.0, 1e14, 999999999999999.0, 2.5e-7, 1.5e-300, math.MaxInt64,
+	leaves := []any{nil, true, false, 0, -7, int64(1) << 40, 3.25, math.Copysign(0, -1), 1e14, 999999999999999.0, 2.5e-7, 1.5e-300, math.MaxInt64,
 		"", "plain", "needs: quoting", "yes", "1.0", "ünïcode ✓", "line\nbreak", "tab\there", "\u2028", "q\"uote"}
 	rng := rand.New(rand.NewPCG(16, 2))
 	var tree func(depth int) any
@@ -70,21 +74,91 @@ func TestKnownValuesWriteAsDecodedJSON(t *testing.T) {
 		case depth < 4 && n <= 2:
 			m := map[string]any{}
 			for i := range rng.IntN(4) {
+				if rng.IntN(8) == 0 {
+					m["creationTimestamp"] = tree(depth + 1)
+					continue
+				}
 				m[string(rune('a'+rng.IntN(5)))+leafKey(i)] = tree(depth + 1)
 			}
 			return m
 		}
 		return leaves[rng.IntN(len(leaves))]
 	}
-	for range 2000 {
+	faithful := 0
+	for range 3000 {
 		v := map[string]any{"root": tree(0)}
+		writesAsToMap(t, v)
 		if !JSONFaithful(v) {
-			t.Fatalf("JSONFaithful refuses %#v, made only of faithful leaves", v)
+			continue // a null creationTimestamp somewhere
 		}
+		faithful++
 		if decoded, known := writeBothWays(t, v); !bytes.Equal(decoded, known) {
 			t.Fatalf("known values write\n%s\ndecoded JSON writes\n%s", known, decoded)
 		}
+		plainBothWays(t, v)
+	}
+	if faithful < 1000 {
+		t.Errorf("only %d of 3,000 random trees were faithful", faithful)
 	}
 }
+
+// writesAsToMap checks EncodeTyped's promise on an object holding v as raw JSON: it
+// writes what Encode writes for ToMap of the object (which leaves out every null
+// creationTimestamp, also inside the values).
+func writesAsToMap(t *testing.T, v map[string]any) {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &typedWithValues{withValues: withValues{Kind: "Test", Values: &apiextensionsv1.JSON{Raw: raw}}}
+	var typed, plain bytes.Buffer
+	if err := EncodeTyped(&typed, obj); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ToMap(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Encode(&plain, m); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(typed.Bytes(), plain.Bytes()) {
+		t.Fatalf("EncodeTyped writes\n%s\nEncode(ToMap) writes\n%s", typed.Bytes(), plain.Bytes())
+	}
+}
+
+// plainBothWays checks that the plain form of an object holding v as raw JSON is the
+// same, Go types included, whether the JSON is decoded or v is known, and that the known
+// form is a copy of its own.
+func plainBothWays(t *testing.T, v map[string]any) {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obj := &typedWithValues{withValues: withValues{Kind: "Test", Values: &apiextensionsv1.JSON{Raw: raw}}}
+	viaJSON, err := ToMap(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	viaKnown, err := ToMapKnown(obj, KnownJSON{&raw[0]: v})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(viaJSON, viaKnown) {
+		t.Fatalf("plain form from known values\n%#v\nfrom the decoded JSON\n%#v", viaKnown, viaJSON)
+	}
+	viaKnown["values"].(map[string]any)["root"] = "changed"
+	if v["root"] == "changed" {
+		t.Fatal("the plain form shares its maps with the known values")
+	}
+}
+
+// typedWithValues is withValues as a runtime.Object, for ToMap.
+type typedWithValues struct{ withValues }
+
+func (o *typedWithValues) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (o *typedWithValues) DeepCopyObject() runtime.Object   { c := *o; return &c }
 
 func leafKey(i int) string { return []string{"", "-key", " spaced", "1"}[i%4] }

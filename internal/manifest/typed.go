@@ -47,8 +47,10 @@ func EncodeTypedKnown(buf *bytes.Buffer, obj any, known KnownJSON) error {
 // slices.
 type arena struct {
 	items []namedValue
-	// known is the plain form of raw JSON fields, when the caller has it.
-	known KnownJSON
+	// known is the plain form of raw JSON fields, when the caller has it; copyKnown
+	// says to copy it rather than share it (when building plain data, not writing).
+	known     KnownJSON
+	copyKnown bool
 }
 
 var arenaPool = sync.Pool{New: func() any { return &arena{items: make([]namedValue, 0, 256)} }}
@@ -60,7 +62,7 @@ func getArena(known KnownJSON) *arena {
 }
 
 func (e *arena) release() {
-	e.items, e.known = e.items[:0], nil
+	e.items, e.known, e.copyKnown = e.items[:0], nil, false
 	arenaPool.Put(e)
 }
 
@@ -229,12 +231,16 @@ func (e *arena) resolveKind(v reflect.Value, k typeKind) (value, error) {
 				return value{isPlain: true}, nil
 			}
 			if plain, ok := e.known.lookup(raw); ok {
+				if e.copyKnown {
+					plain = decoded(plain) // plain data is handed out: a copy of its own
+				}
 				return value{plain: plain, isPlain: true}, nil
 			}
 			var plain any
 			if err := utiljson.Unmarshal(raw, &plain); err != nil {
 				return value{}, err
 			}
+			cleanTemplates(plain) // as ToMap's Clean leaves no null creationTimestamp
 			return value{plain: plain, isPlain: true}, nil
 		case kindMarshaler, kindPtrMarshaler:
 			if (v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface) && v.IsNil() {
@@ -257,6 +263,7 @@ func (e *arena) resolveKind(v reflect.Value, k typeKind) (value, error) {
 			if err := utiljson.Unmarshal(raw, &plain); err != nil {
 				return value{}, err
 			}
+			cleanTemplates(plain)
 			return value{plain: plain, isPlain: true}, nil
 		}
 		switch v.Kind() {
@@ -434,6 +441,9 @@ func (e *arena) writeTypedMap(buf *bytes.Buffer, v reflect.Value, depth int) err
 		if err != nil {
 			return err
 		}
+		if k == "creationTimestamp" && r.isPlain && r.plain == nil {
+			continue // as ToMap's Clean
+		}
 		indent(buf, depth)
 		if err := e.writeTypedEntry(buf, k, r, depth); err != nil {
 			return err
@@ -487,6 +497,7 @@ func (e *arena) writeTypedList(buf *bytes.Buffer, v reflect.Value, depth int) er
 			if err := json.Unmarshal(raw, &plain); err != nil {
 				return err
 			}
+			cleanTemplates(plain)
 			if err := writeList(buf, []any{plain}, depth); err != nil {
 				return err
 			}

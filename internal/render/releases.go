@@ -64,7 +64,7 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 		return nil, fmt.Errorf("values of %s: %w", module, err)
 	}
 	hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
-	if len(raw) > 0 && manifest.JSONFaithful(values) {
+	if s.known != nil && len(raw) > 0 && manifest.JSONFaithful(values) {
 		s.known[&raw[0]] = values // nothing changes values from here on
 	}
 	spec, err := json.Marshal(hr.Spec)

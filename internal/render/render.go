@@ -128,7 +128,7 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 			continue
 		}
 		o := object{typed: obj, layer: bl.layer}
-		if err := o.patch(r.Env.Patches); err != nil {
+		if err := o.patch(r.Env.Patches, b.known); err != nil {
 			return nil, fmt.Errorf("tenant %s, environment %s: %w", code, r.Env.Name, err)
 		}
 		b.objects = append(b.objects, o)
@@ -143,7 +143,7 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 
 // patch applies the environment's patches that target the object; only a targeted
 // object is converted to plain data.
-func (o *object) patch(patches []overlay.Patch) error {
+func (o *object) patch(patches []overlay.Patch, known manifest.KnownJSON) error {
 	if len(patches) == 0 {
 		return nil
 	}
@@ -163,7 +163,7 @@ func (o *object) patch(patches []overlay.Patch) error {
 			o.merge = p
 			continue
 		}
-		if err := o.makePlain(); err != nil {
+		if err := o.makePlain(known); err != nil {
 			return fmt.Errorf("applying to %s: %w", overlay.Describe(id), err)
 		}
 		if o.plain, err = p.Apply(o.plain); err != nil {
@@ -174,12 +174,12 @@ func (o *object) patch(patches []overlay.Patch) error {
 }
 
 // makePlain converts the object to plain data, with its pending merge patch applied,
-// unless it is already.
-func (o *object) makePlain() error {
+// unless it is already; known is the bundle's plain form of its Helm values.
+func (o *object) makePlain(known manifest.KnownJSON) error {
 	if o.plain != nil {
 		return nil
 	}
-	m, err := manifest.ToMap(o.typed)
+	m, err := manifest.ToMapKnown(o.typed, known)
 	if err != nil {
 		return err
 	}
@@ -215,7 +215,7 @@ func (b *Bundle) ReleaseSpecDigests() map[string]string {
 func (b *Bundle) Objects() []map[string]any {
 	out := make([]map[string]any, len(b.objects))
 	for i := range b.objects {
-		out[i] = b.objects[i].plainData()
+		out[i] = b.objects[i].plainData(b.known)
 	}
 	return out
 }
@@ -227,15 +227,15 @@ func (b *Bundle) ObjectsOfKind(kind string) []map[string]any {
 	var out []map[string]any
 	for i := range b.objects {
 		if b.objects[i].typed.GetObjectKind().GroupVersionKind().Kind == kind {
-			out = append(out, b.objects[i].plainData())
+			out = append(out, b.objects[i].plainData(b.known))
 		}
 	}
 	return out
 }
 
 // plainData is the object as plain data, converted once.
-func (o *object) plainData() map[string]any {
-	if err := o.makePlain(); err != nil {
+func (o *object) plainData(known manifest.KnownJSON) map[string]any {
+	if err := o.makePlain(known); err != nil {
 		// Every rendered type converts, and a pending merge patch was checked to merge;
 		// a failure here is a programming error.
 		panic(fmt.Sprintf("converting %T: %v", o.typed, err))
