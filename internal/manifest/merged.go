@@ -144,8 +144,8 @@ func (e *arena) field(v reflect.Value, top bool, name string) (value, bool, erro
 }
 
 // EncodeTypedMerged writes a typed object with a map-only merge patch merged in, as
-// Encode writes the merged plain form. The patch must be one CanMergeTyped accepts.
-// known is as for EncodeTypedKnown.
+// Encode writes the merged plain form. The patch must be one CanMergeTyped accepts, or
+// nil. known is as for EncodeTypedKnown.
 func EncodeTypedMerged(buf *bytes.Buffer, obj any, patch map[string]any, known KnownJSON) error {
 	v, err := structOf(obj)
 	if err != nil {

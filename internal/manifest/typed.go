@@ -25,21 +25,7 @@ func EncodeTyped(buf *bytes.Buffer, obj any) error { return EncodeTypedKnown(buf
 // EncodeTypedKnown is EncodeTyped for an object whose raw JSON fields may be known as
 // plain data already (known): those are written from it, not decoded.
 func EncodeTypedKnown(buf *bytes.Buffer, obj any, known KnownJSON) error {
-	v, err := structOf(obj)
-	if err != nil {
-		return err
-	}
-	e := getArena(known)
-	defer e.release()
-	fields, err := e.collect(v, true)
-	if err != nil {
-		return err
-	}
-	if len(fields) == 0 {
-		buf.WriteString("{}\n")
-		return nil
-	}
-	return e.writeFields(buf, fields, 0)
+	return EncodeTypedMerged(buf, obj, nil, known) // no patch: the object's own fields
 }
 
 // arena holds the fields being written, as a stack: each struct's fields are
