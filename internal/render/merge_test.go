@@ -19,7 +19,8 @@ import (
 // object while it is written (Manifest, the render's path), and merged into the
 // object's plain form then written (Objects, the path of everything else). Patches are
 // random paths through every object of every tier's bundle: existing fields and new
-// ones, scalars and maps, into structs, typed maps, lists, Helm values and status.
+// ones, scalars and maps, into structs, typed maps, lists, Helm values, status, an empty
+// spec and creationTimestamp.
 func TestTypedMergeWritesWhatThePlainMergeWrites(t *testing.T) {
 	base := renderer(t)
 	rng := rand.New(rand.NewPCG(16, 1))
@@ -103,6 +104,10 @@ func randomPatch(rng *rand.Rand, obj any, depth int) map[string]any {
 		var k string
 		if len(keys) > 0 && rng.IntN(4) > 0 {
 			k = keys[rng.IntN(len(keys))]
+		} else if rng.IntN(3) == 0 {
+			// Fields the writers treat apart, which the plain form (cleaned) never shows:
+			// the top's status and (a Namespace's) empty spec, a null creationTimestamp.
+			k = []string{"status", "spec", "creationTimestamp"}[rng.IntN(3)]
 		} else {
 			k = fmt.Sprintf("%cfield%d", "aknz"[rng.IntN(4)], rng.IntN(3))
 		}
