@@ -162,3 +162,48 @@ func (o *typedWithValues) GetObjectKind() schema.ObjectKind { return schema.Empt
 func (o *typedWithValues) DeepCopyObject() runtime.Object   { c := *o; return &c }
 
 func leafKey(i int) string { return []string{"", "-key", " spaced", "1"}[i%4] }
+
+// nullsInTypes holds null creationTimestamps the ways a typed object can: a nil typed map
+// as a field, and nil maps and slices as values of typed maps.
+type nullsInTypes struct {
+	Kind string `json:"kind"`
+	Meta struct {
+		CreationTimestamp map[string]string `json:"creationTimestamp"`
+		Name              string            `json:"name"`
+	} `json:"metadata"`
+	Data  map[string][]byte `json:"data"`
+	Extra map[string]any    `json:"extra"`
+	Spec  struct {
+		CreationTimestamp []string `json:"creationTimestamp"`
+	} `json:"spec"`
+}
+
+func (o *nullsInTypes) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+func (o *nullsInTypes) DeepCopyObject() runtime.Object  { c := *o; return &c }
+
+// TestTypedLeavesOutNullCreationTimestampsAsToMap checks EncodeTyped against
+// Encode(ToMap) where a null creationTimestamp is a nil typed map or slice, not a nil
+// plain value; and a top-level spec holding nothing else is left out by both.
+func TestTypedLeavesOutNullCreationTimestampsAsToMap(t *testing.T) {
+	obj := &nullsInTypes{Kind: "Test",
+		Data:  map[string][]byte{"creationTimestamp": nil, "key": []byte("v")},
+		Extra: map[string]any{"creationTimestamp": map[string]any(nil), "other": []any(nil)}}
+	obj.Meta.Name = "n"
+	var typed, plain bytes.Buffer
+	if err := EncodeTyped(&typed, obj); err != nil {
+		t.Fatal(err)
+	}
+	m, err := ToMap(obj)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := Encode(&plain, m); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(typed.Bytes(), plain.Bytes()) {
+		t.Fatalf("EncodeTyped writes\n%s\nEncode(ToMap) writes\n%s", typed.Bytes(), plain.Bytes())
+	}
+	if bytes.Contains(typed.Bytes(), []byte("creationTimestamp")) || bytes.Contains(typed.Bytes(), []byte("spec")) {
+		t.Errorf("a null creationTimestamp or an empty spec is written:\n%s", typed.Bytes())
+	}
+}

@@ -132,7 +132,7 @@ func (e *arena) field(v reflect.Value, top bool, name string) (value, bool, erro
 		if err != nil {
 			return value{}, false, fmt.Errorf("%s: %w", name, err)
 		}
-		if name == "creationTimestamp" && r.isPlain && r.plain == nil {
+		if name == "creationTimestamp" && isNull(r) {
 			return value{}, false, nil
 		}
 		// An empty spec, which collect leaves out at the top, is found here as a

@@ -2,6 +2,7 @@ package manifest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -320,17 +321,14 @@ func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
 			if err != nil {
 				return fmt.Errorf("%s: %w", f.name, err)
 			}
-			if f.name == "creationTimestamp" && r.isPlain && r.plain == nil {
+			if f.name == "creationTimestamp" && isNull(r) {
 				continue
 			}
 			if top && f.name == "spec" && !r.isPlain && r.v.Kind() == reflect.Struct {
-				mark := len(e.items)
-				inner, err := e.collect(r.v, false)
-				e.items = e.items[:mark]
-				if err != nil {
-					return err
-				}
-				if len(inner) == 0 {
+				if has, err := e.hasFields(r.v); err != nil || !has {
+					if err != nil {
+						return err
+					}
 					continue
 				}
 			}
@@ -344,6 +342,54 @@ func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
 	out := e.items[start:len(e.items):len(e.items)]
 	slices.SortFunc(out, func(a, b namedValue) int { return strings.Compare(a.name, b.name) })
 	return out, nil
+}
+
+// hasFields says whether collect would list any field of a struct, without resolving
+// the fields that are certainly listed (Helm values are neither decoded nor copied for it).
+func (e *arena) hasFields(v reflect.Value) (bool, error) {
+	fields := fieldsOf(v.Type())
+	for i := range fields {
+		f := &fields[i]
+		fv := v.Field(f.index)
+		if f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero() {
+			continue
+		}
+		if f.inline {
+			for fv.Kind() == reflect.Pointer && !fv.IsNil() {
+				fv = fv.Elem()
+			}
+			if fv.Kind() == reflect.Struct {
+				if has, err := e.hasFields(fv); err != nil || has {
+					return has, err
+				}
+			}
+			continue
+		}
+		if f.name != "creationTimestamp" {
+			return true, nil // listed whatever it holds
+		}
+		r, err := e.resolveField(fv, f)
+		if err != nil {
+			return false, fmt.Errorf("%s: %w", f.name, err)
+		}
+		if !isNull(r) {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// isNull says whether a resolved value is null in the plain form: nil, or a nil typed
+// map or slice.
+func isNull(r value) bool {
+	if r.isPlain {
+		return r.plain == nil
+	}
+	switch r.v.Kind() {
+	case reflect.Map, reflect.Slice:
+		return r.v.IsNil()
+	}
+	return false
 }
 
 func (e *arena) writeFields(buf *bytes.Buffer, fields []namedValue, depth int) error {
@@ -390,6 +436,10 @@ func (e *arena) writeTypedEntry(buf *bytes.Buffer, key string, val value, depth 
 		buf.WriteString(":\n")
 		return e.writeTypedMap(buf, v, depth+1)
 	case reflect.Slice, reflect.Array:
+		if v.Kind() == reflect.Slice && !v.IsNil() && v.Type().Elem().Kind() == reflect.Uint8 {
+			// Bytes are base64, as encoding/json (and ToMap) write them.
+			return writeEntry(buf, key, base64.StdEncoding.EncodeToString(v.Bytes()), depth)
+		}
 		writeString(buf, key)
 		if v.Kind() == reflect.Slice && v.IsNil() {
 			buf.WriteString(": null\n")
@@ -427,7 +477,7 @@ func (e *arena) writeTypedMap(buf *bytes.Buffer, v reflect.Value, depth int) err
 		if err != nil {
 			return err
 		}
-		if k == "creationTimestamp" && r.isPlain && r.plain == nil {
+		if k == "creationTimestamp" && isNull(r) {
 			continue // as ToMap's Clean
 		}
 		indent(buf, depth)
