@@ -179,7 +179,7 @@ type nullsInTypes struct {
 }
 
 func (o *nullsInTypes) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
-func (o *nullsInTypes) DeepCopyObject() runtime.Object  { c := *o; return &c }
+func (o *nullsInTypes) DeepCopyObject() runtime.Object   { c := *o; return &c }
 
 // TestTypedLeavesOutNullCreationTimestampsAsToMap checks EncodeTyped against
 // Encode(ToMap) where a null creationTimestamp is a nil typed map or slice, not a nil
