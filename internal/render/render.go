@@ -342,6 +342,9 @@ func (s *scope) labels(extra ...string) map[string]string {
 // DirName returns the folder of a tenant in the GitOps tree: its code in lower case.
 func DirName(code string) string { return strings.ToLower(code) }
 
+// deepCopyMap copies plain data, with whole numbers as int64, as the JSON data model
+// holds them: an environment's patch brings YAML's int, which runtime.DeepCopyJSON (and
+// so Unstructured.DeepCopy) refuses with a panic.
 func deepCopyMap(m map[string]any) map[string]any {
 	out := make(map[string]any, len(m))
 	for k, v := range m {
@@ -360,6 +363,10 @@ func deepCopyValue(v any) any {
 			out[i] = deepCopyValue(item)
 		}
 		return out
+	case int:
+		return int64(x)
+	case int32:
+		return int64(x)
 	}
 	return v
 }
