@@ -27,17 +27,17 @@ const kustomizeSample = 40
 // an environment without Eva: a kustomize base per tier (one tenant evactl rendered for
 // dev) and one overlay per tenant on it, which moves the tenant to its namespace,
 // renames what differs per tenant and carries the environment's own patches
-// (overlays/<env>/tenant/kustomization.yaml, whole), each built with `kubectl
+// (<overlaysDir>/<env>/tenant/kustomization.yaml, whole), each built with `kubectl
 // kustomize`, and again with the kustomize library in this process (krusty, the code
 // kubectl runs, without starting a process per tenant). It returns the time per tenant
 // each way over kustomizeSample tenants of the benchmark fleet.
-func kustomizeWay(b *testing.B, kubectl, env string) (withKubectl, inProcess time.Duration) {
+func kustomizeWay(b *testing.B, kubectl, overlaysDir, env string) (withKubectl, inProcess time.Duration) {
 	b.Helper()
 	dir := tmpfsDir(b, "eva-bench-kustomize-")
 	for _, tier := range evav1.Tiers {
 		writeKustomizeBase(b, filepath.Join(dir, "base", strings.ToLower(string(tier))), tier)
 	}
-	envData, err := os.ReadFile(filepath.Join(repoRoot, "overlays", env, "tenant", "kustomization.yaml"))
+	envData, err := os.ReadFile(filepath.Join(overlaysDir, env, "tenant", "kustomization.yaml"))
 	if err != nil {
 		b.Fatal(err)
 	}

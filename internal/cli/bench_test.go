@@ -96,7 +96,9 @@ func lower(s string) string {
 // BenchmarkRenderCLI renders the 10,000-tenant fleet through evactl render as users run
 // it (reading and validating the tenant files included) to tmpfs, once per shipped
 // environment: dev (no patches), prod (a strategic-merge patch on every HelmRelease) and
-// air-gap, with chart verification off, and prod with it on (the default). It reports
+// air-gap (seven JSON 6902 patches), plus patched, a benchmark-only environment of four
+// strategic-merge and two JSON patches on four kinds (testdata/overlays/patched), with
+// chart verification off, and prod with it on (the default). It reports
 // seconds per fleet; the fleet-scale goals are 3 s for every overlay and verification
 // at most 3 times the render without it. For each environment it also builds a sample
 // of the same tenants the kustomize way (kustomizeWay) and reports milliseconds per
@@ -106,16 +108,20 @@ func lower(s string) string {
 func BenchmarkRenderCLI(b *testing.B) {
 	tenants := writeBenchFleet(b)
 	kubectl, kubectlErr := exec.LookPath("kubectl")
+	shipped, benchOnly := filepath.Join(repoRoot, "overlays"), filepath.Join("testdata", "overlays")
 	cases := []struct {
-		name, env string
-		verify    bool
+		name, overlays, env string
+		verify              bool
 	}{
-		{"dev", "dev", false}, {"prod", "prod", false}, {"airgap", "airgap", false}, {"prod-verified", "prod", true},
+		{"dev", shipped, "dev", false}, {"prod", shipped, "prod", false}, {"airgap", shipped, "airgap", false},
+		// Several strategic-merge and JSON patches together (testdata/overlays/patched).
+		{"patched", benchOnly, "patched", false},
+		{"prod-verified", shipped, "prod", true},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {
 			args := []string{"render", "--tenants", tenants, "--env", c.env, "--git=false", "--quiet",
-				"--overlays", filepath.Join(repoRoot, "overlays"), "--charts", filepath.Join(repoRoot, "charts"),
+				"--overlays", c.overlays, "--charts", filepath.Join(repoRoot, "charts"),
 				fmt.Sprintf("--verify-charts=%t", c.verify)}
 			var fleet time.Duration
 			for b.Loop() {
@@ -135,7 +141,7 @@ func BenchmarkRenderCLI(b *testing.B) {
 				return
 			}
 			eva := fleet / benchFleet
-			kustomize, library := kustomizeWay(b, kubectl, c.env)
+			kustomize, library := kustomizeWay(b, kubectl, c.overlays, c.env)
 			b.ReportMetric(float64(eva.Microseconds())/1000, "eva-ms/tenant")
 			b.ReportMetric(float64(kustomize.Microseconds())/1000, "kustomize-ms/tenant")
 			b.ReportMetric(float64(library.Microseconds())/1000, "kustomize-lib-ms/tenant")
