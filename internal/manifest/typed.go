@@ -26,7 +26,7 @@ func EncodeTyped(buf *bytes.Buffer, obj any) error { return EncodeTypedKnown(buf
 // EncodeTypedKnown is EncodeTyped for an object whose raw JSON fields may be known as
 // plain data already (known): those are written from it, not decoded.
 func EncodeTypedKnown(buf *bytes.Buffer, obj any, known KnownJSON) error {
-	return EncodeTypedMerged(buf, obj, nil, known) // no patch: the object's own fields
+	return EncodeTypedEdited(buf, obj, nil, known) // no edits: the object's own fields
 }
 
 // arena holds the fields being written, as a stack: each struct's fields are

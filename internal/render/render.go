@@ -69,11 +69,12 @@ type Bundle struct {
 type object struct {
 	typed runtime.Object
 	plain map[string]any
-	// merge is a map-only merge patch that targets the typed object and is not applied
-	// to it yet: written merged in (manifest.EncodeTypedMerged), or applied when the
-	// plain form is made. Only set while plain is nil.
-	merge *overlay.Patch
-	layer Layer
+	// pending are the patches that target the typed object and are not applied to it
+	// yet: folded into edits, written in while it is written (manifest.EncodeTypedEdited),
+	// or applied in order when the plain form is made. Only set while plain is nil.
+	pending []*overlay.Patch
+	edits   *manifest.Edits
+	layer   Layer
 }
 
 // Layer says which of a tenant's two Flux Kustomizations applies an object in GitOps
@@ -159,8 +160,8 @@ func (o *object) patch(patches []overlay.Patch, known manifest.KnownJSON) error 
 		if !p.Targets(id) {
 			continue
 		}
-		if o.plain == nil && o.merge == nil && p.MergeMap() != nil && manifest.CanMergeTyped(o.typed, p.MergeMap()) {
-			o.merge = p
+		if o.plain == nil && o.fold(p, known) {
+			o.pending = append(o.pending, p)
 			continue
 		}
 		if err := o.makePlain(known); err != nil {
@@ -173,8 +174,39 @@ func (o *object) patch(patches []overlay.Patch, known manifest.KnownJSON) error 
 	return nil
 }
 
-// makePlain converts the object to plain data, with its pending merge patch applied,
-// unless it is already; known is the bundle's plain form of its Helm values.
+// fold folds a patch into the typed object's edits, or says it cannot: a patch that is
+// not a map-only strategic merge or a JSON 6902 patch of adds, replaces and removes, or
+// one that reaches into a typed map or list. Once a patch cannot, the object goes the
+// plain way with all its patches.
+func (o *object) fold(p *overlay.Patch, known manifest.KnownJSON) bool {
+	if o.edits == nil {
+		if len(o.pending) > 0 {
+			return false
+		}
+		ed, err := manifest.NewEdits(o.typed, known)
+		if err != nil {
+			return false
+		}
+		o.edits = ed
+	}
+	ok := false
+	if m := p.MergeMap(); m != nil {
+		ok = o.edits.Merge(m)
+	} else if n := p.DirectOps(); n > 0 {
+		ok = true
+		for i := 0; i < n && ok; i++ {
+			kind, path, value := p.DirectOp(i)
+			ok = o.edits.Op(kind, path, value, func(doc any, depth int) (any, bool) { return p.ApplyDirectOp(i, doc, depth) })
+		}
+	}
+	if !ok {
+		o.edits = nil // half folded, perhaps: of no use
+	}
+	return ok
+}
+
+// makePlain converts the object to plain data, with its pending patches applied in
+// order, unless it is already; known is the bundle's plain form of its Helm values.
 func (o *object) makePlain(known manifest.KnownJSON) error {
 	if o.plain != nil {
 		return nil
@@ -183,13 +215,12 @@ func (o *object) makePlain(known manifest.KnownJSON) error {
 	if err != nil {
 		return err
 	}
-	if p := o.merge; p != nil {
+	for _, p := range o.pending {
 		if m, err = p.Apply(m); err != nil {
 			return fmt.Errorf("%s: %w", p.Source, err)
 		}
-		o.merge = nil
 	}
-	o.plain = m
+	o.plain, o.pending, o.edits = m, nil, nil
 	return nil
 }
 
@@ -236,7 +267,7 @@ func (b *Bundle) ObjectsOfKind(kind string) []map[string]any {
 // plainData is the object as plain data, converted once.
 func (o *object) plainData(known manifest.KnownJSON) map[string]any {
 	if err := o.makePlain(known); err != nil {
-		// Every rendered type converts, and a pending merge patch was checked to merge;
+		// Every rendered type converts, and the pending patches were folded, so they apply;
 		// a failure here is a programming error.
 		panic(fmt.Sprintf("converting %T: %v", o.typed, err))
 	}
@@ -273,8 +304,8 @@ func (b *Bundle) manifest(keep func(object) bool) ([]byte, error) {
 		switch {
 		case o.plain != nil:
 			err = manifest.Encode(buf, o.plain)
-		case o.merge != nil:
-			err = manifest.EncodeTypedMerged(buf, o.typed, o.merge.MergeMap(), b.known)
+		case o.edits != nil:
+			err = manifest.EncodeTypedEdited(buf, o.typed, o.edits, b.known)
 		default:
 			err = manifest.EncodeTypedKnown(buf, o.typed, b.known)
 		}
