@@ -171,16 +171,19 @@ func (ed *Edits) op(kind string, path []string, value any, inPlain func(doc any,
 	}
 	last := path[len(path)-1]
 	c := n.children[last]
-	exists := c != nil && !c.unset
-	if c == nil {
-		_, found, err := ed.listed(v, top, last)
-		if err != nil {
-			return false, err
+	if kind != "add" {
+		// A replace or remove needs the field; an add sets it either way.
+		exists := c != nil && !c.unset
+		if c == nil {
+			_, found, err := ed.listed(v, top, last)
+			if err != nil {
+				return false, err
+			}
+			exists = found
 		}
-		exists = found
-	}
-	if kind != "add" && !exists {
-		return false, nil // the library reports it
+		if !exists {
+			return false, nil // the plain way decides
+		}
 	}
 	c = n.child(last)
 	c.children = nil

@@ -40,7 +40,7 @@ func TestEditedWritesWhatThePlainPatchesWrite(t *testing.T) {
 			id := overlay.IdentityOf(obj)
 			target := &types.Selector{}
 			target.Kind, target.Name, target.Namespace = id.Kind, id.Name, id.Namespace
-			for range 30 {
+			for range 12 {
 				var patches []overlay.Patch
 				var bodies []string
 				for range 1 + rng.IntN(3) {
@@ -62,34 +62,14 @@ func TestEditedWritesWhatThePlainPatchesWrite(t *testing.T) {
 				if len(patches) == 0 {
 					continue
 				}
-				env := *base.Env
-				env.Patches = patches
-				r := &Renderer{Catalog: base.Catalog, Env: &env}
-				viaTyped, errTyped := r.Bundle(tn)
-				viaPlain, errPlain := plainBundle(r, tn)
-				if (errTyped == nil) != (errPlain == nil) {
-					t.Fatalf("patches %s into %s: the typed way says %v, the plain way %v", bodies, overlay.Describe(id), errTyped, errPlain)
-				}
-				if errTyped != nil {
+				switch compareWays(t, base, tn, patches, bodies) {
+				case wayRefused:
 					refused++
-					continue
-				}
-				cases++
-				for _, o := range viaTyped.objects {
-					if o.edits != nil {
-						typed++
-					}
-				}
-				got, err := viaTyped.Manifest()
-				if err != nil {
-					t.Fatalf("patches %s into %s: %v", bodies, overlay.Describe(id), err)
-				}
-				var want bytes.Buffer
-				if err := manifest.EncodeDocuments(&want, viaPlain.Objects()); err != nil {
-					t.Fatal(err)
-				}
-				if !bytes.Equal(got, want.Bytes()) {
-					t.Fatalf("patches\n%s\ninto %s: the typed way writes\n%s\nthe plain way\n%s", strings.Join(bodies, "\n"), overlay.Describe(id), got, want.Bytes())
+				case wayTyped:
+					cases++
+					typed++
+				default:
+					cases++
 				}
 			}
 		}
@@ -97,6 +77,88 @@ func TestEditedWritesWhatThePlainPatchesWrite(t *testing.T) {
 	t.Logf("%d patch sequences compared (%d the typed way), %d refused", cases, typed, refused)
 	if typed < cases/4 || cases-typed < cases/10 || refused < cases/20 {
 		t.Errorf("%d of %d sequences the typed way, %d refused: the random patches miss a path", typed, cases, refused)
+	}
+}
+
+// The way a patch sequence went, as compareWays found it.
+const (
+	wayPlain = iota
+	wayTyped
+	wayRefused
+)
+
+// compareWays renders tn with the patches both ways and fails the test unless both
+// refuse them or both write the same bytes; it says which way the render took.
+func compareWays(t *testing.T, base *Renderer, tn *evav1.EvaTenant, patches []overlay.Patch, bodies []string) int {
+	t.Helper()
+	env := *base.Env
+	env.Patches = patches
+	r := &Renderer{Catalog: base.Catalog, Env: &env}
+	viaTyped, errTyped := r.Bundle(tn)
+	viaPlain, errPlain := plainBundle(r, tn)
+	if (errTyped == nil) != (errPlain == nil) {
+		t.Fatalf("patches %s: the typed way says %v, the plain way %v", bodies, errTyped, errPlain)
+	}
+	if errTyped != nil {
+		return wayRefused
+	}
+	way := wayPlain
+	for _, o := range viaTyped.objects {
+		if o.edits != nil {
+			way = wayTyped
+		}
+	}
+	got, err := viaTyped.Manifest()
+	if err != nil {
+		t.Fatalf("patches %s: %v", bodies, err)
+	}
+	var want bytes.Buffer
+	if err := manifest.EncodeDocuments(&want, viaPlain.Objects()); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got, want.Bytes()) {
+		t.Fatalf("patches\n%s\nthe typed way writes\n%s\nthe plain way\n%s", strings.Join(bodies, "\n"), got, want.Bytes())
+	}
+	return way
+}
+
+// TestEditedSequencesWriteWhatThePlainPatchesWrite runs the sequences the random test
+// may miss, each compared both ways and each taken the typed way: a struct whose every
+// field is removed, operations inside what a merge or an earlier operation set, a merge
+// into what a remove left missing, and operations on Helm values after a merge.
+func TestEditedSequencesWriteWhatThePlainPatchesWrite(t *testing.T) {
+	base := renderer(t)
+	enterprise := tenantFor("SEQNCE", withTier("Enterprise"), withValues("crm", map[string]any{"replicaCount": 2}))
+	starter := tenantFor("SEQNCS", withTier("Starter"))
+	for _, c := range []struct {
+		kind, name string
+		patches    []string
+	}{
+		{"ResourceQuota", "", []string{`[{"op":"remove","path":"/spec/hard"}]`}},
+		{"HelmRelease", "", []string{"spec:\n  driftDetection:\n    mode: enabled\n", `[{"op":"add","path":"/spec/driftDetection/ignore","value":[{"paths":["/x"]}]}]`}},
+		{"HelmRelease", "", []string{`[{"op":"add","path":"/spec/test","value":{"enable":true}}]`, `[{"op":"replace","path":"/spec/test/enable","value":false}]`}},
+		{"HelmRelease", "", []string{`[{"op":"remove","path":"/spec/install"}]`, "spec:\n  install:\n    crds: Create\n"}},
+		{"HelmRelease", "crm", []string{"spec:\n  upgrade:\n    crds: CreateReplace\n", `[{"op":"add","path":"/spec/values/image","value":{"tag":"1.0"}},{"op":"remove","path":"/spec/values/replicaCount"}]`}},
+		{"HelmRelease", "", []string{`[{"op":"remove","path":"/spec/upgrade/remediation"},{"op":"remove","path":"/spec/upgrade/cleanupOnFail"}]`}},
+		{"Job", "", []string{"spec:\n  ttlSecondsAfterFinished: 3600\n", `[{"op":"replace","path":"/spec/ttlSecondsAfterFinished","value":60}]`}},
+	} {
+		target := &types.Selector{}
+		target.Kind, target.Name = c.kind, c.name
+		tn := enterprise
+		if c.kind == "ResourceQuota" {
+			tn = starter // the tier with a quota
+		}
+		var patches []overlay.Patch
+		for _, body := range c.patches {
+			p, err := overlay.ParsePatch("sequence", body, target)
+			if err != nil {
+				t.Fatal(err)
+			}
+			patches = append(patches, *p)
+		}
+		if way := compareWays(t, base, tn, patches, c.patches); way != wayTyped {
+			t.Errorf("%s %s: taken the %s way", c.kind, c.patches, map[int]string{wayPlain: "plain", wayRefused: "refused"}[way])
+		}
 	}
 }
 

@@ -35,7 +35,7 @@ func TestTypedMergeWritesWhatThePlainMergeWrites(t *testing.T) {
 		}
 		for _, obj := range plain.Objects() {
 			id := overlay.IdentityOf(obj)
-			for range 40 {
+			for range 15 {
 				body := randomPatch(rng, obj, 0)
 				raw, err := sigsyaml.Marshal(body)
 				if err != nil {

@@ -180,9 +180,6 @@ func (o *object) patch(patches []overlay.Patch, known manifest.KnownJSON) error 
 // plain way with all its patches.
 func (o *object) fold(p *overlay.Patch, known manifest.KnownJSON) bool {
 	if o.edits == nil {
-		if len(o.pending) > 0 {
-			return false
-		}
 		ed, err := manifest.NewEdits(o.typed, known)
 		if err != nil {
 			return false
