@@ -76,17 +76,14 @@ func (e *arena) field(v reflect.Value, top bool, name string) (value, bool, erro
 		f := &fields[i]
 		fv := v.Field(f.index)
 		if f.inline {
-			for fv.Kind() == reflect.Pointer && !fv.IsNil() {
-				fv = fv.Elem()
-			}
-			if fv.Kind() == reflect.Struct {
-				if val, found, err := e.field(fv, top, name); err != nil || found {
+			if inner, ok := inlined(fv); ok {
+				if val, found, err := e.field(inner, top, name); err != nil || found {
 					return val, found, err
 				}
 			}
 			continue
 		}
-		if f.name != name || f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero() {
+		if f.name != name || f.omits(fv) {
 			continue
 		}
 		r, err := e.resolveField(fv, f)

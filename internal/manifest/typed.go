@@ -297,18 +297,12 @@ func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
 		for i := range fields {
 			f := &fields[i]
 			fv := v.Field(f.index)
-			if f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero() {
+			if f.omits(fv) {
 				continue
 			}
 			if f.inline {
-				for fv.Kind() == reflect.Pointer {
-					if fv.IsNil() {
-						break
-					}
-					fv = fv.Elem()
-				}
-				if fv.Kind() == reflect.Struct {
-					if err := walk(fv); err != nil {
+				if inner, ok := inlined(fv); ok {
+					if err := walk(inner); err != nil {
 						return err
 					}
 				}
@@ -344,6 +338,19 @@ func (e *arena) collect(v reflect.Value, top bool) ([]namedValue, error) {
 	return out, nil
 }
 
+// omits says whether the field's omitempty or omitzero tag leaves its value out.
+func (f *fieldInfo) omits(fv reflect.Value) bool {
+	return f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero()
+}
+
+// inlined is the struct an inline (embedded) field holds, if it holds one.
+func inlined(fv reflect.Value) (reflect.Value, bool) {
+	for fv.Kind() == reflect.Pointer && !fv.IsNil() {
+		fv = fv.Elem()
+	}
+	return fv, fv.Kind() == reflect.Struct
+}
+
 // hasFields says whether collect would list any field of a struct, without resolving
 // the fields that are certainly listed (Helm values are neither decoded nor copied for it).
 func (e *arena) hasFields(v reflect.Value) (bool, error) {
@@ -351,15 +358,12 @@ func (e *arena) hasFields(v reflect.Value) (bool, error) {
 	for i := range fields {
 		f := &fields[i]
 		fv := v.Field(f.index)
-		if f.omitempty && isEmpty(fv) || f.omitzero && fv.IsZero() {
+		if f.omits(fv) {
 			continue
 		}
 		if f.inline {
-			for fv.Kind() == reflect.Pointer && !fv.IsNil() {
-				fv = fv.Elem()
-			}
-			if fv.Kind() == reflect.Struct {
-				if has, err := e.hasFields(fv); err != nil || has {
+			if inner, ok := inlined(fv); ok {
+				if has, err := e.hasFields(inner); err != nil || has {
 					return has, err
 				}
 			}

@@ -3,6 +3,7 @@ package render
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -293,4 +294,49 @@ func TestShippedPatchesAreFoldedIntoEdits(t *testing.T) {
 			}
 		}
 	}
+}
+
+// randomPatch returns a map-only patch along random paths of obj: each key an existing
+// field or a new one, each value a scalar, a map of new fields, or (into a map) a
+// patch one level down.
+func randomPatch(rng *rand.Rand, obj any, depth int) map[string]any {
+	m, _ := obj.(map[string]any)
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	out := map[string]any{}
+	for range 1 + rng.IntN(2) {
+		var k string
+		if len(keys) > 0 && rng.IntN(4) > 0 {
+			k = keys[rng.IntN(len(keys))]
+		} else if rng.IntN(3) == 0 {
+			// Fields the writers treat apart, which the plain form (cleaned) never shows:
+			// the top's status and (a Namespace's) empty spec, a null creationTimestamp.
+			k = []string{"status", "spec", "creationTimestamp"}[rng.IntN(3)]
+		} else {
+			k = fmt.Sprintf("%cfield%d", "aknz"[rng.IntN(4)], rng.IntN(3))
+		}
+		switch x := m[k].(type) {
+		case map[string]any:
+			if depth < 4 && rng.IntN(5) > 0 {
+				out[k] = randomPatch(rng, x, depth+1)
+				continue
+			}
+		}
+		switch rng.IntN(5) {
+		case 0:
+			out[k] = map[string]any{"added": "value", "count": 2}
+		case 1:
+			out[k] = 3
+		case 2:
+			out[k] = true
+		case 3:
+			out[k] = "1h"
+		default:
+			out[k] = "patched value: with a colon"
+		}
+	}
+	return out
 }
