@@ -17,15 +17,16 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// EncryptedSecret is one of a tenant's SOPS-encrypted Secret manifests (spec.secrets).
-// It is published byte for byte beside the tenant's foundation and decrypted by
-// kustomize-controller: SOPS' message authentication code covers every value in document
-// order, so the manifest is never decoded and encoded again, and its plaintext never
-// passes through the renderer.
+// EncryptedSecret is one of a tenant's SOPS-encrypted Secret manifests (spec.secrets),
+// published beside the tenant's workloads and decrypted by kustomize-controller. What is
+// published is the document as sopsdoc.Check read it, written by Eva's own encoder in
+// the author's key order (SOPS' message authentication code covers the values in
+// document order): never the author's bytes, which kustomize could read otherwise than
+// Eva did. Its plaintext never passes through the renderer.
 type EncryptedSecret struct {
 	// Name is the Secret's name in the tenant's namespace.
 	Name string
-	// Data is the encrypted manifest as its author wrote it.
+	// Data is the encrypted manifest as Eva wrote it (sopsdoc.Secret.Canonical).
 	Data []byte
 }
 
@@ -38,17 +39,28 @@ const SecretsDir = "secrets"
 // that have Secrets.
 const SecretsRoleBindingName = "eva-tenant-secrets"
 
-// secretsOf returns the tenant's encrypted Secrets to publish: none unless the tenant is
-// Active (a suspended or decommissioned tenant runs no release that reads them).
-func (r *Renderer) secretsOf(t *evav1.EvaTenant) []EncryptedSecret {
-	if t.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
-		return nil
+// hasSecrets reports whether the tenant's encrypted Secrets are published: only while
+// it is Active (a suspended or decommissioned tenant runs no release that reads them).
+func hasSecrets(t *evav1.EvaTenant) bool {
+	return len(t.Spec.Secrets) > 0 && t.Spec.LifecycleOrDefault() == evav1.LifecycleActive
+}
+
+// secretsOf returns the tenant's encrypted Secrets to publish, each as Eva writes it.
+func (r *Renderer) secretsOf(t *evav1.EvaTenant) ([]EncryptedSecret, error) {
+	if !hasSecrets(t) {
+		return nil, nil
 	}
+	code := t.Spec.CapsuleCode
 	out := make([]EncryptedSecret, 0, len(t.Spec.Secrets))
 	for _, s := range t.Spec.Secrets {
-		out = append(out, EncryptedSecret{Name: tenant.SecretName(t.Spec.CapsuleCode, s.Name), Data: []byte(s.Sops)})
+		name := tenant.SecretName(code, s.Name)
+		doc, issues := sopsdoc.Check([]byte(s.Sops), name, tenant.Namespace(code))
+		if len(issues) > 0 {
+			return nil, fmt.Errorf("tenant %s: spec.secrets %s: %s", code, s.Name, issues[0].Message)
+		}
+		out = append(out, EncryptedSecret{Name: name, Data: doc.Canonical})
 	}
-	return out
+	return out, nil
 }
 
 // checkSecrets refuses Secrets the environment cannot decrypt: without secrets
@@ -83,7 +95,7 @@ func (r *Renderer) checkSecrets(t *evav1.EvaTenant) error {
 // can apply them once decrypted; its ClusterRole grants nothing outside a namespace it
 // is bound in. Pure-cluster bundles do without: the operator applies the Secrets itself.
 func (r *Renderer) withSecretsRoleBinding(foundation []byte, t *evav1.EvaTenant) ([]byte, error) {
-	if len(r.secretsOf(t)) == 0 {
+	if !hasSecrets(t) {
 		return foundation, nil
 	}
 	env := r.Env.Settings
@@ -115,7 +127,7 @@ func secretFiles(dir string, secrets []EncryptedSecret) []File {
 // decryption is the workloads Kustomization's SOPS decryption with the environment's
 // age key, for a tenant with Secrets.
 func (r *Renderer) decryption(t *evav1.EvaTenant) *kustomizev1.Decryption {
-	if len(r.secretsOf(t)) == 0 || r.Env.Settings.Secrets == nil {
+	if !hasSecrets(t) || r.Env.Settings.Secrets == nil {
 		return nil
 	}
 	return &kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: r.Env.Settings.Secrets.DecryptionSecret}}

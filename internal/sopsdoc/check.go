@@ -6,15 +6,15 @@
 package sopsdoc
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"regexp"
 	"slices"
 	"strings"
 
 	"go.yaml.in/yaml/v3"
-
-	"github.com/aidonow/eva/internal/yamldoc"
 )
 
 // WatchLabel makes helm-controller reconcile a release as soon as a Secret it takes
@@ -34,6 +34,9 @@ type Secret struct {
 	Keys []string
 	// Recipients are the age public keys it is encrypted for.
 	Recipients []string
+	// Canonical is the document as Eva publishes it: what Check read, written by Eva's
+	// encoder (see canonical), so that kustomize, sops and Eva read the same document.
+	Canonical []byte
 }
 
 // Issue is one broken rule, at a line and column of the document (1-based; 1:1 when the
@@ -52,7 +55,8 @@ var (
 	topLevelKeys = []string{"apiVersion", "kind", "metadata", "type", "data", "stringData", "sops"}
 )
 
-// Check checks one encrypted Secret manifest strictly: a single Secret named name, in
+// Check checks one encrypted Secret manifest strictly: a document every YAML reader reads
+// the same way (see strict), holding a single Secret named name, in
 // namespace, of type Opaque, with every data and stringData value encrypted by SOPS for
 // at least one age recipient, under a message authentication code that covers its name
 // and namespace. Values are never echoed: a value that is not encrypted is named by its
@@ -70,9 +74,16 @@ func Check(data []byte, name, namespace string) (*Secret, []Issue) {
 		at(nil, "", "is %d bytes; an encrypted Secret may be at most %d", len(data), MaxBytes)
 		return nil, issues
 	}
-	root, err := single(data)
+	doc, root, err := single(data)
 	if err != nil {
 		at(nil, "", "%v", err)
+		return nil, issues
+	}
+	// A document two readers may read two ways is refused before any rule is read off
+	// it: the rules below take the first of duplicate keys, kustomize the last.
+	strict(doc, at)
+	checkSopsKeys(mapping(root)["sops"], at)
+	if len(issues) > 0 {
 		return nil, issues
 	}
 	s := &Secret{Name: name}
@@ -123,19 +134,33 @@ func Check(data []byte, name, namespace string) (*Secret, []Issue) {
 		return nil, issues
 	}
 	slices.Sort(s.Keys)
+	if s.Canonical, err = canonical(root); err != nil {
+		at(nil, "", "%v", err)
+		return nil, issues
+	}
 	return s, nil
 }
 
-// single decodes exactly one YAML mapping.
-func single(data []byte) (*yaml.Node, error) {
-	docs, err := yamldoc.Documents(data)
-	if err != nil {
-		return nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+// single decodes exactly one YAML mapping, and returns its document node too (which
+// holds the comments before and after it).
+func single(data []byte) (doc, root *yaml.Node, err error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var docs []*yaml.Node
+	for {
+		var d yaml.Node
+		err := dec.Decode(&d)
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("invalid YAML: %s", strings.TrimPrefix(err.Error(), "yaml: "))
+		}
+		docs = append(docs, &d)
 	}
-	if len(docs) != 1 || docs[0].Kind != yaml.MappingNode {
-		return nil, errors.New("an encrypted tenant Secret holds exactly one Secret manifest, encrypted as a whole by sops (kustomize-controller decrypts each manifest on its own)")
+	if len(docs) != 1 || len(docs[0].Content) != 1 || docs[0].Content[0].Kind != yaml.MappingNode {
+		return nil, nil, errors.New("an encrypted tenant Secret holds exactly one Secret manifest, encrypted as a whole by sops (kustomize-controller decrypts each manifest on its own)")
 	}
-	return docs[0], nil
+	return docs[0], docs[0].Content[0], nil
 }
 
 // checkMetadata requires the name and namespace given, no annotations, and no label but

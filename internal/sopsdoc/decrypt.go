@@ -32,7 +32,7 @@ var encryptedPartsRE = regexp.MustCompile(`^ENC\[AES256_GCM,data:([A-Za-z0-9+/=]
 // values by key (data values base64-decoded). Nothing is written anywhere, and no error
 // carries a value.
 func Decrypt(doc []byte, identities ...age.Identity) (map[string][]byte, error) {
-	root, err := single(doc)
+	_, root, err := single(doc)
 	if err != nil {
 		return nil, err
 	}

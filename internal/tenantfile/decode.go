@@ -99,8 +99,8 @@ func (d *decoder) fail(n *yaml.Node, p *field.Path, format string, args ...any) 
 // decode checks n against t and returns the plain value (map[string]any, []any,
 // string, int64, float64, bool or nil) and whether the value is usable.
 func (d *decoder) decode(n *yaml.Node, t reflect.Type, p *field.Path) (any, bool) {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+	if !d.unshared(n, p) {
+		return nil, false
 	}
 	if !d.budget(n) {
 		return nil, false
@@ -281,6 +281,9 @@ func (d *decoder) eachPair(n *yaml.Node, p *field.Path, fn func(key string, kn, 
 		case kn.Kind != yaml.ScalarNode:
 			d.fail(kn, p, "keys must be plain strings, got %s", describe(kn))
 			continue
+		case kn.Anchor != "":
+			d.fail(kn, p, "YAML anchors (&%s) are not allowed in tenant files", safetext.Limit(kn.Anchor, safetext.MaxValue))
+			continue
 		case kn.Tag == "!!merge":
 			d.fail(kn, p, "YAML merge keys (<<) are not supported in tenant files")
 			continue
@@ -297,14 +300,29 @@ func (d *decoder) eachPair(n *yaml.Node, p *field.Path, fn func(key string, kn, 
 	}
 }
 
+// unshared refuses YAML anchors and aliases: a value written once and read in several
+// places is a second reading of the file that other YAML readers may not share, and
+// every value of a tenant file has one place.
+func (d *decoder) unshared(n *yaml.Node, p *field.Path) bool {
+	switch {
+	case n.Kind == yaml.AliasNode:
+		d.fail(n, p, "YAML aliases (*%s) are not allowed in tenant files: write the value out", safetext.Limit(n.Value, safetext.MaxValue))
+		return false
+	case n.Anchor != "":
+		d.fail(n, p, "YAML anchors (&%s) are not allowed in tenant files", safetext.Limit(n.Anchor, safetext.MaxValue))
+		return false
+	}
+	return true
+}
+
 // maxAnyDepth bounds recursion into free-form values so a hostile file cannot exhaust
 // the stack; semantic validation applies the real (smaller) nesting limit.
 const maxAnyDepth = 64
 
 // decodeAny decodes a free-form value (Helm values), recording positions.
 func (d *decoder) decodeAny(n *yaml.Node, p *field.Path, depth int) (any, bool) {
-	if n.Kind == yaml.AliasNode && n.Alias != nil {
-		n = n.Alias
+	if !d.unshared(n, p) {
+		return nil, false
 	}
 	if !d.budget(n) {
 		return nil, false
