@@ -77,7 +77,7 @@ var hostileSecrets = map[string]struct {
 	field string
 }{
 	"alias keys smuggle a List": {smuggledList, 12, "sops.xa"},
-	"an anchor on a value": {strings.Replace(validSecret, "kind: Secret", "kind: &s Secret", 1), 2, "kind"},
+	"an anchor on a value":      {strings.Replace(validSecret, "kind: Secret", "kind: &s Secret", 1), 2, "kind"},
 	"an alias as a value": {strings.Replace(strings.Replace(validSecret, "kind: Secret", "kind: &s Secret", 1),
 		"    version: 3.11.0", "    version: 3.11.0\n    encrypted_suffix: *s", 1), 21, "sops.encrypted_suffix"},
 	"a merge key":             {strings.Replace(validSecret, "metadata:\n", "metadata:\n    <<: {annotations: {a: b}}\n", 1), 4, "metadata"},
