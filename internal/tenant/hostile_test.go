@@ -47,6 +47,12 @@ func withValues(module, valuesYAML string) tenantOpt {
 	}
 }
 
+func withCode(code string) tenantOpt {
+	return func(_ *testing.T, tn *evav1.EvaTenant) {
+		tn.Spec.CapsuleCode, tn.Name = code, strings.ToLower(code)
+	}
+}
+
 func withTargetPath(module, targetPath string) tenantOpt {
 	return func(_ *testing.T, tn *evav1.EvaTenant) {
 		tn.Spec.ValuesFrom = append(tn.Spec.ValuesFrom, evav1.ValuesReference{
@@ -139,6 +145,10 @@ func TestHostileValues(t *testing.T) {
 		"targetPath Image.repository":  {[]tenantOpt{withTargetPath("crm", "Image.repository")}, "spec.valuesFrom[0].targetPath", "platform-owned", ""},
 		"targetPath replicaCount":      {[]tenantOpt{withTargetPath("crm", "replicaCount")}, "spec.valuesFrom[0].targetPath", "tier's limits", ""},
 		"targetPath nested secContext": {[]tenantOpt{withTargetPath("crm", "a.securityContext.runAsUser")}, "spec.valuesFrom[0].targetPath", "platform-owned", ""},
+		// Codes whose host names a platform service (issue 32, item 6).
+		"code ARGOCD": {[]tenantOpt{withCode("ARGOCD")}, "spec.capsuleCode", "reserved", ""},
+		"code STATUS": {[]tenantOpt{withCode("STATUS")}, "spec.capsuleCode", "reserved", ""},
+		"code SYSTEM": {[]tenantOpt{withCode("SYSTEM")}, "spec.capsuleCode", "reserved", ""},
 		// Strict semantic versions.
 		"pin with leading-zero pre-release": {[]tenantOpt{withPin("crm", "1.0.0-01")}, "spec.versions[crm]", "semantic version", ""},
 		"pin with leading-zero part":        {[]tenantOpt{withPin("crm", "1.0.0-rc.01")}, "spec.versions[crm]", "semantic version", ""},

@@ -14,7 +14,7 @@ var secretWords = map[string]bool{
 	"secret": true, "secrets": true, "token": true, "credential": true,
 	"credentials": true, "apikey": true, "privatekey": true, "secretkey": true,
 	"accesskey": true, "clientsecret": true, "connectionstring": true, "dsn": true,
-	"bearer": true,
+	"bearer": true, "mnemonic": true, "hmackey": true, "privkey": true,
 }
 
 // secretPairs are two consecutive key words that name a secret together.
@@ -23,16 +23,19 @@ var secretPairs = map[[2]string]bool{
 	{"secret", "key"}: true, {"client", "secret"}: true, {"connection", "string"}: true,
 	{"auth", "key"}: true, {"signing", "key"}: true, {"encryption", "key"}: true,
 	{"pass", "word"}: true, {"pass", "wd"}: true, {"pass", "phrase"}: true,
+	{"hmac", "key"}: true, {"priv", "key"}: true, {"otp", "seed"}: true, {"totp", "seed"}: true,
+	{"session", "cookie"}: true, {"smtp", "auth"}: true,
 }
 
 // secretTails are words that name a secret only as the last word of a key: dbPass and
 // adminPw are passwords, but passThrough and pwMode are not.
-var secretTails = map[string]bool{"pass": true, "pw": true}
+var secretTails = map[string]bool{"pass": true, "pw": true, "pin": true}
 
 // passwordStems are found inside the concatenated words of a key, so that separators
 // and digit look-alikes (pass_word, passWd, p4ssw0rd) do not hide a password key. Only
-// stems no ordinary English word contains are listed ("secret" is in "secretary").
-var passwordStems = []string{"password", "passwd", "passphrase"}
+// stems no ordinary English word contains are listed ("secret" is in "secretary"); the
+// German and Spanish words for a password too (contraseña is folded to contrasena).
+var passwordStems = []string{"password", "passwd", "passphrase", "passwort", "kennwort", "contrasena"}
 
 // secretSuffixes end the concatenated words of a key that names a secret written in one
 // lower-case word (authtoken, githubtoken, awsaccesskey), where splitWords finds no

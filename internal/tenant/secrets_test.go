@@ -20,11 +20,15 @@ func TestLooksLikeSecret(t *testing.T) {
 		"awsAccessKey", "secretKey", "connectionString", "dsn", "signingKey", "encryptionKey",
 		// Spellings found by a hostile review: split, abbreviated, digit and Unicode look-alikes.
 		"dbPass", "pass_word", "passWd", "PASS-WORD", "p4ssw0rd", "pаssword" /* Cyrillic а */, "ｐａｓｓｗｏｒｄ",
-		"pass\u200bword", "pàssword", "tοken" /* Greek ο */, "authtoken", "githubtoken", "awsaccesskey", "bearer"}
+		"pass\u200bword", "pàssword", "tοken" /* Greek ο */, "authtoken", "githubtoken", "awsaccesskey", "bearer",
+		// Issue 32's low findings: other words for keys, seeds and passwords.
+		"hmacKey", "privKey", "otpSeed", "mnemonic", "passwort", "kennwort", "contrasena", "contraseña",
+		"pin", "userPin", "sessionCookie", "smtpAuth", "HMAC_KEY", "totpSecret"}
 	notSecret := []string{"replicaCount", "image", "logLevel", "existingSecret", "secretName",
 		"tokenSecretRef", "passwordFile", "keyPath", "maxTokens", "publicKey", "key", "tokenizer",
 		"secretary", "monkey", "apiVersion", "credentialsSecretName", "",
-		"bypass", "compass", "passThrough", "tokenizer", "keyboard", "turkey", "passwordFile", "tokenPath"}
+		"bypass", "compass", "passThrough", "tokenizer", "keyboard", "turkey", "passwordFile", "tokenPath",
+		"pinned", "spinner", "pinPolicy", "cookieName", "authMode", "smtpHost", "seedsVersion", "hmacAlgorithm"}
 	for _, k := range secret {
 		if !LooksLikeSecret(k) {
 			t.Errorf("LooksLikeSecret(%q) = false, want true", k)

@@ -164,10 +164,22 @@ func validateMeta(t *evav1.EvaTenant) field.ErrorList {
 	return errs
 }
 
+// ReservedCodes are capsule codes no tenant may take: a tenant's Ingress host is
+// <code>.<domain>, so these would answer for the platform's own services (Argo CD, a
+// status page, a registry, a login page) under the tenants' domain.
+var ReservedCodes = []string{
+	"ADMINS", "ALERTS", "ARGOCD", "ASSETS", "CONSUL", "DEPLOY", "DOCKER", "GITHUB", "GITLAB",
+	"HARBOR", "HEALTH", "ISTIOD", "JAEGER", "KIBANA", "LOGINS", "LOGOUT", "MAILER", "PORTAL",
+	"PUBLIC", "SENTRY", "SIGNIN", "SIGNUP", "STATIC", "STATUS", "SYSTEM", "TRACES", "WEBHOK",
+}
+
 func validateCode(code string, p *field.Path) field.ErrorList {
 	switch {
 	case code == "":
 		return field.ErrorList{field.Required(p, "six upper-case letters, for example DEVUSR")}
+	case capsuleCodeRE.MatchString(code) && slices.Contains(ReservedCodes, code):
+		return field.ErrorList{field.Forbidden(p, fmt.Sprintf(
+			"%s is reserved: its host %s.<domain> names a platform service, not a tenant", code, strings.ToLower(code)))}
 	case capsuleCodeRE.MatchString(code):
 		return nil
 	case capsuleCodeRE.MatchString(strings.ToUpper(code)):
