@@ -262,6 +262,8 @@ func (r *EvaTenantReconciler) ensureMetadata(ctx context.Context, t *evav1.EvaTe
 }
 
 func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
+	// Bounded, so the status that reports the problem can always be written.
+	msg = status.ProblemsMessage([]string{msg})
 	t := s.tenant
 	now := metav1.NewTime(r.now())
 	if findCondition(t, evav1.ConditionReady).Reason != status.ReasonInvalidSpec {

@@ -76,7 +76,11 @@ func soonest(a, b ctrl.Result) ctrl.Result {
 // Stalled until the spec changes (no requeue: the new spec triggers the next reconcile).
 func (r *EvaTenantReconciler) validatePhase(_ context.Context, s *scope) (ctrl.Result, error) {
 	if errs := r.Renderer.Catalog.Validate(s.tenant); len(errs) > 0 {
-		r.markInvalid(s, errs.ToAggregate().Error())
+		problems := make([]string, len(errs))
+		for i, e := range errs {
+			problems[i] = e.Error()
+		}
+		r.markInvalid(s, status.ProblemsMessage(problems))
 		s.done = true
 	}
 	return ctrl.Result{}, nil
