@@ -10,7 +10,6 @@ import (
 	"encoding/hex"
 	"fmt"
 	"hash"
-	"os"
 	"path/filepath"
 	"regexp"
 	"strings"
@@ -129,24 +128,51 @@ var ageRecipientRE = regexp.MustCompile(`^age1[02-9ac-hj-np-z]{58}$`)
 
 var envNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
-// Load reads overlays/<name>/tenant/ under root.
+// Load reads overlays/<name>/tenant/ under root, refusing an environment folder that
+// leads out of root.
 func Load(root, name string) (*Environment, error) {
-	return LoadDir(filepath.Join(root, name, "tenant"), name)
+	if err := checkName(name); err != nil {
+		return nil, err
+	}
+	dir, err := openOverlayIn(root, filepath.Join(name, "tenant"))
+	if err != nil {
+		return nil, fmt.Errorf("environment %s: %w", name, err)
+	}
+	defer dir.close()
+	return load(dir, name)
 }
 
 // LoadDir reads an environment's tenant overlay from dir (the operator mounts it from a
 // ConfigMap).
 func LoadDir(dir, name string) (*Environment, error) {
-	if !envNameRE.MatchString(name) {
-		return nil, fmt.Errorf("environment name %q: must be lower-case letters, digits and '-'", name)
+	if err := checkName(name); err != nil {
+		return nil, err
 	}
-	data, err := os.ReadFile(filepath.Join(dir, SettingsFile))
+	o, err := openOverlayDir(dir)
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", name, err)
 	}
+	defer o.close()
+	return load(o, name)
+}
+
+// checkName refuses an environment name that is not a plain folder name.
+func checkName(name string) error {
+	if !envNameRE.MatchString(name) {
+		return fmt.Errorf("environment name %q: must be lower-case letters, digits and '-'", name)
+	}
+	return nil
+}
+
+// load reads the settings and patches of an opened overlay folder.
+func load(dir *overlayDir, name string) (*Environment, error) {
+	data, err := dir.read(SettingsFile)
+	if err != nil {
+		return nil, fmt.Errorf("environment %s: %s: %w", name, dir.join(SettingsFile), err)
+	}
 	settings, err := ParseSettings(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, SettingsFile), err)
+		return nil, fmt.Errorf("%s: %w", dir.join(SettingsFile), err)
 	}
 	sum := sha256.New()
 	writeDigestPart(sum, []byte(name))

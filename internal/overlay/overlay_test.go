@@ -115,7 +115,12 @@ func TestPatchErrors(t *testing.T) {
 	}
 	dir := t.TempDir()
 	_ = os.WriteFile(filepath.Join(dir, KustomizationFile), []byte("resources: [x.yaml]\n"), 0o644)
-	if _, err := loadPatches(dir, func([]byte) {}); err == nil || !strings.Contains(err.Error(), "may only hold `patches`") {
+	o, err := openOverlayDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.close()
+	if _, err := loadPatches(o, func([]byte) {}); err == nil || !strings.Contains(err.Error(), "may only hold `patches`") {
 		t.Errorf("overlay with resources: %v", err)
 	}
 }

@@ -2,9 +2,9 @@ package overlay
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
+	"io/fs"
 	"regexp"
 	"strings"
 
@@ -37,17 +37,18 @@ type selector struct {
 	labels, annotations  labels.Selector
 }
 
-// loadPatches reads the `patches` of dir/kustomization.yaml. A tenant overlay is a
-// kustomize file holding patches only: anything else in it would change what a tenant
-// is made of, which belongs in the renderer or the catalog.
-func loadPatches(dir string, read func([]byte)) ([]Patch, error) {
-	path := filepath.Join(dir, KustomizationFile)
-	data, err := os.ReadFile(path)
-	if os.IsNotExist(err) {
+// loadPatches reads the `patches` of the overlay's kustomization.yaml. A tenant overlay
+// is a kustomize file holding patches only: anything else in it would change what a
+// tenant is made of, which belongs in the renderer or the catalog. Patch files are read
+// inside the overlay folder (see overlayDir).
+func loadPatches(dir *overlayDir, read func([]byte)) ([]Patch, error) {
+	path := dir.join(KustomizationFile)
+	data, err := dir.read(KustomizationFile)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	read(data)
 	var k types.Kustomization
@@ -62,26 +63,36 @@ func loadPatches(dir string, read func([]byte)) ([]Patch, error) {
 	}
 	var out []Patch
 	for i, p := range k.Patches {
-		src := fmt.Sprintf("%s: patches[%d]", path, i)
-		body := p.Patch
-		if p.Path != "" {
-			if body != "" {
-				return nil, fmt.Errorf("%s: set either path or patch, not both", src)
-			}
-			b, err := os.ReadFile(filepath.Join(dir, p.Path))
-			if err != nil {
-				return nil, fmt.Errorf("%s: %w", src, err)
-			}
-			read(b)
-			body, src = string(b), filepath.Join(dir, p.Path)
-		}
-		patch, err := ParsePatch(src, body, p.Target)
+		patch, err := loadPatch(dir, path, i, p, read)
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, *patch)
 	}
 	return out, nil
+}
+
+// loadPatch parses the i-th patch of the kustomization at path, reading its file when
+// it names one.
+func loadPatch(dir *overlayDir, path string, i int, p types.Patch, read func([]byte)) (*Patch, error) {
+	src := fmt.Sprintf("%s: patches[%d]", path, i)
+	if p.Path == "" {
+		return ParsePatch(src, p.Patch, p.Target)
+	}
+	field := fmt.Sprintf("%s: patches[%d].path: %q", path, i, p.Path)
+	if p.Patch != "" {
+		return nil, fmt.Errorf("%s: set either path or patch, not both", src)
+	}
+	b, err := dir.read(p.Path)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	read(b)
+	patch, err := ParsePatch(dir.join(p.Path), string(b), p.Target)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", field, err)
+	}
+	return patch, nil
 }
 
 // ParsePatch parses a patch body the way kustomize does: a YAML list is a JSON 6902
@@ -114,7 +125,9 @@ func ParsePatch(source, body string, target *types.Selector) (*Patch, error) {
 			switch op.Kind() {
 			case "add", "remove", "replace", "move", "copy", "test":
 			default:
-				return nil, fmt.Errorf("%s: operation %d: unknown op %q", source, i, op.Kind())
+				// The op is not quoted: a patch may come from a file, whose content
+				// never appears in a message.
+				return nil, fmt.Errorf("%s: operation %d: unknown op (want add, remove, replace, move, copy or test)", source, i)
 			}
 		}
 		p.ops = ops
@@ -123,6 +136,11 @@ func ParsePatch(source, body string, target *types.Selector) (*Patch, error) {
 		node, err := kyaml.Parse(body)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", source, err)
+		}
+		// Anything but a mapping fails later, in kustomize, with the patch's text in
+		// the message; a patch file's content must never be echoed.
+		if node.YNode().Kind != kyaml.MappingNode {
+			return nil, fmt.Errorf("%s: a strategic-merge patch is not a YAML mapping", source)
 		}
 		p.smp = node
 		p.merge = mapOnlyPatch(node)
