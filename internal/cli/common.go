@@ -20,6 +20,7 @@ import (
 	"github.com/aidonow/eva/internal/rendercache"
 	"github.com/aidonow/eva/internal/rollout"
 	"github.com/aidonow/eva/internal/rolloutfile"
+	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
@@ -51,6 +52,43 @@ func (a *authorFlags) bind(f *pflag.FlagSet) {
 }
 
 func (a *authorFlags) author() publish.Author { return publish.Author{Name: a.name, Email: a.email} }
+
+// checkAuthor refuses the commit author of a command with author flags (or their
+// environment variables) that git would write as another author (publish.CheckAuthor).
+func checkAuthor(cmd *cobra.Command) error {
+	var a publish.Author
+	if f := cmd.Flags().Lookup("author-name"); f != nil {
+		a.Name = f.Value.String()
+	}
+	if f := cmd.Flags().Lookup("author-email"); f != nil {
+		a.Email = f.Value.String()
+	}
+	if err := publish.CheckAuthor(a); err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (--author-name, --author-email, EVA_GIT_AUTHOR_NAME, EVA_GIT_AUTHOR_EMAIL)", err)}
+	}
+	return nil
+}
+
+// safeProblem is the one escaping every printed problem goes through: file, field and
+// message escaped (one line, no control characters) and bounded, whichever package
+// made the problem. Escaping is idempotent: a problem cleaned where it was made is
+// printed as it is.
+func safeProblem(p tenantfile.Problem) tenantfile.Problem {
+	p.File = safetext.Escape(p.File)
+	p.Field = safetext.Limit(p.Field, maxProblemField)
+	p.Message = safetext.Limit(p.Message, safetext.MaxMessage)
+	return p
+}
+
+// maxProblemField bounds a field path in a printed problem.
+const maxProblemField = 256
+
+// printProblems writes problems one a line, as file:line:col: field: message.
+func printProblems(w io.Writer, problems []tenantfile.Problem) {
+	for _, p := range problems {
+		fmt.Fprintln(w, safeProblem(p).String())
+	}
+}
 
 func envOr(key, def string) string {
 	if v := os.Getenv(key); v != "" {
@@ -94,6 +132,9 @@ func prepare(cmd *cobra.Command, opts *options, ri *renderInputs) (*job, error) 
 // left undecoded) rather than rendered.
 func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse) (*job, error) {
 	stderr := cmd.ErrOrStderr()
+	if err := checkAuthor(cmd); err != nil {
+		return nil, err
+	}
 	catalog, err := opts.catalog()
 	if err != nil {
 		return nil, err
@@ -132,9 +173,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	}
 	tenantfile.SortProblems(res.Problems)
 	if !res.Valid() {
-		for _, p := range res.Problems {
-			fmt.Fprintln(stderr, p.String())
-		}
+		printProblems(stderr, res.Problems)
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
 	}
 	j.files, j.stderr = res, stderr
@@ -213,9 +252,7 @@ func (j *job) renderFailed(err error) error {
 		return &ExitError{Code: ExitInvalid, Err: err}
 	}
 	tenantfile.SortProblems(problems)
-	for _, p := range problems {
-		fmt.Fprintln(j.stderr, p.String())
-	}
+	printProblems(j.stderr, problems)
 	return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(problems))}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/aidonow/eva/internal/publish"
+	"github.com/aidonow/eva/internal/safetext"
 )
 
 // gitTarget are the flags naming a git branch to publish to or diff against.
@@ -116,6 +117,11 @@ func (g *gitTarget) remote(author publish.Author, subject string) (*publish.GitR
 	if g.repo == "" {
 		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--repo is required")}
 	}
+	if safetext.HasCredentials(g.repo) {
+		// Arguments show in process lists, shell history and CI logs, and the URL would be
+		// kept in the cache's git config.
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--repo %s: credentials (or a query) in the URL are refused: pass a token with EVA_GIT_TOKEN, --token-env or --token-file, or a password with --password-env or --password-file (and --username)", safetext.RedactURL(g.repo))}
+	}
 	path, err := publish.RepoPath(g.path)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--path: %w", err)}
@@ -150,6 +156,10 @@ func (o *ociTarget) sink() (*publish.OCI, error) {
 		s, r := gitProvenance(".")
 		source, revision = orDefault(source, s), orDefault(revision, r)
 	}
+	// The annotation is public to anyone who can pull the artifact.
+	if source != "" {
+		source = safetext.RedactURL(source)
+	}
 	kc := authn.NewMultiKeychain(envKeychain{}, authn.DefaultKeychain)
 	return &publish.OCI{Ref: o.ref, Insecure: o.insecure, Keychain: kc, Source: source, Revision: revision}, nil
 }
@@ -166,15 +176,16 @@ func (envKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 	return &authn.Basic{Username: user, Password: pass}, nil
 }
 
-// gitProvenance describes the git repository holding dir: its origin URL and
-// "<branch>@sha1:<commit>", as Flux writes revisions.
+// gitProvenance describes the git repository holding dir: its origin URL without
+// credentials (a CI checkout's origin often holds a token) and "<branch>@sha1:<commit>",
+// as Flux writes revisions.
 func gitProvenance(dir string) (source, revision string) {
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
 	if err != nil {
 		return "", ""
 	}
 	if remote, err := repo.Remote("origin"); err == nil && len(remote.Config().URLs) > 0 {
-		source = remote.Config().URLs[0]
+		source = safetext.RedactURL(remote.Config().URLs[0])
 	}
 	if head, err := repo.Head(); err == nil {
 		revision = fmt.Sprintf("%s@sha1:%s", head.Name().Short(), head.Hash())

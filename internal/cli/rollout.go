@@ -52,9 +52,7 @@ func newRolloutStatusCommand(opts *options) *cobra.Command {
 					return &ExitError{Code: ExitUsage, Err: err}
 				}
 				if len(problems) > 0 {
-					for _, p := range problems {
-						fmt.Fprintln(cmd.ErrOrStderr(), p.String())
-					}
+					printProblems(cmd.ErrOrStderr(), problems)
 					return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the release files", len(problems))}
 				}
 				for _, f := range files {
@@ -87,7 +85,7 @@ func newRolloutStatusCommand(opts *options) *cobra.Command {
 				}
 			}
 			if len(items) == 0 {
-				fmt.Fprintf(cmd.OutOrStdout(), "no EvaRollout in %s\n", ns)
+				fmt.Fprintf(cmd.OutOrStdout(), "no EvaRollout in %s\n", safetext.Escape(ns))
 				return nil
 			}
 			sort.Slice(items, func(i, j int) bool { return rollout.Newer(&items[i], &items[j]) })
@@ -148,7 +146,7 @@ func WriteRolloutStatus(w io.Writer, ro *evav1.EvaRollout) {
 	if phase == "" {
 		phase = "Pending"
 	}
-	fmt.Fprintf(w, "%s  %s  wave %s  %d/%d tenants  %s\n", ro.Name, phase, wave, st.Updated, st.Total, versionsOf(ro))
+	fmt.Fprintf(w, "%s  %s  wave %s  %d/%d tenants  %s\n", safetext.Escape(ro.Name), phase, wave, st.Updated, st.Total, safetext.Escape(versionsOf(ro)))
 	if st.Message != "" {
 		// The message carries tenants' conditions: escaped, it cannot drive the terminal.
 		fmt.Fprintf(w, "  %s\n", safetext.Escape(st.Message))

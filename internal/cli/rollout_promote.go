@@ -70,9 +70,7 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 	problems = append(res.Problems, problems...)
 	if len(problems) > 0 {
 		tenantfile.SortProblems(problems)
-		for _, p := range problems {
-			fmt.Fprintln(stderr, p.String())
-		}
+		printProblems(stderr, problems)
 		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant and release files; nothing was promoted", len(problems))}
 	}
 	target, err := findRelease(files, name, o.namespace, o.rollouts)
@@ -291,7 +289,7 @@ func newRolloutPlanCommand(opts *options) *cobra.Command {
 			if len(st.changed) == 0 {
 				fmt.Fprintln(out, "nothing to promote")
 			} else {
-				fmt.Fprintln(out, "next step: "+st.subject())
+				fmt.Fprintln(out, "next step: "+safetext.Escape(st.subject()))
 			}
 			fmt.Fprint(out, st.body())
 			return nil
@@ -329,6 +327,9 @@ and promote exits 1.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if !o.assumeReady && o.kubeconfig == "" {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("promote needs the tenants' health: --kubeconfig (read from the cluster) or --assume-ready (vouched for, and said so in the commit)")}
+			}
+			if err := checkAuthor(cmd); err != nil {
+				return err
 			}
 			st, err := decideStep(cmd.Context(), opts, o, args[0], cmd.ErrOrStderr(), time.Now())
 			if err != nil {
@@ -371,9 +372,9 @@ and promote exits 1.`,
 				if err != nil {
 					return restore(err)
 				}
-				fmt.Fprintf(out, "committed %s: %s\n", short(rev), st.subject())
+				fmt.Fprintf(out, "committed %s: %s\n", short(rev), safetext.Escape(st.subject()))
 			} else {
-				fmt.Fprintf(out, "wrote %s (not committed): %s\n", strings.Join(paths, ", "), st.subject())
+				fmt.Fprintf(out, "wrote %s (not committed): %s\n", safetext.Escape(strings.Join(paths, ", ")), safetext.Escape(st.subject()))
 			}
 			WriteRolloutStatus(out, st.target.Rollout)
 			return haltedError(st.target.Rollout)

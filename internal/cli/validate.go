@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
 
@@ -17,7 +18,7 @@ import (
 const DefaultTenantsDir = "tenants"
 
 func newValidateCommand(opts *options) *cobra.Command {
-	var output string
+	var output, rollouts string
 	var charts chartFlags
 	cmd := &cobra.Command{
 		Use:   "validate [PATH...]",
@@ -59,6 +60,14 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 				}
 				return err
 			}
+			// Release files are checked as render checks them: what validate accepts,
+			// render accepts.
+			_, releaseProblems, err := rolloutfile.Load(rollouts, catalog)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			res.Problems = append(res.Problems, releaseProblems...)
+			tenantfile.SortProblems(res.Problems)
 			// Encrypted Secrets must be decryptable in the environment, when there is one
 			// to check against (validate also runs outside a platform checkout).
 			if env, err := overlay.Load(charts.overlays, charts.env); err == nil {
@@ -80,6 +89,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or github (GitHub Actions annotations)")
+	cmd.Flags().StringVar(&rollouts, "rollouts", rolloutfile.DefaultDir, "folder of platform releases (EvaRollout files) to check; none when it does not exist")
 	charts.bind(cmd.Flags())
 	return cmd
 }
@@ -100,6 +110,7 @@ func writeProblems(stdout, stderr io.Writer, format string, res *tenantfile.Resu
 		}{res.Valid(), res.Files, problems})
 	case "github":
 		for _, p := range res.Problems {
+			p = safeProblem(p)
 			title := "invalid tenant"
 			if p.Field != "" {
 				title = p.Field
@@ -108,9 +119,7 @@ func writeProblems(stdout, stderr io.Writer, format string, res *tenantfile.Resu
 				ghProperty(p.File), p.Line, p.Column, ghProperty(title), ghData(p.Message))
 		}
 	default:
-		for _, p := range res.Problems {
-			fmt.Fprintln(stdout, p.String())
-		}
+		printProblems(stdout, res.Problems)
 	}
 	if res.Valid() {
 		fmt.Fprintf(stderr, "%d tenant file(s) valid\n", res.Files)

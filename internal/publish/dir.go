@@ -1,8 +1,9 @@
 package publish
 
 import (
-	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -17,6 +18,7 @@ import (
 // tenant codes about to be rendered.
 type Dir struct {
 	dir     string
+	out     *outDir
 	mu      sync.Mutex
 	written map[string]bool
 	// folders are those Put has made sure of: the files of a folder this render
@@ -25,8 +27,23 @@ type Dir struct {
 }
 
 // OpenDir checks the removals a render of codes would make in dir and prepares it.
+// Before anything is written, the tree Eva writes into (the root kustomization and
+// every file under the folders it owns) must hold only folders and regular files: a
+// symlink, FIFO or device there is refused with its path.
 func OpenDir(dir string, codes []string, safety Safety) (*Dir, error) {
-	existing, err := existingTenants(dir)
+	out, err := openOutDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		out, err = nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	if out != nil {
+		if err := out.checkTree([]string{render.RootKustomization}, ownedDirs()); err != nil {
+			return nil, err
+		}
+	}
+	existing, err := existingTenants(out)
 	if err != nil {
 		return nil, err
 	}
@@ -41,32 +58,58 @@ func OpenDir(dir string, codes []string, safety Safety) (*Dir, error) {
 		}
 	}
 	err = plan.Check(safety, func(p string) ([]byte, error) {
-		return os.ReadFile(filepath.Join(dir, filepath.FromSlash(p)))
+		if out == nil {
+			return nil, fmt.Errorf("%s: %w", p, fs.ErrNotExist)
+		}
+		data, ok, err := out.read(filepath.FromSlash(p))
+		if err == nil && !ok {
+			err = fmt.Errorf("%s: %w", out.full(filepath.FromSlash(p)), fs.ErrNotExist)
+		}
+		return data, err
 	})
 	if err != nil {
 		return nil, err
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return nil, err
+	if out == nil {
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return nil, err
+		}
+		if out, err = openOutDir(dir); err != nil {
+			return nil, err
+		}
 	}
-	return &Dir{dir: dir, written: map[string]bool{}, folders: newFolders(dir)}, nil
+	return &Dir{dir: dir, out: out, written: map[string]bool{}, folders: newFolders(out)}, nil
 }
 
-func existingTenants(dir string) ([]string, error) {
-	entries, err := os.ReadDir(filepath.Join(dir, render.TenantsDir))
-	if os.IsNotExist(err) {
+// ownedDirs are the folders whose every file Eva writes (or removes).
+func ownedDirs() []string { return append([]string{render.TenantsDir}, render.DeliveryDirs...) }
+
+// existingTenants lists the tenant folders of out (none when out is nil).
+func existingTenants(out *outDir) ([]string, error) {
+	if out == nil {
+		return nil, nil
+	}
+	entries, err := fs.ReadDir(out.root.FS(), render.TenantsDir)
+	if errors.Is(err, fs.ErrNotExist) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("reading %s: %w", dir, err)
+		return nil, fmt.Errorf("reading %s: %w", out.path, err)
 	}
-	var out []string
+	var found []string
 	for _, e := range entries {
-		if _, err := os.Stat(filepath.Join(dir, render.TenantsDir, e.Name(), render.ManifestsFile)); e.IsDir() && err == nil {
-			out = append(out, e.Name())
+		if !e.IsDir() {
+			continue
+		}
+		fi, err := out.checkFile(filepath.Join(render.TenantsDir, e.Name(), render.ManifestsFile))
+		if err != nil {
+			return nil, err
+		}
+		if fi != nil {
+			found = append(found, e.Name())
 		}
 	}
-	return out, nil
+	return found, nil
 }
 
 // Put writes one file unless it already holds the same bytes. It is safe for
@@ -75,47 +118,47 @@ func (d *Dir) Put(f render.File) error {
 	if err := checkFilePath(f.Path); err != nil {
 		return err
 	}
-	full := filepath.Join(d.dir, filepath.FromSlash(f.Path))
+	rel := filepath.FromSlash(f.Path)
 	d.mu.Lock()
 	d.written[f.Path] = true
 	d.mu.Unlock()
-	created, err := d.folders.ensure(filepath.Dir(full))
+	created, err := d.folders.ensure(filepath.Dir(rel))
 	if err != nil {
 		return err
 	}
 	if !created {
-		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, f.Data) {
-			return nil
+		same, err := d.out.holds(rel, f.Data)
+		if err != nil || same {
+			return err
 		}
 	}
-	if err := overwriteFile(full, f.Data); err != nil {
-		return fmt.Errorf("writing %s: %w", full, err)
-	}
-	return nil
+	return d.out.write(rel, f.Data)
 }
 
 // Finish removes files under flux/ and tenants/ that this render did not write. The
 // folders it made are not read: they hold only what it wrote.
 func (d *Dir) Finish() error {
 	var stale []string
-	for _, top := range append([]string{render.TenantsDir}, render.DeliveryDirs...) {
-		root := filepath.Join(d.dir, top)
-		err := filepath.WalkDir(root, func(p string, e os.DirEntry, err error) error {
-			if os.IsNotExist(err) {
-				return filepath.SkipDir
-			}
+	for _, top := range ownedDirs() {
+		exists, err := d.out.checkDir(top)
+		if err != nil {
+			return err
+		}
+		if !exists {
+			continue
+		}
+		err = fs.WalkDir(d.out.root.FS(), top, func(p string, e fs.DirEntry, err error) error {
 			if err != nil {
 				return err
 			}
 			if e.IsDir() {
 				// A folder this render made holds only what it wrote.
-				if d.folders.created(p) {
+				if d.folders.created(filepath.FromSlash(p)) {
 					return filepath.SkipDir
 				}
 				return nil
 			}
-			rel, _ := filepath.Rel(d.dir, p)
-			if rel = filepath.ToSlash(rel); !d.written[rel] {
+			if !d.written[p] {
 				stale = append(stale, p)
 			}
 			return nil
@@ -126,10 +169,9 @@ func (d *Dir) Finish() error {
 	}
 	slices.Sort(stale)
 	for _, p := range stale {
-		if err := os.Remove(p); err != nil {
-			return fmt.Errorf("removing %s: %w", p, err)
+		if err := d.out.remove(filepath.FromSlash(p)); err != nil {
+			return err
 		}
-		removeEmptyParents(d.dir, filepath.Dir(p))
 	}
 	return nil
 }

@@ -1,7 +1,9 @@
 package publish
 
 import (
-	"os"
+	"errors"
+	"fmt"
+	"io/fs"
 	"path/filepath"
 	"sync"
 )
@@ -10,9 +12,11 @@ import (
 // writer comes first; the others wait for it), and remembers which ones the render
 // created: those hold nothing but what it writes, so a file in one needs no reading
 // before it is written, and a render into an empty folder costs one system call per
-// file less to look for what is there and one less to make its folder. It is safe for
-// concurrent use.
+// file less to look for what is there. A folder's parents are made sure of before it,
+// and a folder found already there is checked to be one (not a symlink to elsewhere).
+// It is safe for concurrent use.
 type folders struct {
+	out   *outDir
 	mu    sync.Mutex
 	state map[string]*folderState
 }
@@ -25,11 +29,12 @@ type folderState struct {
 	err  error
 }
 
-// newFolders starts with root, which exists and was not made by this render.
-func newFolders(root string) *folders {
+// newFolders starts with the root of out, which exists and was not made by this
+// render. Folders are named by their path in out, in the OS's form.
+func newFolders(out *outDir) *folders {
 	top := &folderState{}
 	top.once.Do(func() {})
-	return &folders{state: map[string]*folderState{filepath.Clean(root): top}}
+	return &folders{out: out, state: map[string]*folderState{".": top}}
 }
 
 // ensure makes sure dir exists (its parents too) and reports whether this render
@@ -43,21 +48,20 @@ func (f *folders) ensure(dir string) (created bool, err error) {
 	}
 	f.mu.Unlock()
 	st.once.Do(func() {
-		err := os.Mkdir(dir, 0o755)
-		if os.IsNotExist(err) {
-			if _, err = f.ensure(filepath.Dir(dir)); err != nil {
-				st.err = err
-				return
-			}
-			err = os.Mkdir(dir, 0o755)
+		if _, err := f.ensure(filepath.Dir(dir)); err != nil {
+			st.err = err
+			return
 		}
+		err := f.out.root.Mkdir(dir, 0o755)
 		switch {
 		case err == nil:
 			st.made = true
-		case os.IsExist(err):
-			// Made before this render: files in it are read before they are written.
+		case errors.Is(err, fs.ErrExist):
+			// Made before this render: files in it are read before they are written,
+			// once it is known to be a folder.
+			_, st.err = f.out.checkDir(dir)
 		default:
-			st.err = err
+			st.err = fmt.Errorf("making %s: %w", f.out.full(dir), err)
 		}
 	})
 	return st.made, st.err

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,8 +21,10 @@ import (
 	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/go-git/go-git/v5/plumbing/object"
 	"github.com/go-git/go-git/v5/plumbing/transport"
+	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 
 	"github.com/aidonow/eva/internal/gitrepo"
+	"github.com/aidonow/eva/internal/safetext"
 )
 
 // GitRemote publishes to a branch of a remote git repository through a local cache:
@@ -29,6 +32,9 @@ import (
 // commit, fast-forward push. A rejected push (someone else pushed first) is retried on
 // the new head with jittered backoff, so concurrent publishers lose nothing.
 type GitRemote struct {
+	// URL is the repository. Credentials in it (https://user:token@host/…) are used as
+	// Auth when Auth is nil, and never stored in the cache or shown in messages; a query
+	// or fragment is refused.
 	URL    string
 	Branch string
 	// Path is the folder of the repository that holds the tree ("" for the root).
@@ -58,6 +64,12 @@ func (g *GitRemote) Publish(ctx context.Context, u Update, s Safety) (*Result, e
 	if _, err := RepoPath(g.Path); err != nil {
 		return nil, err
 	}
+	if _, _, err := g.endpoint(); err != nil {
+		return nil, err
+	}
+	if err := CheckAuthor(g.Author); err != nil {
+		return nil, err
+	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	repo, err := g.open()
@@ -77,7 +89,7 @@ func (g *GitRemote) Publish(ctx context.Context, u Update, s Safety) (*Result, e
 		}
 		if !errors.Is(err, errRejected) || attempt >= attempts {
 			if errors.Is(err, errRejected) {
-				return nil, fmt.Errorf("push to %s %s still rejected after %d attempts: %w", g.URL, g.Branch, attempt, err)
+				return nil, fmt.Errorf("push to %s %s still rejected after %d attempts: %w", g.shown(), g.Branch, attempt, err)
 			}
 			return nil, err
 		}
@@ -95,14 +107,81 @@ func (g *GitRemote) Publish(ctx context.Context, u Update, s Safety) (*Result, e
 
 var errRejected = errors.New("push rejected: the branch moved")
 
+// endpoint splits the repository URL into the URL to fetch and push (no credentials in
+// it) and the credentials to use: Auth, or else those the URL held. A query or a
+// fragment is refused: git does not need one, and it would carry a token into logs.
+func (g *GitRemote) endpoint() (string, transport.AuthMethod, error) {
+	u, err := url.Parse(g.URL)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		// A local path, or an scp-like address (git@host:repo) whose user is SSH's.
+		if strings.ContainsRune(g.URL, '?') {
+			return "", nil, fmt.Errorf("repository URL %s: a query is not allowed (it may hold a token); pass credentials another way", g.shown())
+		}
+		return g.URL, g.Auth, nil
+	}
+	if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+		return "", nil, fmt.Errorf("repository URL %s: a query or fragment is not allowed (it may hold a token); pass credentials another way", g.shown())
+	}
+	auth := g.Auth
+	if u.User != nil {
+		name := u.User.Username()
+		password, hasPassword := u.User.Password()
+		switch {
+		case u.Scheme == "ssh" || u.Scheme == "git+ssh" || u.Scheme == "ssh+git":
+			u.User = url.User(name) // SSH's user (git) is part of the address
+		default:
+			if auth == nil && (name != "" || hasPassword) {
+				auth = &githttp.BasicAuth{Username: name, Password: password}
+			}
+			u.User = nil
+		}
+	}
+	return u.String(), auth, nil
+}
+
+// shown is the repository URL as messages and the cache may hold it.
+func (g *GitRemote) shown() string { return safetext.RedactURL(g.URL) }
+
+// transportURL is the repository URL without credentials (the URL as given when it
+// cannot be used: endpoint says why at the start of each operation).
+func (g *GitRemote) transportURL() string {
+	u, _, err := g.endpoint()
+	if err != nil {
+		return g.shown()
+	}
+	return u
+}
+
+// auth is the credentials of the remote: Auth, or those its URL held.
+func (g *GitRemote) auth() transport.AuthMethod {
+	_, auth, _ := g.endpoint()
+	return auth
+}
+
+// CheckAuthor refuses a commit author git would not write as given: a newline (or
+// another control character) in the name or email ends the signature line and can
+// forge headers or trailers, and '<' or '>' forge the email's bounds.
+func CheckAuthor(a Author) error {
+	for _, f := range []struct{ what, value string }{{"name", a.Name}, {"email", a.Email}} {
+		if strings.ContainsAny(f.value, "<>") || safetext.Escape(f.value) != f.value {
+			return fmt.Errorf("commit author %s %s: holds '<', '>', a newline or another control character, which git would write as another author", f.what, safetext.Value(f.value))
+		}
+	}
+	return nil
+}
+
 func (g *GitRemote) open() (*git.Repository, error) {
+	if _, _, err := g.endpoint(); err != nil {
+		return nil, err
+	}
+	clean := g.transportURL()
 	dir := g.CacheDir
 	if dir == "" {
 		base, err := os.UserCacheDir()
 		if err != nil {
 			base = os.TempDir()
 		}
-		sum := sha256.Sum256([]byte(g.URL))
+		sum := sha256.Sum256([]byte(clean))
 		dir = filepath.Join(base, "eva", "git", hex.EncodeToString(sum[:8]))
 	}
 	repo, err := git.PlainOpen(dir)
@@ -112,13 +191,30 @@ func (g *GitRemote) open() (*git.Repository, error) {
 		}
 		repo, err = git.PlainInit(dir, true)
 		if err == nil {
-			_, err = repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{g.URL}})
+			_, err = repo.CreateRemote(&config.RemoteConfig{Name: remoteName, URLs: []string{clean}})
 		}
+	} else if err == nil {
+		err = scrubRemote(repo, clean)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("git cache %s: %w", dir, err)
 	}
 	return repo, nil
+}
+
+// scrubRemote makes the cache's remote URL the clean one: a cache made by an earlier
+// version may hold the URL with its credentials.
+func scrubRemote(repo *git.Repository, clean string) error {
+	cfg, err := repo.Config()
+	if err != nil {
+		return err
+	}
+	r, ok := cfg.Remotes[remoteName]
+	if !ok || (len(r.URLs) == 1 && r.URLs[0] == clean) {
+		return nil
+	}
+	r.URLs = []string{clean}
+	return repo.SetConfig(cfg)
 }
 
 func (g *GitRemote) remoteRef() plumbing.ReferenceName {
@@ -131,8 +227,8 @@ func (g *GitRemote) fetch(ctx context.Context, repo *git.Repository) (plumbing.H
 	var progress bytes.Buffer
 	spec := config.RefSpec(fmt.Sprintf("+refs/heads/%s:%s", g.Branch, g.remoteRef()))
 	err := repo.FetchContext(ctx, &git.FetchOptions{
-		RemoteName: remoteName, RemoteURL: g.URL, RefSpecs: []config.RefSpec{spec},
-		Auth: g.Auth, Progress: &progress, Force: true, Tags: git.NoTags,
+		RemoteName: remoteName, RemoteURL: g.transportURL(), RefSpecs: []config.RefSpec{spec},
+		Auth: g.auth(), Progress: &progress, Force: true, Tags: git.NoTags,
 	})
 	switch {
 	case err == nil, errors.Is(err, git.NoErrAlreadyUpToDate):
@@ -141,7 +237,7 @@ func (g *GitRemote) fetch(ctx context.Context, repo *git.Repository) (plumbing.H
 	case errors.Is(err, transport.ErrEmptyRemoteRepository):
 		return plumbing.ZeroHash, nil
 	default:
-		return plumbing.ZeroHash, fmt.Errorf("fetching %s from %s: %w", g.Branch, g.URL, withServerMessage(err, &progress))
+		return plumbing.ZeroHash, fmt.Errorf("fetching %s from %s: %w", g.Branch, g.shown(), withServerMessage(err, &progress))
 	}
 	ref, err := repo.Storer.Reference(g.remoteRef())
 	if errors.Is(err, plumbing.ErrReferenceNotFound) {
@@ -227,7 +323,7 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 	if g.beforePush != nil {
 		g.beforePush()
 	}
-	err = gitrepo.PushUpdate(ctx, repo.Storer, g.URL, g.Auth, plumbing.NewBranchReferenceName(g.Branch), head, commit, append(objects, commit))
+	err = gitrepo.PushUpdate(ctx, repo.Storer, g.transportURL(), g.auth(), plumbing.NewBranchReferenceName(g.Branch), head, commit, append(objects, commit))
 	if errors.Is(err, gitrepo.ErrStale) {
 		return nil, fmt.Errorf("%w: %v", errRejected, err)
 	}

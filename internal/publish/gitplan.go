@@ -1,8 +1,11 @@
 package publish
 
 import (
+	"errors"
 	"fmt"
+	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 
@@ -11,7 +14,66 @@ import (
 
 	"github.com/aidonow/eva/internal/gitrepo"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/safetext"
 )
+
+// ErrForeignEntry is a published tree's entry Eva did not write and will not carry on or
+// replace: under tenants/ only tenant folders, named by capsule code, holding files.
+var ErrForeignEntry = errors.New("not an entry Eva publishes")
+
+// tenantDirRE is the name of a tenant's folder: its capsule code in lower case
+// (render.DirName of ^[A-Z]{6}$).
+var tenantDirRE = regexp.MustCompile(`^[a-z]{6}$`)
+
+// foreign is the error for an entry of the published tree at repository path p.
+func foreign(p, reason string) error {
+	return fmt.Errorf("published tree: %s: %s: %w; remove it from the branch", safetext.Escape(p), reason, ErrForeignEntry)
+}
+
+// checkTenantsEntry refuses an entry directly under tenants/ (name, at repository path
+// p) that is not a tenant folder.
+func checkTenantsEntry(p, name string, mode filemode.FileMode) error {
+	switch {
+	case mode == filemode.Submodule:
+		return foreign(p, "a submodule")
+	case mode != filemode.Dir:
+		return foreign(p, "not a folder")
+	case !tenantDirRE.MatchString(name):
+		return foreign(p, "not a capsule code (a tenant's folder is its code in lower case)")
+	}
+	return nil
+}
+
+// checkFileMode refuses a file of the published tree (repository path p) that is not
+// a regular file: a submodule (no content to read) or a symbolic link.
+func checkFileMode(p string, mode filemode.FileMode) error {
+	switch mode {
+	case filemode.Submodule:
+		return foreign(p, "a submodule")
+	case filemode.Symlink:
+		return foreign(p, "a symbolic link")
+	}
+	return nil
+}
+
+// checkPublishedFile checks one file of a flattened published tree (rel: relative to the
+// managed folder, p: in the repository): no submodules or links anywhere, and under
+// tenants/ only files inside tenant folders.
+func checkPublishedFile(rel, p string, mode filemode.FileMode) error {
+	rest, ok := strings.CutPrefix(rel, render.TenantsDir+"/")
+	if !ok {
+		return checkFileMode(p, mode)
+	}
+	name, _, inFolder := strings.Cut(rest, "/")
+	dirMode := filemode.Dir
+	if !inFolder {
+		dirMode = mode
+	}
+	if err := checkTenantsEntry(strings.TrimSuffix(p, rest)+name, name, dirMode); err != nil {
+		return err
+	}
+	return checkFileMode(p, mode)
+}
 
 // published is the tree of a branch, read lazily under a folder prefix: planning an
 // update of a few tenants reads a few tree objects, whatever the size of the fleet.
@@ -22,17 +84,20 @@ type published struct {
 
 func (p *published) full(rel string) string { return gitrepo.Join(p.prefix, rel) }
 
-// tenantDirs lists the tenants the branch holds.
+// tenantDirs lists the tenants the branch holds, refusing anything else under tenants/
+// (ErrForeignEntry): a folder whose name is not a capsule code would be listed in the
+// root kustomization as written, and a file or submodule would be carried on unseen.
 func (p *published) tenantDirs() (map[string]bool, error) {
 	entries, err := p.view.List(p.full(render.TenantsDir))
 	if err != nil {
 		return nil, err
 	}
 	out := make(map[string]bool, len(entries))
-	for name, e := range entries {
-		if e.Mode == filemode.Dir {
-			out[name] = true
+	for _, name := range slices.Sorted(maps.Keys(entries)) {
+		if err := checkTenantsEntry(p.full(path.Join(render.TenantsDir, name)), name, entries[name].Mode); err != nil {
+			return nil, err
 		}
+		out[name] = true
 	}
 	return out, nil
 }
@@ -46,6 +111,9 @@ func (p *published) tenantFiles(dir string) (gitrepo.Files, error) {
 	}
 	out := gitrepo.Files{}
 	for full, e := range files {
+		if err := checkFileMode(full, e.Mode); err != nil {
+			return nil, err
+		}
 		if p.prefix != "" {
 			full = strings.TrimPrefix(full, p.prefix+"/")
 		}
@@ -56,6 +124,9 @@ func (p *published) tenantFiles(dir string) (gitrepo.Files, error) {
 		if e, ok, err := p.view.Lookup(p.full(delivery)); err != nil {
 			return nil, err
 		} else if ok {
+			if err := checkFileMode(p.full(delivery), e.Mode); err != nil {
+				return nil, err
+			}
 			out[delivery] = e
 		}
 	}

@@ -1,7 +1,6 @@
 package publish
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -254,15 +253,23 @@ func readBlob(repo *git.Repository, h plumbing.Hash) ([]byte, error) {
 
 // syncWorktree writes the files that differ from the previous commit (or are missing
 // on disk) and deletes the files the render no longer has. It returns the paths written.
+// Nothing is written before every path it writes or removes is known to lead through
+// folders only, to a regular file or nothing (see outDir).
 func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
+	out, err := openOutDir(l.dir)
+	if err != nil {
+		return nil, err
+	}
+	defer out.close()
 	type job struct {
-		path, full string
-		data       []byte
-		keep       bool // published unchanged: write only when missing
+		path string
+		data []byte
+		keep bool // published unchanged: write only when missing
 	}
 	jobs := make([]job, 0, len(l.new))
+	paths := make([]string, 0, len(l.new))
 	for p, e := range l.new {
-		j := job{path: p, full: filepath.Join(l.dir, filepath.FromSlash(p))}
+		j := job{path: p}
 		if o, ok := l.old[p]; ok && o.Hash == e.Hash {
 			j.keep = true
 		}
@@ -275,6 +282,16 @@ func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
 		}
 		j.data = data
 		jobs = append(jobs, j)
+		paths = append(paths, p)
+	}
+	var removed []string
+	for p := range l.old {
+		if _, ok := l.new[p]; !ok {
+			removed = append(removed, p)
+		}
+	}
+	if err := out.checkPaths(append(paths, removed...)); err != nil {
+		return nil, err
 	}
 	// Files are written on several goroutines: each costs a few system calls, which
 	// overlap.
@@ -282,13 +299,13 @@ func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
 	errs := make([]error, len(jobs))
 	var next atomic.Int64
 	var wg sync.WaitGroup
-	dirs := newFolders(l.dir)
+	dirs := newFolders(out)
 	for range 2 * runtime.GOMAXPROCS(0) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := int(next.Add(1)) - 1; i < len(jobs); i = int(next.Add(1)) - 1 {
-				wrote[i], errs[i] = writeWorktreeFile(dirs, jobs[i].full, jobs[i].data, jobs[i].keep)
+				wrote[i], errs[i] = writeWorktreeFile(dirs, jobs[i].path, jobs[i].data, jobs[i].keep)
 			}
 		}()
 	}
@@ -302,52 +319,41 @@ func (l *LocalRepo) syncWorktree() (map[string]bool, error) {
 			written[j.path] = true
 		}
 	}
-	for p := range l.old {
-		if _, ok := l.new[p]; ok {
-			continue
+	for _, p := range removed {
+		if err := out.remove(filepath.FromSlash(p)); err != nil {
+			return nil, err
 		}
-		full := filepath.Join(l.dir, filepath.FromSlash(p))
-		if err := os.Remove(full); err != nil && !os.IsNotExist(err) {
-			return nil, fmt.Errorf("removing %s: %w", full, err)
-		}
-		removeEmptyParents(l.dir, filepath.Dir(full))
 	}
 	return written, nil
 }
 
-// writeWorktreeFile makes the file at full hold data. A file kept from the published
-// tree is left alone when it exists (wrote false); a file already holding data is not
-// rewritten.
-func writeWorktreeFile(dirs *folders, full string, data []byte, keep bool) (wrote bool, err error) {
-	created, err := dirs.ensure(filepath.Dir(full))
+// writeWorktreeFile makes the file at p (a tree path) hold data. A file kept from the
+// published tree is left alone when it exists (wrote false); a file already holding
+// data is not rewritten.
+func writeWorktreeFile(dirs *folders, p string, data []byte, keep bool) (wrote bool, err error) {
+	rel := filepath.FromSlash(p)
+	created, err := dirs.ensure(filepath.Dir(rel))
 	if err != nil {
-		return false, fmt.Errorf("writing %s: %w", full, err)
+		return false, err
 	}
 	if !created {
 		if keep {
 			// Published unchanged and of the right size on disk: left as it is (a
 			// render interrupted part way is caught by the size, most of the time).
-			if fi, err := os.Stat(full); err == nil && fi.Size() == int64(len(data)) {
+			if fi, err := dirs.out.checkFile(rel); err != nil {
+				return false, err
+			} else if fi != nil && fi.Size() == int64(len(data)) {
 				return false, nil
 			}
 		}
-		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
-			return true, nil
+		if same, err := dirs.out.holds(rel, data); err != nil || same {
+			return same, err
 		}
 	}
-	if err := overwriteFile(full, data); err != nil {
-		return false, fmt.Errorf("writing %s: %w", full, err)
+	if err := dirs.out.write(rel, data); err != nil {
+		return false, err
 	}
 	return true, nil
-}
-
-func removeEmptyParents(root, dir string) {
-	for dir != root && len(dir) > len(root) {
-		if os.Remove(dir) != nil {
-			return // not empty
-		}
-		dir = filepath.Dir(dir)
-	}
 }
 
 // writeIndex makes the index match the commit, so `git status` in the folder is clean.
@@ -360,10 +366,15 @@ func (l *LocalRepo) writeIndex(written map[string]bool) error {
 		paths = append(paths, p)
 	}
 	sort.Strings(paths)
+	out, err := openOutDir(l.dir)
+	if err != nil {
+		return err
+	}
+	defer out.close()
 	for _, p := range paths {
 		e := &index.Entry{Name: p, Hash: l.new[p].Hash, Mode: l.new[p].Mode}
 		if written[p] {
-			if fi, err := os.Stat(filepath.Join(l.dir, filepath.FromSlash(p))); err == nil {
+			if fi, err := out.root.Lstat(filepath.FromSlash(p)); err == nil {
 				e.Size = uint32(fi.Size())
 				e.ModifiedAt = fi.ModTime()
 			}

@@ -1,7 +1,6 @@
 package publish
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"os"
@@ -97,26 +96,43 @@ func (l *LocalRepo) PublishChanges(u Update, s Safety, author Author, subject st
 	return res, nil
 }
 
-// applyToWorktree writes and removes the changed files in the worktree.
+// applyToWorktree writes and removes the changed files in the worktree, once every
+// path it touches is known to lead through folders only, to a regular file or nothing
+// (see outDir).
 func (l *LocalRepo) applyToWorktree(changes map[string]*gitrepo.Entry, content map[plumbing.Hash][]byte) error {
+	out, err := openOutDir(l.dir)
+	if err != nil {
+		return err
+	}
+	defer out.close()
+	paths := make([]string, 0, len(changes))
+	for p := range changes {
+		paths = append(paths, p)
+	}
+	if err := out.checkPaths(paths); err != nil {
+		return err
+	}
+	dirs := newFolders(out)
 	for p, e := range changes {
-		full := filepath.Join(l.dir, filepath.FromSlash(p))
+		rel := filepath.FromSlash(p)
 		if e == nil {
-			if err := os.Remove(full); err != nil && !errors.Is(err, os.ErrNotExist) {
-				return fmt.Errorf("removing %s: %w", full, err)
+			if err := out.remove(rel); err != nil {
+				return err
 			}
-			removeEmptyParents(l.dir, filepath.Dir(full))
 			continue
 		}
 		data := content[e.Hash]
-		if cur, err := os.ReadFile(full); err == nil && bytes.Equal(cur, data) {
+		if same, err := out.holds(rel, data); err != nil || same {
+			if err != nil {
+				return err
+			}
 			continue
 		}
-		if err := os.MkdirAll(filepath.Dir(full), 0o755); err != nil {
-			return fmt.Errorf("writing %s: %w", full, err)
+		if _, err := dirs.ensure(filepath.Dir(rel)); err != nil {
+			return err
 		}
-		if err := os.WriteFile(full, data, 0o644); err != nil {
-			return fmt.Errorf("writing %s: %w", full, err)
+		if err := out.write(rel, data); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -126,6 +142,11 @@ func (l *LocalRepo) applyToWorktree(changes map[string]*gitrepo.Entry, content m
 // is spliced in place (gitrepo.EditIndex); one in another form is written anew from
 // the commit's tree.
 func (l *LocalRepo) editIndex(changes map[string]*gitrepo.Entry, commit plumbing.Hash) error {
+	out, err := openOutDir(l.dir)
+	if err != nil {
+		return err
+	}
+	defer out.close()
 	edits := make(map[string]*gitrepo.IndexEntry, len(changes))
 	for p, e := range changes {
 		if e == nil {
@@ -133,12 +154,12 @@ func (l *LocalRepo) editIndex(changes map[string]*gitrepo.Entry, commit plumbing
 			continue
 		}
 		entry := &gitrepo.IndexEntry{Hash: e.Hash, Mode: e.Mode}
-		if fi, err := os.Stat(filepath.Join(l.dir, filepath.FromSlash(p))); err == nil {
+		if fi, err := out.root.Lstat(filepath.FromSlash(p)); err == nil {
 			entry.Size, entry.ModTime = uint32(fi.Size()), fi.ModTime()
 		}
 		edits[p] = entry
 	}
-	err := gitrepo.EditIndex(filepath.Join(l.GitDir(), "index"), edits)
+	err = gitrepo.EditIndex(filepath.Join(l.GitDir(), "index"), edits)
 	if err == nil {
 		return nil
 	}

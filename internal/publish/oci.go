@@ -138,7 +138,7 @@ func (o *OCI) publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 	}
 	if u.Full {
 		// A full render identical to what is published is recognised from the manifest's
-		// tree digest: nothing is pulled, built or pushed.
+		// digest: nothing is pulled or pushed.
 		if rev, same := o.unchanged(ctx, ref, u); same {
 			return &Result{Plan: &Plan{}, Revision: rev}, nil
 		}
@@ -325,21 +325,39 @@ func treeDigest(tree map[string][]byte) string {
 	return "sha256:" + hex.EncodeToString(h.Sum(nil))
 }
 
-// unchanged reports whether the published artifact already holds exactly the tree of
-// a full update, and its digest.
+// unchanged reports whether the published artifact is exactly the one Eva builds from
+// the tree of a full update, and its digest. The manifest's annotations are only a
+// cheap first test (an update whose tree digest differs is not built): anyone who can
+// write the tag can copy them onto other content, so the artifact counts as unchanged
+// only when its manifest digest is that of Eva's own reproducible build, which covers
+// the layer, the config and every annotation.
 func (o *OCI) unchanged(ctx context.Context, ref name.Reference, u Update) (string, bool) {
 	desc, err := remote.Get(ref, o.options(ctx)...)
 	if err != nil {
 		return "", false
 	}
-	img, err := desc.Image()
-	if err != nil {
-		return "", false
-	}
-	m, err := img.Manifest()
+	m, err := v1.ParseManifest(bytes.NewReader(desc.Manifest))
 	if err != nil || m.Annotations[AnnotationTreeDigest] == "" {
 		return "", false
 	}
+	tree := fullTree(u)
+	if treeDigest(tree) != m.Annotations[AnnotationTreeDigest] {
+		return "", false
+	}
+	img, err := o.Artifact(tree)
+	if err != nil {
+		return "", false
+	}
+	digest, err := img.Digest()
+	if err != nil || digest != desc.Digest {
+		return "", false
+	}
+	return desc.Digest.String(), true
+}
+
+// fullTree is the tree a full update publishes: every listed tenant's files and the
+// root kustomization listing them.
+func fullTree(u Update) map[string][]byte {
 	tree := map[string][]byte{}
 	var codes []string
 	for d, files := range u.Tenants {
@@ -353,14 +371,7 @@ func (o *OCI) unchanged(ctx context.Context, ref name.Reference, u Update) (stri
 	}
 	root := render.RootKustomizationFile(u.deliveryDir(), codes)
 	tree[root.Path] = root.Data
-	if treeDigest(tree) != m.Annotations[AnnotationTreeDigest] {
-		return "", false
-	}
-	// The other annotations must match too, or the artifact is republished.
-	if m.Annotations[AnnotationSource] != o.Source || m.Annotations[AnnotationRevision] != o.Revision {
-		return "", false
-	}
-	return desc.Digest.String(), true
+	return tree
 }
 
 // Pull reads the published artifact's tree; a missing tag is an empty tree.
@@ -412,10 +423,38 @@ func untarArtifact(ref name.Reference, img v1.Image) (map[string][]byte, error) 
 	return Untar(rc)
 }
 
-// Untar reads the regular files of a tar stream.
+// Bounds on an artifact read back from a registry, whoever wrote it: a Flux artifact of
+// 10,000 tenants holds about 80,000 entries and 250 MB. A bigger one is refused rather
+// than read into memory.
+const (
+	// MaxArtifactEntries bounds the entries (files, folders and others) of a layer.
+	MaxArtifactEntries = 1 << 20
+	// MaxArtifactBytes bounds the total size of a layer's files.
+	MaxArtifactBytes = 2 << 30
+	// MaxArtifactFileBytes bounds one file of a layer.
+	MaxArtifactFileBytes = 64 << 20
+)
+
+// archiveLimits bounds what untar reads.
+type archiveLimits struct {
+	entries          int
+	bytes, fileBytes int64
+}
+
+var defaultArchiveLimits = archiveLimits{entries: MaxArtifactEntries, bytes: MaxArtifactBytes, fileBytes: MaxArtifactFileBytes}
+
+// Untar reads the regular files of a tar stream, within MaxArtifactEntries entries,
+// MaxArtifactBytes in all and MaxArtifactFileBytes per file.
 func Untar(r io.Reader) (map[string][]byte, error) {
+	return untar(r, defaultArchiveLimits)
+}
+
+// untar is Untar within the given limits.
+func untar(r io.Reader, limits archiveLimits) (map[string][]byte, error) {
 	tree := map[string][]byte{}
 	tr := tar.NewReader(r)
+	var entries int
+	var total int64
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -424,16 +463,25 @@ func Untar(r io.Reader) (map[string][]byte, error) {
 		if err != nil {
 			return nil, fmt.Errorf("reading artifact: %w", err)
 		}
+		if entries++; entries > limits.entries {
+			return nil, fmt.Errorf("reading artifact: more than %d entries; refused", limits.entries)
+		}
 		if hdr.Typeflag != tar.TypeReg {
 			continue
 		}
 		clean := path.Clean(hdr.Name)
-		if strings.HasPrefix(clean, "../") || path.IsAbs(clean) {
+		if strings.HasPrefix(clean, "../") || clean == ".." || path.IsAbs(clean) {
 			return nil, fmt.Errorf("artifact entry %q escapes the tree", hdr.Name)
 		}
-		data, err := io.ReadAll(io.LimitReader(tr, 64<<20))
+		if hdr.Size > limits.fileBytes {
+			return nil, fmt.Errorf("artifact entry %q: %d bytes, more than a file may hold (%d); refused", hdr.Name, hdr.Size, limits.fileBytes)
+		}
+		if total += hdr.Size; total > limits.bytes {
+			return nil, fmt.Errorf("reading artifact: its files hold more than %d bytes; refused", limits.bytes)
+		}
+		data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
 		if err != nil {
-			return nil, err
+			return nil, fmt.Errorf("reading artifact entry %q: %w", hdr.Name, err)
 		}
 		tree[clean] = data
 	}

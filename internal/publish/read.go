@@ -2,7 +2,8 @@ package publish
 
 import (
 	"context"
-	"os"
+	"errors"
+	"io/fs"
 	"path/filepath"
 	"strings"
 
@@ -37,6 +38,9 @@ func (g *GitRemote) Read(ctx context.Context) (map[string][]byte, string, error)
 		if !ok {
 			continue
 		}
+		if err := checkPublishedFile(rel, p, e.Mode); err != nil {
+			return nil, "", err
+		}
 		data, err := readBlob(repo, e.Hash)
 		if err != nil {
 			return nil, "", err
@@ -51,29 +55,43 @@ func (g *GitRemote) Read(ctx context.Context) (map[string][]byte, string, error)
 }
 
 // ReadDir returns the GitOps tree in a folder: the root kustomization and the files
-// under flux/ and tenants/. A missing folder is an empty tree.
+// under flux/ and tenants/. A missing folder is an empty tree. A symlink, FIFO or
+// device in it is refused with its path: the tree is read only inside the folder.
 func ReadDir(dir string) (map[string][]byte, error) {
 	tree := map[string][]byte{}
-	if data, err := os.ReadFile(filepath.Join(dir, render.RootKustomization)); err == nil {
-		tree[render.RootKustomization] = data
-	} else if !os.IsNotExist(err) {
+	out, err := openOutDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return tree, nil
+	}
+	if err != nil {
 		return nil, err
 	}
-	for _, top := range append([]string{render.TenantsDir}, render.DeliveryDirs...) {
-		err := filepath.WalkDir(filepath.Join(dir, top), func(p string, e os.DirEntry, err error) error {
-			if os.IsNotExist(err) {
-				return filepath.SkipDir
-			}
+	defer out.close()
+	if data, ok, err := out.read(render.RootKustomization); err != nil {
+		return nil, err
+	} else if ok {
+		tree[render.RootKustomization] = data
+	}
+	for _, top := range ownedDirs() {
+		exists, err := out.checkDir(top)
+		if err != nil {
+			return nil, err
+		}
+		if !exists {
+			continue
+		}
+		err = fs.WalkDir(out.root.FS(), top, func(p string, e fs.DirEntry, err error) error {
 			if err != nil || e.IsDir() {
 				return err
 			}
-			rel, _ := filepath.Rel(dir, p)
-			data, err := os.ReadFile(p)
-			if err != nil {
-				return err
+			if !e.Type().IsRegular() {
+				return out.refuse(filepath.FromSlash(p), describe(e.Type()))
 			}
-			tree[filepath.ToSlash(rel)] = data
-			return nil
+			data, ok, err := out.read(filepath.FromSlash(p))
+			if ok {
+				tree[p] = data
+			}
+			return err
 		})
 		if err != nil {
 			return nil, err

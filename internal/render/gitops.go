@@ -48,14 +48,23 @@ type File struct {
 // files (relative to the folder).
 func kustomizationOf(empty bool, more ...string) []byte {
 	if empty {
-		return []byte("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: []\n")
+		return kustomizationListing(nil)
 	}
-	var b strings.Builder
-	b.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n- " + ManifestsFile + "\n")
-	for _, f := range more {
-		b.WriteString("- " + f + "\n")
+	return kustomizationListing(append([]string{ManifestsFile}, more...))
+}
+
+// kustomizationListing writes a Kustomization of resources through the YAML encoder,
+// so a name is always one quoted-if-need-be entry: written by concatenation, a name with
+// a newline (a folder of a remote tree) would plant a resource line of its own.
+func kustomizationListing(resources []string) []byte {
+	list := make([]any, len(resources))
+	for i, r := range resources {
+		list[i] = r
 	}
-	return []byte(b.String())
+	var buf bytes.Buffer
+	// The object is strings only: the encoder cannot fail on it.
+	_ = manifest.Encode(&buf, map[string]any{"apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization", "resources": list})
+	return buf.Bytes()
 }
 
 // Teardown is how far a GitOps decommission has taken a tenant's published files: each
@@ -247,17 +256,11 @@ func RootKustomizationFile(deliveryDir string, codes []string) File {
 		dirs[i] = DirName(c)
 	}
 	slices.Sort(dirs)
-	var buf bytes.Buffer
-	buf.WriteString("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-	if len(dirs) == 0 {
-		buf.WriteString("resources: []\n")
-	} else {
-		buf.WriteString("resources:\n")
-		for _, d := range dirs {
-			buf.WriteString("- " + path.Join(deliveryDir, d+".yaml") + "\n")
-		}
+	resources := make([]string, len(dirs))
+	for i, d := range dirs {
+		resources[i] = path.Join(deliveryDir, d+".yaml")
 	}
-	return File{Path: RootKustomization, Data: buf.Bytes()}
+	return File{Path: RootKustomization, Data: kustomizationListing(resources)}
 }
 
 // TreeStats summarises a tree render.

@@ -24,6 +24,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
@@ -89,7 +90,24 @@ func Load(dir string, catalog *tenant.Catalog) ([]*File, []tenantfile.Problem, e
 		files = append(files, f)
 	}
 	sort.Slice(files, func(i, j int) bool { return files[i].Path < files[j].Path })
+	for i := range problems {
+		problems[i] = clean(problems[i])
+	}
 	return files, problems, nil
+}
+
+// maxField bounds a field path in a problem; key names come from the file.
+const maxField = 256
+
+// clean makes a problem safe to print in every output format: a release file's key
+// names, values and file name are text anyone who can open a pull request wrote, and a
+// newline in them would start a CI workflow command of its own, an ESC repaint the
+// terminal. Escaping is idempotent, so cleaning twice changes nothing.
+func clean(p tenantfile.Problem) tenantfile.Problem {
+	p.File = safetext.Escape(p.File)
+	p.Field = safetext.Limit(p.Field, maxField)
+	p.Message = safetext.Limit(p.Message, safetext.MaxMessage)
+	return p
 }
 
 // Rollouts returns the releases of the files.
@@ -201,7 +219,8 @@ func (f *File) validate(catalog *tenant.Catalog) []tenantfile.Problem {
 }
 
 // Problem is a problem of the file at a field (dotted, with [i] for list items), at
-// the line that holds it, or the nearest enclosing one that exists.
+// the line that holds it, or the nearest enclosing one that exists; its text is escaped
+// and bounded.
 func (f *File) Problem(field, message string) tenantfile.Problem {
 	line, col := 1, 1
 	if f.doc != nil && len(f.doc.Content) == 1 {
@@ -216,7 +235,7 @@ func (f *File) Problem(field, message string) tenantfile.Problem {
 			line, col = n.Line, n.Column
 		}
 	}
-	return tenantfile.Problem{File: f.Path, Line: line, Column: col, Field: field, Message: message}
+	return clean(tenantfile.Problem{File: f.Path, Line: line, Column: col, Field: field, Message: message})
 }
 
 func splitField(field string) []string {
