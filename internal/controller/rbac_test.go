@@ -227,6 +227,7 @@ func TestMetricsNeedAuthorization(t *testing.T) {
 // other namespace, and the escalations the operator is refused too.
 func TestTenantApplierIsFenced(t *testing.T) {
 	applyOperatorBase(t)
+	applyDeliveryFile(t, "APPLYA")
 	ctx := context.Background()
 	cfg := rest.CopyConfig(env.Config)
 	// What kustomize-controller sends for serviceAccountName eva-tenant-applya; the API
@@ -249,7 +250,9 @@ func TestTenantApplierIsFenced(t *testing.T) {
 	if err := applier.Create(ctx, sa("eva-tenant-applya")); err != nil {
 		t.Fatalf("a tenant's applier cannot write in its own namespace: %v", err)
 	}
-	if err := applier.Create(ctx, deployerBinding("eva-tenant-applya", "eva-tenant-deployer")); err != nil {
+	toDeployer := deployerBinding("eva-tenant-applya", "eva-tenant-deployer")
+	toDeployer.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: "eva-deployer", Namespace: "eva-tenant-applya"}}
+	if err := applier.Create(ctx, toDeployer); err != nil {
 		t.Fatalf("a tenant's applier cannot bind its deployer: %v", err)
 	}
 	// A tenant with encrypted Secrets: its foundation grants its own applier the Secrets

@@ -71,6 +71,10 @@ type Settings struct {
 	// DeployerClusterRole is bound in each tenant namespace to the account Flux
 	// impersonates for the tenant's Helm releases.
 	DeployerClusterRole string `json:"deployerClusterRole,omitempty"`
+	// ApplierClusterRole is bound, cluster-wide, to each tenant's applier account alone
+	// (never to a group): the rights a tenant bundle needs, which the applier fence
+	// (base/rbac/tenant_applier.yaml) confines to the namespace of the account's name.
+	ApplierClusterRole string `json:"applierClusterRole,omitempty"`
 	// SecretsClusterRole is bound in the namespace of each tenant with encrypted Secrets
 	// to the tenant's applier account, so that kustomize-controller can apply them.
 	SecretsClusterRole string `json:"secretsClusterRole,omitempty"`
@@ -217,6 +221,7 @@ func (s *Settings) applyDefaults() {
 	def(&s.FluxNamespace, "flux-system")
 	def(&s.DeployerClusterRole, "eva-tenant-deployer")
 	def(&s.SecretsClusterRole, "eva-tenant-secrets")
+	def(&s.ApplierClusterRole, "eva-tenant-applier")
 	def(&s.ChartSource.Kind, "HelmRepository")
 	if !s.ChartSource.PerTenant() {
 		def(&s.ChartSource.Namespace, s.FluxNamespace)

@@ -151,8 +151,8 @@ func TestTreeBuildsWithKustomize(t *testing.T) {
 	if err != nil {
 		t.Fatalf("kustomize build of the root: %v", err)
 	}
-	if n := len(root.Resources()); n != 3*len(tenants) {
-		t.Errorf("root builds %d objects, want %d: two Flux Kustomizations and an applier account per tenant", n, 3*len(tenants))
+	if n := len(root.Resources()); n != 4*len(tenants) {
+		t.Errorf("root builds %d objects, want %d: two Flux Kustomizations, an applier account and its binding per tenant", n, 4*len(tenants))
 	}
 	for _, tn := range tenants {
 		b, err := r.Bundle(tn)

@@ -11,6 +11,7 @@ import (
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/kustomize"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -124,6 +125,10 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 	if err := manifest.Encode(&flux, r.applierAccount(t)); err != nil {
 		return nil, fmt.Errorf("encoding the applier account of %s: %w", b.Code, err)
 	}
+	flux.WriteString("---\n")
+	if err := manifest.EncodeTyped(&flux, r.applierBinding(t)); err != nil {
+		return nil, fmt.Errorf("encoding the applier binding of %s: %w", b.Code, err)
+	}
 	for _, ks := range r.FluxKustomizations(t) {
 		flux.WriteString("---\n")
 		if err := manifest.EncodeTyped(&flux, ks); err != nil {
@@ -221,8 +226,8 @@ func (r *Renderer) FluxKustomizations(t *evav1.EvaTenant) []*kustomizev1.Kustomi
 // never pruned: kustomize-controller skips the garbage collection of a deleted
 // Kustomization whose account is gone, and the root prunes the account and the
 // Kustomization together, so a pruned account would leave the tenant's namespace behind.
-// It holds no rights of its own (base/rbac/tenant_applier.yaml grants them to the
-// group of every account in the Flux namespace, fenced to the namespace of its name).
+// Its rights come from applierBinding, fenced by base/rbac/tenant_applier.yaml to the
+// namespace of its name.
 func (r *Renderer) applierAccount(t *evav1.EvaTenant) map[string]any {
 	code := t.Spec.CapsuleCode
 	s := &scope{r: r, t: t, code: code, ns: tenant.Namespace(code)}
@@ -232,6 +237,25 @@ func (r *Renderer) applierAccount(t *evav1.EvaTenant) map[string]any {
 			"name": ApplierName(code), "namespace": r.Env.Settings.FluxNamespace, "labels": toAnyMap(s.labels()),
 			"annotations": map[string]any{"kustomize.toolkit.fluxcd.io/prune": "disabled"},
 		},
+	}
+}
+
+// applierBinding grants the tenant's applier account, and it alone, the rights a
+// tenant bundle needs (the environment's ApplierClusterRole), which the applier fence
+// confines to the namespace of the account's name. A binding per account, never one to
+// the Flux namespace's group: every other account there (source-controller, default)
+// would hold the rights unfenced. It is kept on prune with the account, for the same
+// reason.
+func (r *Renderer) applierBinding(t *evav1.EvaTenant) *rbacv1.ClusterRoleBinding {
+	code := t.Spec.CapsuleCode
+	s := &scope{r: r, t: t, code: code, ns: tenant.Namespace(code)}
+	env := r.Env.Settings
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: "rbac.authorization.k8s.io/v1", Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: ApplierName(code), Labels: s.labels(),
+			Annotations: map[string]string{"kustomize.toolkit.fluxcd.io/prune": "disabled"}},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: env.ApplierClusterRole},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: ApplierName(code), Namespace: env.FluxNamespace}},
 	}
 }
 
