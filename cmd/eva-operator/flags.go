@@ -34,6 +34,7 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.ociRef, "oci-ref", "", "artifact reference oci://HOST/REPO:TAG (--publish=oci)")
 	fs.BoolVar(&cfg.ociInsecure, "oci-insecure", false, "allow a plain-HTTP registry")
 	fs.DurationVar(&cfg.batchWindow, "publish-batch-window", time.Second, "how long a publish waits to batch tenants changing together")
+	fs.DurationVar(&cfg.tenantPublishInterval, "tenant-publish-interval", 10*time.Second, "least time between two publishes of one tenant's changes (changes meanwhile coalesce); 0 publishes every change")
 	fs.StringVar(&cfg.messagingMode, "messaging", "nack", "nack: render NACK Stream objects; direct: create streams in JetStream with nats.go (needs --nats-url)")
 	fs.StringVar(&cfg.nats.URL, "nats-url", "", "NATS URL; when set, capsule_queue_depth is kept current from JetStream")
 	fs.StringVar(&cfg.nats.CredsFile, "nats-creds", "", "NATS credentials file")

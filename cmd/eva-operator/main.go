@@ -71,7 +71,9 @@ type config struct {
 	ociRef          string
 	ociInsecure     bool
 	batchWindow     time.Duration
-	depthInterval   time.Duration
+	// tenantPublishInterval is GitOps.MinInterval.
+	tenantPublishInterval time.Duration
+	depthInterval         time.Duration
 }
 
 func main() {
@@ -295,5 +297,5 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.R
 			}
 		}
 	}}
-	return &controller.GitOps{Batcher: batcher, Revisions: revisions}, nil
+	return &controller.GitOps{Batcher: batcher, Revisions: revisions, MinInterval: cfg.tenantPublishInterval}, nil
 }

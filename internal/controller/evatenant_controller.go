@@ -125,6 +125,8 @@ type scope struct {
 	// deliverErr is a failed apply or publish: the reconcile goes on reading the objects
 	// and writing the conditions, then returns it.
 	deliverErr error
+	// publishWait is how long a changed tenant waits for its next publish (GitOps.MinInterval).
+	publishWait time.Duration
 	// done is set by a phase that decided the reconcile's outcome (an invalid spec, a
 	// namespace that belongs to someone else): the phases after it do not run.
 	done bool

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
@@ -30,6 +31,13 @@ import (
 // apply, instead of being applied by the operator.
 type GitOps struct {
 	Batcher *publish.Batcher
+	// MinInterval is the least time between two publishes of one tenant's changes: a
+	// change arriving sooner waits, and the changes meanwhile coalesce into one publish.
+	// A tenant changing without end (a patch loop) then costs the shared repository one
+	// commit per interval, not one per batch window. Zero publishes every change.
+	MinInterval time.Duration
+	// Now is the clock (time.Now when nil).
+	Now func() time.Time
 	// Revisions tells whether an applied revision includes a published one.
 	Revisions interface {
 		Contains(ctx context.Context, applied, published string) (bool, error)
@@ -45,7 +53,9 @@ type GitOps struct {
 
 // publication is the last publish this process submitted for a tenant.
 type publication struct {
-	digest   string
+	digest string
+	// at is when it was submitted.
+	at       time.Time
 	done     bool
 	revision string
 	err      error
@@ -78,7 +88,7 @@ func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File)
 	if g.publications == nil {
 		g.publications = map[types.UID]*publication{}
 	}
-	p := &publication{digest: digest}
+	p := &publication{digest: digest, at: g.now()}
 	g.publications[t.UID] = p
 	who := &evav1.EvaTenant{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}}
 	wake := g.wakeups()
@@ -92,6 +102,26 @@ func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File)
 		}
 	})
 	return false, "", nil
+}
+
+// holdBack returns how long a change of the tenant (files of digest) must wait before
+// it is published: the rest of MinInterval since this process last submitted another
+// digest for it, or zero.
+func (g *GitOps) holdBack(uid types.UID, digest string) time.Duration {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.publications[uid]
+	if g.MinInterval <= 0 || p == nil || p.digest == digest {
+		return 0
+	}
+	return max(p.at.Add(g.MinInterval).Sub(g.now()), 0)
+}
+
+func (g *GitOps) now() time.Time {
+	if g.Now != nil {
+		return g.Now()
+	}
+	return time.Now()
 }
 
 // lastSubmitted returns the digest this process last submitted for the tenant, if any:
@@ -149,6 +179,14 @@ func (r *EvaTenantReconciler) publishTenant(s *scope) error {
 			s.observed.Applied.Revision = s.tenant.Status.Revision
 			return nil
 		}
+	}
+	if wait := r.GitOps.holdBack(t.UID, digest); wait > 0 {
+		// Coalesced: the reconcile after the wait publishes whatever the spec is then.
+		s.publishWait = wait
+		if r.Metrics != nil {
+			r.Metrics.PublishThrottled.WithLabelValues(t.Spec.CapsuleCode).Inc()
+		}
+		return nil
 	}
 	done, rev, err := r.GitOps.publish(t, digest, files)
 	if !done {

@@ -140,7 +140,11 @@ func (r *EvaTenantReconciler) applyPhase(ctx context.Context, s *scope) (ctrl.Re
 
 // publishPhase publishes the tenant's files for Flux (GitOps mode), like applyPhase.
 func (r *EvaTenantReconciler) publishPhase(_ context.Context, s *scope) (ctrl.Result, error) {
-	return r.delivered(s, r.publishTenant(s))
+	res, err := r.delivered(s, r.publishTenant(s))
+	if s.publishWait > 0 {
+		res = soonest(res, ctrl.Result{RequeueAfter: s.publishWait})
+	}
+	return res, err
 }
 
 func (r *EvaTenantReconciler) delivered(s *scope, err error) (ctrl.Result, error) {

@@ -26,6 +26,10 @@ const (
 	RolloutUpdatedName   = "eva_rollout_wave_updated_tenants"
 	RolloutTotalName     = "eva_rollout_wave_tenants"
 	RolloutHaltedName    = "eva_rollout_halted"
+	// PublishThrottledName counts, per tenant, changes held back because the tenant
+	// published less than the minimum interval before: a tenant changing all the time
+	// (a patch loop) shows here, and the alert TenantPublishingTooOften fires on it.
+	PublishThrottledName = "eva_tenant_publish_throttled_total"
 )
 
 // Metrics are the operator's metrics.
@@ -35,6 +39,8 @@ type Metrics struct {
 	RenderSeconds    prometheus.Histogram
 	PublishSeconds   prometheus.Histogram
 	PublishRetries   prometheus.Counter
+	// PublishThrottled counts each tenant's changes held back by the publish interval.
+	PublishThrottled *prometheus.CounterVec
 	// RolloutUpdated and RolloutTotal are each rollout wave's admitted and total
 	// tenants; RolloutHalted is 1 while a rollout is halted on a failed gate. A rollout's
 	// series go with it (ForgetRollout).
@@ -66,6 +72,9 @@ func New(reg prometheus.Registerer, reader client.Reader) (*Metrics, error) {
 		PublishRetries: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: PublishRetriesName, Help: "Publish attempts rejected because the target moved, and retried.",
 		}),
+		PublishThrottled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: PublishThrottledName, Help: "Tenant changes held back because the tenant published less than the minimum interval before.",
+		}, []string{"capsule"}),
 		RolloutUpdated: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: RolloutUpdatedName, Help: "Tenants of a rollout's wave given the release.",
 		}, []string{"namespace", "rollout", "wave"}),
@@ -77,7 +86,7 @@ func New(reg prometheus.Registerer, reader client.Reader) (*Metrics, error) {
 		}, []string{"namespace", "rollout"}),
 	}
 	for _, c := range []prometheus.Collector{m.QueueDepth, m.ConditionSeconds, m.RenderSeconds, m.PublishSeconds,
-		m.PublishRetries, m.RolloutUpdated, m.RolloutTotal, m.RolloutHalted, &tenantCollector{reader: reader}} {
+		m.PublishRetries, m.PublishThrottled, m.RolloutUpdated, m.RolloutTotal, m.RolloutHalted, &tenantCollector{reader: reader}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}
