@@ -8,6 +8,13 @@
 // server, so two operators (or two workers) racing for a code cannot both win, and it
 // survives restarts and blue/green upgrades because it lives in the cluster, not in
 // memory. The Lease carries no duration: it is a record, not a lock that expires.
+//
+// A claim outlives its holder only when the holder was deleted without its saga (Eva's
+// finalizer removed by hand): the operator then reports the claim as orphaned to the
+// next tenant given the code and frees nothing itself, since the old tenant's namespace,
+// releases and streams may remain and adopting them is not its call. Removing those and
+// then deleting the Lease (kubectl -n <platform namespace> delete lease capsule-<code>)
+// frees the code.
 package claim
 
 import (
@@ -58,10 +65,16 @@ type Store struct {
 // Name returns the Lease name of a code's claim.
 func Name(code string) string { return "capsule-" + strings.ToLower(code) }
 
+// Key returns the namespace and name of a code's claim: the Lease to delete by hand
+// when its holder was deleted without releasing it (an orphaned claim).
+func (s *Store) Key(code string) types.NamespacedName {
+	return types.NamespacedName{Namespace: s.Namespace, Name: Name(code)}
+}
+
 // Acquire claims code for the owner, or returns the current holder. It returns true
 // when owner holds the claim (newly or already).
 func (s *Store) Acquire(ctx context.Context, code string, owner Owner) (Owner, bool, error) {
-	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(code)}
+	key := s.Key(code)
 	var lease coordinationv1.Lease
 	err := s.Client.Get(ctx, key, &lease)
 	switch {
@@ -101,7 +114,7 @@ func (s *Store) Acquire(ctx context.Context, code string, owner Owner) (Owner, b
 // Release deletes the claim on code if owner holds it; a claim held by another tenant,
 // or none at all, is left as it is.
 func (s *Store) Release(ctx context.Context, code string, owner Owner) error {
-	key := types.NamespacedName{Namespace: s.Namespace, Name: Name(code)}
+	key := s.Key(code)
 	var lease coordinationv1.Lease
 	if err := s.Reader.Get(ctx, key, &lease); err != nil {
 		return client.IgnoreNotFound(err)

@@ -44,8 +44,11 @@ func namespaceAccepted(accepted []string, ns string) bool {
 
 // refuseImpostor handles a tenant whose code another tenant holds: it applies, adopts,
 // prunes and deletes nothing, drops this operator's finalizer (deleting the impostor
-// must not wait on, or run, a saga over objects it does not own) and reports Stalled
-// with the owner named.
+// must not wait on, or run, a saga over objects it does not own) and reports Stalled.
+// The message names the holder only where the impostor's reader may see it (refusal);
+// a claim whose holder no longer exists is reported as orphaned, with the Lease to
+// delete, and an event whenever the refusal changes. Nothing is adopted: the dead
+// holder's objects may still be there, and taking them over is an operator's decision.
 func (r *EvaTenantReconciler) refuseImpostor(ctx context.Context, t *evav1.EvaTenant, holder claim.Owner) (ctrl.Result, error) {
 	if controllerutil.ContainsFinalizer(t, tenant.Finalizer) {
 		cp := t.DeepCopy()
@@ -58,16 +61,76 @@ func (r *EvaTenantReconciler) refuseImpostor(ctx context.Context, t *evav1.EvaTe
 	if !t.DeletionTimestamp.IsZero() {
 		return ctrl.Result{}, nil
 	}
+	orphaned, err := r.holderGone(ctx, holder)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
 	s := &scope{tenant: t, base: t.DeepCopy(), log: ctrl.LoggerFrom(ctx)}
-	msg := fmt.Sprintf("capsule code %s is owned by EvaTenant %s; this object is ignored and changes nothing",
-		t.Spec.CapsuleCode, holder)
+	lease := r.Claims.Key(t.Spec.CapsuleCode)
+	msg := refusal(t, holder, orphaned, lease)
+	if c := findCondition(t, evav1.ConditionStalled); c.Reason == status.ReasonCapsuleCodeInUse && c.Message != msg {
+		// Refused before, for another cause (the holder has gone since): markStalled
+		// records an event only on a new reason, and this one must be seen too.
+		s.event(corev1.EventTypeWarning, status.ReasonCapsuleCodeInUse, "%s", msg)
+	}
+	if findCondition(t, evav1.ConditionStalled).Message != msg {
+		// The holder in full, for the platform's operators only.
+		s.log.Info("Capsule code held by another EvaTenant; refusing this one", "code", t.Spec.CapsuleCode,
+			"holder", holder.String(), "orphaned", orphaned, "claim", lease.String())
+	}
 	r.markStalled(s, status.ReasonCapsuleCodeInUse, msg)
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	r.flushEvents(s)
-	// Looked at again now and then: once the owner is deleted the code is free.
+	// Looked at again now and then: once the owner is deleted (or the orphaned claim is)
+	// the code is free.
 	return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
+}
+
+// holderGone reports whether the EvaTenant a claim names no longer exists: not found,
+// or found with another UID (deleted and created again under the same name). Such a
+// claim is orphaned: its holder was deleted without the saga (its finalizer removed by
+// hand), so the code stays refused until someone deletes the claim. A claim naming no
+// EvaTenant at all counts as orphaned too.
+func (r *EvaTenantReconciler) holderGone(ctx context.Context, holder claim.Owner) (bool, error) {
+	if holder.Namespace == "" || holder.Name == "" || holder.UID == "" {
+		return true, nil
+	}
+	var h evav1.EvaTenant
+	err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: holder.Namespace, Name: holder.Name}, &h)
+	switch {
+	case apierrors.IsNotFound(err):
+		return true, nil
+	case err != nil:
+		return false, fmt.Errorf("reading EvaTenant %s/%s, holder of a capsule code: %w", holder.Namespace, holder.Name, err)
+	}
+	return h.UID != holder.UID, nil
+}
+
+// refusal is the message of a tenant refused its capsule code. It names the holder
+// only when the holder is in the tenant's own namespace: whoever reads this tenant may
+// read the tenants beside it, but not another team's, and naming those would let anyone
+// list other teams' tenants by probing codes (the operator's log keeps the holder). An
+// orphaned claim is reported with the explicit step that frees the code; the leftovers
+// are never adopted by the next tenant.
+func refusal(t *evav1.EvaTenant, holder claim.Owner, orphaned bool, lease types.NamespacedName) string {
+	code := t.Spec.CapsuleCode
+	sameNamespace := holder.Namespace == t.Namespace
+	switch {
+	case orphaned:
+		who := "whose EvaTenant"
+		if sameNamespace && holder.Name != "" {
+			who = "whose EvaTenant " + holder.Namespace + "/" + holder.Name
+		}
+		return fmt.Sprintf("capsule code %s is held by an orphaned claim: Lease %s, %s no longer exists "+
+			"(deleted without its teardown, so its objects may remain); this object is ignored and changes nothing. "+
+			"To reuse the code, remove what is left of the old tenant (Namespace %s, its streams and releases), then delete the Lease",
+			code, lease, who, tenant.Namespace(code))
+	case sameNamespace:
+		return fmt.Sprintf("capsule code %s is owned by EvaTenant %s; this object is ignored and changes nothing", code, holder)
+	}
+	return fmt.Sprintf("capsule code %s is taken by an EvaTenant in another namespace; this object is ignored and changes nothing", code)
 }
 
 // markStalled reports a terminal refusal: Stalled True (kstatus reads it as Failed),
@@ -105,7 +168,10 @@ func (r *EvaTenantReconciler) checkNamespaceOwner(ctx context.Context, t *evav1.
 	case uid == string(t.UID):
 		return nil
 	case uid != "":
-		return fmt.Errorf("%w: Namespace %s belongs to another EvaTenant (uid %s)", errNamespaceInUse, ns, uid)
+		// The message goes to this tenant's condition: it names no other tenant, the
+		// log does.
+		ctrl.LoggerFrom(ctx).Info("Tenant namespace belongs to another EvaTenant", "namespace", ns, "ownerUID", uid)
+		return fmt.Errorf("%w: Namespace %s belongs to another EvaTenant", errNamespaceInUse, ns)
 	case namespace.Labels[tenant.LabelCapsule] != t.Spec.CapsuleCode:
 		return fmt.Errorf("%w: Namespace %s exists and was not created by Eva for %s", errNamespaceInUse, ns, t.Spec.CapsuleCode)
 	}

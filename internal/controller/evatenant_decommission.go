@@ -7,6 +7,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -41,7 +42,16 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		return ctrl.Result{}, nil
 	}
 	if t.Status.Phase == evav1.PhaseDecommissioned {
-		return ctrl.Result{}, r.releaseFinalizer(ctx, t)
+		// The phase is a record, and a record can be forged: the saga is skipped only
+		// when the cluster shows nothing of the tenant is left.
+		left, err := r.leftovers(ctx, t)
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		if len(left) == 0 {
+			return ctrl.Result{}, r.releaseFinalizer(ctx, t)
+		}
+		s.log.Info("Tenant recorded as Decommissioned still has objects in the cluster; running the saga again", "left", left)
 	}
 	if t.Status.Phase != evav1.PhaseDecommissioning {
 		t.Status.Phase = evav1.PhaseDecommissioning
@@ -122,6 +132,38 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	}
 
 	return r.finishDecommission(ctx, s, now)
+}
+
+// leftovers lists what of the tenant the cluster still holds: its namespace (in
+// pure-cluster mode the one stamped with its UID, as the saga's own last check; in GitOps
+// mode any namespace of its code, as that saga waits for Flux to prune it) and, in direct
+// messaging mode, its streams in JetStream (NACK's Stream objects live in the namespace).
+// Reads go to the API server: the answer frees the tenant's code.
+func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant) ([]string, error) {
+	code := t.Spec.CapsuleCode
+	ns := tenant.Namespace(code)
+	var left []string
+	var namespace corev1.Namespace
+	err := r.APIReader.Get(ctx, types.NamespacedName{Name: ns}, &namespace)
+	switch {
+	case apierrors.IsNotFound(err):
+	case err != nil:
+		return nil, fmt.Errorf("reading namespace %s: %w", ns, err)
+	case r.GitOps != nil || ownedBy(&namespace, t):
+		left = append(left, "Namespace "+ns)
+	}
+	if r.Streams != nil {
+		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+			found, err := r.Streams.Exists(ctx, stream)
+			if err != nil {
+				return nil, fmt.Errorf("looking up stream %s: %w", stream, err)
+			}
+			if found {
+				left = append(left, "stream "+stream)
+			}
+		}
+	}
+	return left, nil
 }
 
 // finishDecommission is steps 4 and 5: phase Decommissioned and an event (written
