@@ -47,15 +47,23 @@ type GitOps struct {
 	// publications until the tenant's next reconcile (woken through wake) collects it.
 	mu           sync.Mutex
 	publications map[types.UID]*publication
-	wakeOnce     sync.Once
-	wake         chan event.GenericEvent
+	// submitted is each tenant's last submission, kept when it failed (a failed
+	// publication is dropped from publications so that it is submitted again), so the
+	// publish interval holds across failures too.
+	submitted map[types.UID]submission
+	wakeOnce  sync.Once
+	wake      chan event.GenericEvent
+}
+
+// submission is when a tenant's files of a digest were last submitted.
+type submission struct {
+	digest string
+	at     time.Time
 }
 
 // publication is the last publish this process submitted for a tenant.
 type publication struct {
-	digest string
-	// at is when it was submitted.
-	at       time.Time
+	digest   string
 	done     bool
 	revision string
 	err      error
@@ -88,8 +96,12 @@ func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File)
 	if g.publications == nil {
 		g.publications = map[types.UID]*publication{}
 	}
-	p := &publication{digest: digest, at: g.now()}
+	p := &publication{digest: digest}
 	g.publications[t.UID] = p
+	if g.submitted == nil {
+		g.submitted = map[types.UID]submission{}
+	}
+	g.submitted[t.UID] = submission{digest: digest, at: g.now()}
 	who := &evav1.EvaTenant{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}}
 	wake := g.wakeups()
 	g.Batcher.Submit(render.DirName(t.Spec.CapsuleCode), files, func(revision string, err error) {
@@ -110,11 +122,11 @@ func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File)
 func (g *GitOps) holdBack(uid types.UID, digest string) time.Duration {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	p := g.publications[uid]
-	if g.MinInterval <= 0 || p == nil || p.digest == digest {
-		return 0
+	last, ok := g.submitted[uid]
+	if g.MinInterval <= 0 || !ok || last.digest == digest {
+		return 0 // a retry of the same files waits for the reconcile's backoff only
 	}
-	return max(p.at.Add(g.MinInterval).Sub(g.now()), 0)
+	return max(last.at.Add(g.MinInterval).Sub(g.now()), 0)
 }
 
 func (g *GitOps) now() time.Time {
@@ -141,6 +153,7 @@ func (g *GitOps) forget(uid types.UID) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	delete(g.publications, uid)
+	delete(g.submitted, uid)
 }
 
 // sagaDigestPrefix marks the digests of decommission steps among a tenant's submissions.

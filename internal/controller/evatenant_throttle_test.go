@@ -75,3 +75,46 @@ func commitCount(t *testing.T, bare string) int {
 	}
 	return n
 }
+
+// failingSink refuses every publish, as a registry or git server that is down.
+type failingSink struct{}
+
+func (failingSink) Publish(context.Context, publish.Update, publish.Safety) (*publish.Result, error) {
+	return nil, fmt.Errorf("the remote is down")
+}
+
+// TestPublishIntervalHoldsAcrossFailures: a failed publish is submitted again at once
+// (the reconcile's backoff paces it), but another change of the tenant still waits out
+// the interval from that submission; a helper's review found the failure cleared it.
+func TestPublishIntervalHoldsAcrossFailures(t *testing.T) {
+	now := time.Unix(1_800_000_000, 0)
+	g := &GitOps{Batcher: &publish.Batcher{Sink: failingSink{}, Window: time.Millisecond}, MinInterval: time.Minute,
+		Now: func() time.Time { return now }}
+	tn := newTenant("default", "FAILED", evav1.TierStarter)
+	tn.UID = "uid-failed"
+	if done, _, _ := g.publish(tn, "d1", nil); done {
+		t.Fatal("a new submission reported done")
+	}
+	var err error
+	eventually(t, 10*time.Second, "the publish to fail", func() error {
+		var done bool
+		if done, _, err = g.publish(tn, "d1", nil); !done {
+			return fmt.Errorf("not done")
+		}
+		return nil
+	})
+	if err == nil {
+		t.Fatal("the failing sink published")
+	}
+	now = now.Add(10 * time.Second)
+	if wait := g.holdBack(tn.UID, "d1"); wait != 0 {
+		t.Errorf("the same files wait %v after a failure, want 0 (retried with backoff)", wait)
+	}
+	if wait := g.holdBack(tn.UID, "d2"); wait != 50*time.Second {
+		t.Errorf("another change waits %v after a failed publish, want the rest of the interval, 50s", wait)
+	}
+	now = now.Add(time.Minute)
+	if wait := g.holdBack(tn.UID, "d2"); wait != 0 {
+		t.Errorf("another change waits %v once the interval is over", wait)
+	}
+}

@@ -115,12 +115,16 @@ func Check(data []byte, name, namespace string) (*Secret, []Issue) {
 		}
 		for i := 0; i+1 < len(n.Content); i += 2 {
 			k, v := n.Content[i], n.Content[i+1]
-			if !secretKeyRE.MatchString(k.Value) {
+			if !secretKeyRE.MatchString(k.Value) || k.Value == "." || k.Value == ".." {
 				at(k, section, "key %q: a Secret key is letters, digits, '-', '_' and '.'", bounded(k.Value))
 				continue
 			}
 			if v.Kind != yaml.ScalarNode || !encryptedRE.MatchString(v.Value) {
 				at(v, section+"."+k.Value, "is not encrypted: encrypt the file with sops before committing it (the value is not shown)")
+				continue
+			}
+			if slices.Contains(s.Keys, k.Value) {
+				at(k, section+"."+k.Value, "is also a key of data: a Secret key is set once")
 				continue
 			}
 			s.Keys = append(s.Keys, k.Value)
@@ -180,12 +184,19 @@ func checkMetadata(md, root *yaml.Node, name, namespace string, at func(*yaml.No
 	if n := fields["name"]; n == nil || n.Value != name {
 		at(orNode(n, md), "metadata.name", "must be %s", name)
 	}
-	// The namespace is written in the document because SOPS authenticates it: a
-	// namespace set later (kustomize's namespace transformer) would fail decryption.
+	// The namespace is written in the document because SOPS' MAC covers it. Only a
+	// reader that verifies the MAC refuses a file whose namespace was changed: the
+	// operator's Decrypt does, kustomize-controller does not (its decryptor leaves the
+	// MAC unchecked), so in GitOps mode another tenant's file, copied with its name and
+	// namespace changed, decrypts with the environment's key until each tenant has a
+	// key of its own.
 	if n := fields["namespace"]; n == nil || n.Value != namespace {
 		at(orNode(n, md), "metadata.namespace", "must be %s, the tenant's namespace", namespace)
 	}
 	if labels := fields["labels"]; labels != nil {
+		if labels.Kind != yaml.MappingNode {
+			at(labels, "metadata.labels", "must be a mapping of labels")
+		}
 		lf := mapping(labels)
 		for _, k := range keysOf(labels) {
 			if k.Value != WatchLabel || lf[k.Value].Value != "Enabled" {
@@ -207,10 +218,10 @@ func checkSops(n, root *yaml.Node, at func(*yaml.Node, string, string, ...any)) 
 	if mac := fields["mac"]; mac == nil || !encryptedRE.MatchString(mac.Value) {
 		at(orNode(mac, n), "sops.mac", "missing or not an encrypted message authentication code: re-encrypt the file with sops")
 	}
-	// By default SOPS authenticates every value, the unencrypted name and namespace
-	// included. With mac_only_encrypted it would not: another tenant's encrypted file,
-	// copied with its namespace changed, would still decrypt, into this tenant's
-	// namespace.
+	// By default SOPS' MAC covers every value, the unencrypted name and namespace
+	// included; with mac_only_encrypted it would not, and the operator's Decrypt (which
+	// verifies the MAC) would take another tenant's file copied with its namespace
+	// changed.
 	if m := fields["mac_only_encrypted"]; m != nil && m.Value != "false" {
 		at(m, "sops.mac_only_encrypted", "must not be set: the message authentication code must cover the Secret's name and namespace, or another tenant's encrypted file could be replayed here")
 	}

@@ -63,8 +63,13 @@ func TestDecryptReadsWhatSopsWrote(t *testing.T) {
 		t.Fatal(err)
 	}
 	doc := sopsEncrypt(t, plainManifest, id.Recipient().String())
-	if _, issues := sopsdoc.Check([]byte(doc), "acmeco-crm-database", "eva-tenant-acmeco"); len(issues) > 0 {
+	checked, issues := sopsdoc.Check([]byte(doc), "acmeco-crm-database", "eva-tenant-acmeco")
+	if len(issues) > 0 {
 		t.Fatalf("Check refuses what sops wrote: %v", issues)
+	}
+	// What Eva publishes of a file sops wrote is that file: its form is sops' own.
+	if string(checked.Canonical) != doc {
+		t.Errorf("Eva's form of what sops wrote differs:\n%s\nsops wrote:\n%s", checked.Canonical, doc)
 	}
 	values, err := sopsdoc.Decrypt([]byte(doc), id)
 	if err != nil {
