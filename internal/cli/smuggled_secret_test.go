@@ -63,4 +63,25 @@ func TestSmuggledSecretObjectsAreRefused(t *testing.T) {
 			t.Errorf("published:\n%s\nwant the file as sops wrote it:\n%s", published, doc)
 		}
 	})
+
+	t.Run("another tenant's file replayed", func(t *testing.T) {
+		// Issue 32, finding 2: GLOBEX's file copied for ACMECO with only its name and
+		// namespace changed. kustomize-controller does not check the MAC, so it would
+		// decrypt GLOBEX's values into ACMECO's namespace.
+		dir := copyTenants(t)
+		globex, err := os.ReadFile(filepath.Join(dir, "GLOBEX.gateway-tls.sops.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		stolen := strings.Replace(strings.Replace(string(globex), "name: globex-gateway-tls", "name: acmeco-stolen", 1),
+			"namespace: eva-tenant-globex", "namespace: eva-tenant-acmeco", 1)
+		if err := os.WriteFile(filepath.Join(dir, "ACMECO.stolen.sops.yaml"), []byte(stolen), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		code, out, _ := runValidate(t, dir, "--verify-charts=false")
+		want := "ACMECO.stolen.sops.yaml:1:1: sops: carries ciphertext of"
+		if code != ExitInvalid || !strings.Contains(out, want) {
+			t.Fatalf("validate: exit %d, want %d with %q:\n%s", code, ExitInvalid, want, out)
+		}
+	})
 }

@@ -34,6 +34,9 @@ type Secret struct {
 	Keys []string
 	// Recipients are the age public keys it is encrypted for.
 	Recipients []string
+	// Fingerprints are what a copy of the document must carry to decrypt (see
+	// fingerprints): two tenants' files sharing one are a copy.
+	Fingerprints []string
 	// Canonical is the document as Eva publishes it: what Check read, written by Eva's
 	// encoder (see canonical), so that kustomize, sops and Eva read the same document.
 	Canonical []byte
@@ -138,6 +141,7 @@ func Check(data []byte, name, namespace string) (*Secret, []Issue) {
 		return nil, issues
 	}
 	slices.Sort(s.Keys)
+	s.Fingerprints = fingerprints(root)
 	if s.Canonical, err = canonical(root); err != nil {
 		at(nil, "", "%v", err)
 		return nil, issues

@@ -94,6 +94,7 @@ func attachSecrets(tenants []*Tenant, files []*SecretFile) []Problem {
 			}
 		}
 	}
+	problems = append(problems, copiedSecrets(files)...)
 	for _, f := range files {
 		t := byCode[f.Code]
 		if t == nil {
@@ -110,6 +111,37 @@ func attachSecrets(tenants []*Tenant, files []*SecretFile) []Problem {
 	for _, t := range tenants {
 		if t.Object != nil {
 			problems = append(problems, valuesFromProblems(t)...)
+		}
+	}
+	return problems
+}
+
+// copiedSecrets refuses encrypted Secret files that carry what another tenant's
+// file needs to decrypt (sopsdoc's fingerprints: a value's initialization vector, the
+// data key's age stanza). kustomize-controller does not check SOPS' MAC, so a copy of
+// another tenant's file with its name and namespace changed would decrypt into this
+// tenant's namespace with the environment's key.
+func copiedSecrets(files []*SecretFile) []Problem {
+	holders := map[string][]*SecretFile{}
+	for _, f := range files {
+		for _, fp := range f.Fingerprints {
+			holders[fp] = append(holders[fp], f)
+		}
+	}
+	var problems []Problem
+	for _, f := range files { // in file order, one problem per file at most
+		var other *SecretFile
+		for _, fp := range f.Fingerprints {
+			if i := slices.IndexFunc(holders[fp], func(h *SecretFile) bool { return h.Code != f.Code }); i >= 0 {
+				other = holders[fp][i]
+				break
+			}
+		}
+		if other != nil {
+			// Which of the two is the copy is not Eva's to tell: both are refused.
+			problems = append(problems, Problem{File: f.File, Line: 1, Column: 1, Field: "sops",
+				Message: fmt.Sprintf("carries ciphertext of %s, a Secret of tenant %s: one of the two files is a copy of the other; each tenant encrypts its own values with sops",
+					other.File, other.Code)}.clean())
 		}
 	}
 	return problems
