@@ -9,6 +9,7 @@ import (
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
@@ -115,4 +116,32 @@ func TestSecretReasonConcurrent(t *testing.T) {
 		}()
 	}
 	wg.Wait()
+}
+
+// TestSecretsHaveABudget: a tenant's encrypted Secrets together are bounded (issue 37,
+// finding 7: sixteen files of 64 KiB grew the shared repository by a megabyte a change).
+func TestSecretsHaveABudget(t *testing.T) {
+	c := DefaultCatalog()
+	tn := &evav1.EvaTenant{TypeMeta: metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: "devusr"},
+		Spec:       evav1.EvaTenantSpec{CapsuleCode: "DEVUSR", Tier: evav1.TierStarter}}
+	big := strings.Repeat("x", 60<<10)
+	for i := range 5 {
+		tn.Spec.Secrets = append(tn.Spec.Secrets, evav1.EncryptedSecret{Name: fmt.Sprintf("s%d", i), Sops: big})
+	}
+	over := func() bool {
+		for _, e := range c.Validate(tn) {
+			if e.Field == "spec.secrets" && e.Type == field.ErrorTypeTooLong {
+				return true
+			}
+		}
+		return false
+	}
+	if !over() {
+		t.Errorf("%d bytes of Secrets pass, want at most %d", 5*len(big), MaxSecretsBytes)
+	}
+	tn.Spec.Secrets = tn.Spec.Secrets[:4]
+	if over() {
+		t.Errorf("%d bytes of Secrets refused as too long, within %d", 4*len(big), MaxSecretsBytes)
+	}
 }

@@ -98,10 +98,27 @@ func (c *Catalog) Validate(t *evav1.EvaTenant) field.ErrorList {
 	return errs
 }
 
+// MaxSecretsBytes bounds a tenant's encrypted Secrets together: each is published into
+// the shared repository with every change of them, so sixteen files of the per-file
+// limit (sopsdoc.MaxBytes) would cost every tenant's repository a megabyte a change.
+const MaxSecretsBytes = 256 << 10
+
+// secretsBytes is the size of the tenant's encrypted Secrets.
+func secretsBytes(t *evav1.EvaTenant) int {
+	n := 0
+	for _, s := range t.Spec.Secrets {
+		n += len(s.Sops)
+	}
+	return n
+}
+
 // validateSecrets checks each encrypted Secret against the rules that keep it the
 // tenant's own (sopsdoc.Check), without decrypting it; messages never quote a value.
 func validateSecrets(t *evav1.EvaTenant, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
+	if total := secretsBytes(t); total > MaxSecretsBytes {
+		errs = append(errs, field.TooLong(p, fmt.Sprintf("%d bytes", total), MaxSecretsBytes))
+	}
 	seen := map[string]bool{}
 	for i, s := range t.Spec.Secrets {
 		ip := p.Index(i)
