@@ -140,15 +140,18 @@ func TestAppliersCreateOnlyWhatEvaRenders(t *testing.T) {
 	elsewhere := unboundRelease(ns)
 	elsewhere.Spec.ServiceAccountName = "eva-deployer"
 	elsewhere.Spec.Chart.Spec.SourceRef.Namespace = "kube-system"
+	oldPSA := restrictedNamespace(ns)
+	oldPSA.Labels["pod-security.kubernetes.io/enforce-version"] = "v1.0"
 	denied := map[string]client.Object{
-		"an Ingress for another tenant's host":   ingress("globex.dev.eva.example.com"),
-		"an Ingress for a host ending like ours": ingress("xfenceb.dev.eva.example.com"),
-		"an Ingress with a default backend":      catchAll,
-		"an Ingress rule without a host":         noHost,
-		"a Job as another account":               job,
-		"the deployer's rights for default":      toDefault,
-		"a service-account token Secret":         token,
-		"a chart from another namespace":         elsewhere,
+		"its namespace on an old Pod Security version": oldPSA,
+		"an Ingress for another tenant's host":         ingress("globex.dev.eva.example.com"),
+		"an Ingress for a host ending like ours":       ingress("xfenceb.dev.eva.example.com"),
+		"an Ingress with a default backend":            catchAll,
+		"an Ingress rule without a host":               noHost,
+		"a Job as another account":                     job,
+		"the deployer's rights for default":            toDefault,
+		"a service-account token Secret":               token,
+		"a chart from another namespace":               elsewhere,
 	}
 	if err := applier.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-tenant-secrets"},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "eva-tenant-secrets"},
