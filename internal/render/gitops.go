@@ -141,11 +141,7 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 	var secrets []File
 	var listed []string
 	if len(workloads) > 0 {
-		encrypted, err := r.secretsOf(t)
-		if err != nil {
-			return nil, err
-		}
-		secrets = secretFiles(path.Join(dir, WorkloadsDir), encrypted)
+		secrets = secretFiles(path.Join(dir, WorkloadsDir), b.secrets)
 		for _, f := range secrets {
 			listed = append(listed, strings.TrimPrefix(f.Path, path.Join(dir, WorkloadsDir)+"/"))
 		}

@@ -62,6 +62,8 @@ type Bundle struct {
 	// known holds the Helm values the releases were marshalled from, so that writing
 	// them does not decode their JSON again.
 	known manifest.KnownJSON
+	// secrets are the tenant's encrypted Secrets to publish, as Eva writes them.
+	secrets []EncryptedSecret
 }
 
 // object is one rendered object: typed as built, and as plain data once something
@@ -99,10 +101,11 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 		return nil, fmt.Errorf("tenant %s is invalid: %w", t.Name, errs.ToAggregate())
 	}
 	code := t.Spec.CapsuleCode
-	if err := r.checkSecrets(t); err != nil {
+	secrets, err := r.checkSecrets(t)
+	if err != nil {
 		return nil, err
 	}
-	b := &Bundle{Code: code, Namespace: tenant.Namespace(code), known: manifest.KnownJSON{}}
+	b := &Bundle{Code: code, Namespace: tenant.Namespace(code), known: manifest.KnownJSON{}, secrets: secrets}
 	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier], known: b.known}
 
 	type builder struct {

@@ -45,10 +45,19 @@ func hasSecrets(t *evav1.EvaTenant) bool {
 	return len(t.Spec.Secrets) > 0 && t.Spec.LifecycleOrDefault() == evav1.LifecycleActive
 }
 
-// secretsOf returns the tenant's encrypted Secrets to publish, each as Eva writes it.
-func (r *Renderer) secretsOf(t *evav1.EvaTenant) ([]EncryptedSecret, error) {
-	if !hasSecrets(t) {
+// checkSecrets checks the tenant's encrypted Secrets once per render and returns those
+// to publish, each as Eva writes it (sopsdoc.Secret.Canonical): none unless the tenant
+// is Active. It refuses Secrets the environment cannot decrypt: without secrets
+// settings, or not encrypted for one of its age recipients (kustomize-controller would
+// fail on them after publishing). The documents' own rules are the tenant's validation.
+func (r *Renderer) checkSecrets(t *evav1.EvaTenant) ([]EncryptedSecret, error) {
+	if len(t.Spec.Secrets) == 0 {
 		return nil, nil
+	}
+	settings := r.Env.Settings.Secrets
+	if settings == nil {
+		return nil, fmt.Errorf("tenant %s has encrypted Secrets, but environment %s has no secrets settings (decryptionSecret, ageRecipients) to decrypt them with",
+			t.Spec.CapsuleCode, r.Env.Name)
 	}
 	code := t.Spec.CapsuleCode
 	out := make([]EncryptedSecret, 0, len(t.Spec.Secrets))
@@ -58,35 +67,16 @@ func (r *Renderer) secretsOf(t *evav1.EvaTenant) ([]EncryptedSecret, error) {
 		if len(issues) > 0 {
 			return nil, fmt.Errorf("tenant %s: spec.secrets %s: %s", code, s.Name, issues[0].Message)
 		}
-		out = append(out, EncryptedSecret{Name: name, Data: doc.Canonical})
-	}
-	return out, nil
-}
-
-// checkSecrets refuses Secrets the environment cannot decrypt: without secrets
-// settings, or not encrypted for one of its age recipients (kustomize-controller would
-// fail on them after publishing). The documents' own rules are the tenant's validation.
-func (r *Renderer) checkSecrets(t *evav1.EvaTenant) error {
-	if len(t.Spec.Secrets) == 0 {
-		return nil
-	}
-	settings := r.Env.Settings.Secrets
-	if settings == nil {
-		return fmt.Errorf("tenant %s has encrypted Secrets, but environment %s has no secrets settings (decryptionSecret, ageRecipients) to decrypt them with",
-			t.Spec.CapsuleCode, r.Env.Name)
-	}
-	code := t.Spec.CapsuleCode
-	for _, s := range t.Spec.Secrets {
-		doc, issues := sopsdoc.Check([]byte(s.Sops), tenant.SecretName(code, s.Name), tenant.Namespace(code))
-		if len(issues) > 0 {
-			return fmt.Errorf("tenant %s: spec.secrets %s: %s", code, s.Name, issues[0].Message)
-		}
 		if !doc.ForRecipients(settings.AgeRecipients) {
-			return fmt.Errorf("tenant %s: Secret %s is not encrypted for any age recipient of environment %s (%s)",
+			return nil, fmt.Errorf("tenant %s: Secret %s is not encrypted for any age recipient of environment %s (%s)",
 				code, doc.Name, r.Env.Name, strings.Join(settings.AgeRecipients, ", "))
 		}
+		out = append(out, EncryptedSecret{Name: name, Data: doc.Canonical})
 	}
-	return nil
+	if !hasSecrets(t) {
+		return nil, nil
+	}
+	return out, nil
 }
 
 // withSecretsRoleBinding appends to a GitOps foundation manifest, for a tenant with
