@@ -17,6 +17,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 	"github.com/google/go-containerregistry/pkg/authn"
 	"github.com/google/go-containerregistry/pkg/name"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -403,7 +404,8 @@ func (o *OCI) pull(ctx context.Context) (map[string][]byte, string, error) {
 	return tree, digest.String(), err
 }
 
-// untarArtifact checks an image is a Flux artifact and returns its tree.
+// untarArtifact checks an image is a Flux artifact holding only what Eva publishes
+// (checkPublishedTree, as for a git branch) and returns its tree.
 func untarArtifact(ref name.Reference, img v1.Image) (map[string][]byte, error) {
 	layers, err := img.Layers()
 	if err != nil {
@@ -420,7 +422,14 @@ func untarArtifact(ref name.Reference, img v1.Image) (map[string][]byte, error) 
 		return nil, err
 	}
 	defer rc.Close()
-	return Untar(rc)
+	tree, kinds, err := untarKinds(rc, defaultArchiveLimits)
+	if err == nil {
+		err = checkPublishedTree(kinds, "")
+	}
+	if err != nil {
+		return nil, fmt.Errorf("reading %s: %w", ref, err)
+	}
+	return tree, nil
 }
 
 // Bounds on an artifact read back from a registry, whoever wrote it: a Flux artifact of
@@ -444,45 +453,96 @@ type archiveLimits struct {
 var defaultArchiveLimits = archiveLimits{entries: MaxArtifactEntries, bytes: MaxArtifactBytes, fileBytes: MaxArtifactFileBytes}
 
 // Untar reads the regular files of a tar stream, within MaxArtifactEntries entries,
-// MaxArtifactBytes in all and MaxArtifactFileBytes per file.
+// MaxArtifactBytes in all and MaxArtifactFileBytes per file. Folders and symbolic links
+// are left out; other entries (hard links, devices, FIFOs) are refused.
 func Untar(r io.Reader) (map[string][]byte, error) {
 	return untar(r, defaultArchiveLimits)
 }
 
 // untar is Untar within the given limits.
 func untar(r io.Reader, limits archiveLimits) (map[string][]byte, error) {
-	tree := map[string][]byte{}
+	tree, _, err := untarKinds(r, limits)
+	return tree, err
+}
+
+// untarKinds is untar that also returns the kind of every entry (folders and symbolic
+// links included, by path without a trailing slash), for the caller to check the
+// tree's shape.
+func untarKinds(r io.Reader, limits archiveLimits) (map[string][]byte, map[string]filemode.FileMode, error) {
+	tree, kinds := map[string][]byte{}, map[string]filemode.FileMode{}
 	tr := tar.NewReader(r)
 	var entries int
 	var total int64
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
-			return tree, nil
+			return tree, kinds, nil
 		}
 		if err != nil {
-			return nil, fmt.Errorf("reading artifact: %w", err)
+			return nil, nil, fmt.Errorf("reading artifact: %w", err)
 		}
 		if entries++; entries > limits.entries {
-			return nil, fmt.Errorf("reading artifact: more than %d entries; refused", limits.entries)
+			return nil, nil, fmt.Errorf("reading artifact: more than %d entries; refused", limits.entries)
 		}
-		if hdr.Typeflag != tar.TypeReg {
+		if hdr.Typeflag == tar.TypeXGlobalHeader {
+			continue // metadata, not an entry of the tree
+		}
+		clean, mode, err := tarEntry(hdr)
+		if err != nil {
+			return nil, nil, err
+		}
+		if clean == "." {
+			continue // the tree's own folder
+		}
+		if prev, seen := kinds[clean]; seen && prev != mode {
+			// A file listed again as a folder would hide it from the shape check.
+			return nil, nil, foreign(clean, "listed twice, as two kinds of entry")
+		}
+		kinds[clean] = mode
+		if mode != filemode.Regular {
 			continue
 		}
-		clean := path.Clean(hdr.Name)
-		if strings.HasPrefix(clean, "../") || clean == ".." || path.IsAbs(clean) {
-			return nil, fmt.Errorf("artifact entry %q escapes the tree", hdr.Name)
-		}
 		if hdr.Size > limits.fileBytes {
-			return nil, fmt.Errorf("artifact entry %q: %d bytes, more than a file may hold (%d); refused", hdr.Name, hdr.Size, limits.fileBytes)
+			return nil, nil, fmt.Errorf("artifact entry %q: %d bytes, more than a file may hold (%d); refused", hdr.Name, hdr.Size, limits.fileBytes)
 		}
 		if total += hdr.Size; total > limits.bytes {
-			return nil, fmt.Errorf("reading artifact: its files hold more than %d bytes; refused", limits.bytes)
+			return nil, nil, fmt.Errorf("reading artifact: its files hold more than %d bytes; refused", limits.bytes)
 		}
 		data, err := io.ReadAll(io.LimitReader(tr, hdr.Size))
 		if err != nil {
-			return nil, fmt.Errorf("reading artifact entry %q: %w", hdr.Name, err)
+			return nil, nil, fmt.Errorf("reading artifact entry %q: %w", hdr.Name, err)
 		}
 		tree[clean] = data
 	}
+}
+
+// tarEntry returns the path of a tar entry inside the tree and its kind as a git tree
+// would record it (folder, regular file, symbolic link), refusing a path that leaves the
+// tree and an entry of any other kind, which no tree Eva publishes holds.
+func tarEntry(hdr *tar.Header) (string, filemode.FileMode, error) {
+	clean := path.Clean(hdr.Name)
+	if strings.HasPrefix(clean, "../") || clean == ".." || path.IsAbs(clean) {
+		return "", 0, fmt.Errorf("artifact entry %q escapes the tree", hdr.Name)
+	}
+	var what string
+	switch hdr.Typeflag {
+	case tar.TypeDir:
+		return clean, filemode.Dir, nil
+	case tar.TypeReg:
+		if clean == "." {
+			return "", 0, fmt.Errorf("artifact entry %q: a file without a name; refused", hdr.Name)
+		}
+		return clean, filemode.Regular, nil
+	case tar.TypeSymlink:
+		return clean, filemode.Symlink, nil
+	case tar.TypeLink:
+		what = "a hard link"
+	case tar.TypeFifo:
+		what = "a FIFO"
+	case tar.TypeChar, tar.TypeBlock:
+		what = "a device"
+	default:
+		what = fmt.Sprintf("a tar entry of type %q", hdr.Typeflag)
+	}
+	return "", 0, foreign(clean, what)
 }

@@ -166,7 +166,7 @@ func (o *outDir) read(rel string) (data []byte, ok bool, err error) {
 		return nil, false, fmt.Errorf("reading %s: %w", o.full(rel), err)
 	}
 	defer f.Close()
-	if err := o.sameRegular(rel, f, fi); err != nil {
+	if _, err := o.sameRegular(rel, f, fi); err != nil {
 		return nil, false, err
 	}
 	if data, err = io.ReadAll(f); err != nil {
@@ -176,19 +176,19 @@ func (o *outDir) read(rel string) (data []byte, ok bool, err error) {
 }
 
 // sameRegular checks that the file opened at rel is a regular file, and the one
-// checked before (fi) when there was one.
-func (o *outDir) sameRegular(rel string, f *os.File, fi fs.FileInfo) error {
+// checked before (fi) when there was one, and returns what the open file is.
+func (o *outDir) sameRegular(rel string, f *os.File, fi fs.FileInfo) (fs.FileInfo, error) {
 	opened, err := f.Stat()
 	if err != nil {
-		return fmt.Errorf("checking %s: %w", o.full(rel), err)
+		return nil, fmt.Errorf("checking %s: %w", o.full(rel), err)
 	}
 	if !opened.Mode().IsRegular() {
-		return o.refuse(rel, describe(opened.Mode()))
+		return nil, o.refuse(rel, describe(opened.Mode()))
 	}
 	if fi != nil && !os.SameFile(fi, opened) {
-		return o.refuse(rel, "changed while being opened")
+		return nil, o.refuse(rel, "changed while being opened")
 	}
-	return nil
+	return opened, nil
 }
 
 // holds reports whether rel is a regular file holding exactly data.
@@ -198,25 +198,75 @@ func (o *outDir) holds(rel string, data []byte) (bool, error) {
 }
 
 // write makes the file rel hold data, with mode 0644 when it is created. Its folder
-// must exist.
+// must exist. A file already there must be a regular file Eva alone owns (one link).
+//
+// The order matters because os.Root follows a symlink inside the root even with
+// O_NOFOLLOW: opening with O_TRUNC would empty whatever file a link swapped in after the
+// render's checks points to. So the file is checked through the root first, opened
+// without truncating, checked again once open to be the file checked, and only then
+// truncated. A missing file is created exclusively, so that a link planted meanwhile
+// makes the open fail instead of being followed.
 func (o *outDir) write(rel string, data []byte) error {
-	f, err := o.root.OpenFile(rel, os.O_WRONLY|os.O_CREATE|os.O_TRUNC|syscall.O_NONBLOCK, 0o644)
+	checked, err := o.root.Lstat(rel)
+	flags := os.O_WRONLY | syscall.O_NONBLOCK
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		checked, flags = nil, flags|os.O_CREATE|os.O_EXCL
+	case err != nil:
+		return fmt.Errorf("writing %s: %w", o.full(rel), err)
+	case !checked.Mode().IsRegular():
+		return o.refuse(rel, describe(checked.Mode()))
+	default:
+		if err := o.soleLink(rel, checked); err != nil {
+			return err
+		}
+	}
+	f, err := o.root.OpenFile(rel, flags, 0o644)
+	if checked == nil && errors.Is(err, fs.ErrExist) {
+		return o.refuse(rel, "appeared while being created")
+	}
 	if err != nil {
 		return fmt.Errorf("writing %s: %w", o.full(rel), err)
 	}
-	if err := o.sameRegular(rel, f, nil); err != nil {
-		_ = f.Close()
+	err = o.replaceContent(rel, f, checked, data)
+	if cerr := f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("writing %s: %w", o.full(rel), cerr)
+	}
+	return err
+}
+
+// replaceContent makes the file opened at rel, checked before as checked (nil when it
+// was created), hold data, once it is known to be that file and to have one link.
+func (o *outDir) replaceContent(rel string, f *os.File, checked fs.FileInfo, data []byte) error {
+	opened, err := o.sameRegular(rel, f, checked)
+	if err != nil {
 		return err
 	}
-	_, err = f.Write(data)
-	if cerr := f.Close(); err == nil {
-		err = cerr
+	// Again on the open file: a link made between the check and the open.
+	if err := o.soleLink(rel, opened); err != nil {
+		return err
 	}
-	if err != nil {
+	if checked != nil {
+		if err := f.Truncate(0); err != nil {
+			return fmt.Errorf("writing %s: %w", o.full(rel), err)
+		}
+	}
+	if _, err := f.Write(data); err != nil {
 		return fmt.Errorf("writing %s: %w", o.full(rel), err)
 	}
 	return nil
 }
+
+// soleLink refuses the regular file at rel (described by fi) when it has more than one
+// hard link: the other may be a path outside the folder (a file of the machine running
+// Eva), which writing the file would change.
+func (o *outDir) soleLink(rel string, fi fs.FileInfo) error {
+	if n := linkCount(fi); n > 1 {
+		return fmt.Errorf("%s: is a hard link (%d links): Eva writes only files it alone owns below %s", o.full(rel), n, o.path)
+	}
+	return nil
+}
+
 
 // remove removes the file rel (not what a link there points to), then the folders it
 // leaves empty up to the root; a missing file is not an error.

@@ -4,8 +4,14 @@ import (
 	"context"
 	"errors"
 	"io/fs"
+	"maps"
+	"path"
 	"path/filepath"
+	"slices"
 	"strings"
+
+	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
 
 	"github.com/aidonow/eva/internal/gitrepo"
 	"github.com/aidonow/eva/internal/render"
@@ -29,19 +35,26 @@ func (g *GitRemote) Read(ctx context.Context) (map[string][]byte, string, error)
 	if err != nil {
 		return nil, "", err
 	}
-	tree := map[string][]byte{}
+	kinds, hashes := map[string]filemode.FileMode{}, map[string]plumbing.Hash{}
 	for p, e := range full {
+		if prefix != "" && strings.HasPrefix(prefix+"/", p+"/") {
+			// A file at the publish path or above it: the folder is not there.
+			return nil, "", foreign(p, "not a folder (the publish path is "+prefix+")")
+		}
 		rel, ok := p, prefix == ""
 		if !ok {
 			rel, ok = strings.CutPrefix(p, prefix+"/")
 		}
-		if !ok {
-			continue
+		if ok {
+			kinds[rel], hashes[rel] = e.Mode, e.Hash
 		}
-		if err := checkPublishedFile(rel, p, e.Mode); err != nil {
-			return nil, "", err
-		}
-		data, err := readBlob(repo, e.Hash)
+	}
+	if err := checkPublishedTree(kinds, prefix); err != nil {
+		return nil, "", err
+	}
+	tree := make(map[string][]byte, len(hashes))
+	for rel, h := range hashes {
+		data, err := readBlob(repo, h)
 		if err != nil {
 			return nil, "", err
 		}
@@ -52,6 +65,31 @@ func (g *GitRemote) Read(ctx context.Context) (map[string][]byte, string, error)
 		rev = head.String()
 	}
 	return tree, rev, nil
+}
+
+// checkPublishedTree checks the shape of a published tree, flattened (path relative to
+// the managed folder → kind as git records it; prefix is that folder in the repository,
+// "" for the root): every entry by checkPublishedFile, and only folders where the tree
+// needs them, at Eva's own folders (tenants/, flux/, argocd/) and above every entry. A
+// git branch (Read) and an OCI artifact (untarArtifact) are both checked by it, so what
+// is refused on one is refused on the other.
+func checkPublishedTree(kinds map[string]filemode.FileMode, prefix string) error {
+	owned := ownedDirs()
+	for _, rel := range slices.Sorted(maps.Keys(kinds)) {
+		mode, p := kinds[rel], gitrepo.Join(prefix, rel)
+		if err := checkPublishedFile(rel, p, mode); err != nil {
+			return err
+		}
+		if mode != filemode.Dir && slices.Contains(owned, rel) {
+			return foreign(p, "not a folder")
+		}
+		for d := path.Dir(rel); d != "."; d = path.Dir(d) {
+			if m, ok := kinds[d]; ok && m != filemode.Dir {
+				return foreign(gitrepo.Join(prefix, d), "not a folder")
+			}
+		}
+	}
+	return nil
 }
 
 // ReadDir returns the GitOps tree in a folder: the root kustomization and the files

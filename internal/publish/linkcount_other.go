@@ -1,0 +1,8 @@
+//go:build !unix
+
+package publish
+
+import "io/fs"
+
+// linkCount returns 0: this platform's file information says nothing of hard links.
+func linkCount(fs.FileInfo) uint64 { return 0 }
