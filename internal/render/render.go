@@ -64,6 +64,8 @@ type Bundle struct {
 	known manifest.KnownJSON
 	// secrets are the tenant's encrypted Secrets to publish, as Eva writes them.
 	secrets []EncryptedSecret
+	// encoded holds each object's manifest document, encoded once (encode).
+	encoded [][]byte
 }
 
 // object is one rendered object: typed as built, and as plain data once something
@@ -136,6 +138,12 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 			return nil, fmt.Errorf("tenant %s, environment %s: %w", code, r.Env.Name, err)
 		}
 		b.objects = append(b.objects, o)
+	}
+	if err := b.encode(); err != nil {
+		return nil, err
+	}
+	if err := r.checkBudget(b, MaxTenantManifestBytes); err != nil {
+		return nil, err
 	}
 	if r.Check != nil {
 		if err := r.Check(b); err != nil {
@@ -292,13 +300,33 @@ func (b *Bundle) LayerManifest(layer Layer, without ...string) ([]byte, error) {
 	})
 }
 
+// manifest is the documents of the objects keep selects, in order, from the encodings
+// made once when the bundle was rendered.
 func (b *Bundle) manifest(keep func(object) bool) ([]byte, error) {
+	size := 0
+	for i, o := range b.objects {
+		if keep(o) {
+			size += len(b.encoded[i])
+		}
+	}
+	data := make([]byte, 0, size)
+	for i, o := range b.objects {
+		if keep(o) {
+			data = append(data, b.encoded[i]...)
+		}
+	}
+	return data, nil
+}
+
+// encode writes each object's manifest document ("---" and the YAML) once: the objects
+// do not change once the bundle is rendered, and every manifest of the bundle (whole,
+// per layer, per teardown step) is put together from these.
+func (b *Bundle) encode() error {
+	b.encoded = make([][]byte, len(b.objects))
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() { buf.Reset(); bufPool.Put(buf) }()
-	for _, o := range b.objects {
-		if !keep(o) {
-			continue
-		}
+	for i, o := range b.objects {
+		buf.Reset()
 		buf.WriteString("---\n")
 		var err error
 		switch {
@@ -310,11 +338,12 @@ func (b *Bundle) manifest(keep func(object) bool) ([]byte, error) {
 			err = manifest.EncodeTypedKnown(buf, o.typed, b.known)
 		}
 		if err != nil {
-			return nil, fmt.Errorf("encoding tenant %s: %w", b.Code, err)
+			return fmt.Errorf("encoding tenant %s: %w", b.Code, err)
 		}
+		// The pooled buffer is reused: keep an exact copy.
+		b.encoded[i] = bytes.Clone(buf.Bytes())
 	}
-	// The pooled buffer is reused: hand out an exact copy.
-	return bytes.Clone(buf.Bytes()), nil
+	return nil
 }
 
 // Unstructured returns deep copies of the bundle's objects for a Kubernetes client.
