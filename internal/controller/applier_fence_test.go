@@ -2,8 +2,11 @@ package controller
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -14,50 +17,126 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 // evaRoles are the ClusterRoles that hold a tenant's rights.
 var evaRoles = []string{"eva-tenant-applier", "eva-tenant-secrets", "eva-tenant-deployer"}
+
+// applierIdentity is one GitOps tool's family of tenant applier identities,
+// system:serviceaccount:<namespace>:eva-tenant-<code>.
+type applierIdentity struct {
+	name      string
+	namespace string
+	argoCD    bool
+}
+
+// applierIdentities are the two families the applier fence matches: Flux's
+// kustomize-controller and Argo CD's application controller impersonate them.
+var applierIdentities = []applierIdentity{{"flux", "flux-system", false}, {"argocd", "argocd", true}}
+
+// renderer renders the dev environment for the identity's tool: as it is for Flux, with
+// Argo CD settings (in the namespace argocd) for Argo CD.
+func (id applierIdentity) renderer(t *testing.T) *render.Renderer {
+	t.Helper()
+	r := testRenderer(t)
+	if !id.argoCD {
+		return r
+	}
+	e := *r.Env
+	e.Settings.Applier = overlay.ApplierArgoCD
+	e.Settings.Secrets = nil
+	e.Settings.ArgoCD = &overlay.ArgoCD{Namespace: id.namespace, RepoURL: "https://git.example.com/platform/tenants.git",
+		TargetRevision: "main", ChartRepository: "https://charts.example.com/eva", DestinationServer: "https://kubernetes.default.svc",
+		SyncRetries: ptr.To[int64](3), SyncRetryBackoff: &metav1.Duration{Duration: 10 * time.Second}}
+	r.Env = &e
+	return r
+}
+
+// applyManifests applies a multi-document YAML file as field manager owner, leaving out
+// the kinds skipped.
+func applyManifests(t *testing.T, data []byte, owner string, skipped ...string) {
+	t.Helper()
+	for _, doc := range strings.Split(string(data), "---\n") {
+		j, err := yaml.YAMLToJSON([]byte(doc))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if strings.TrimSpace(string(j)) == "null" {
+			continue // comments only
+		}
+		u := &unstructured.Unstructured{}
+		if err := u.UnmarshalJSON(j); err != nil {
+			t.Fatal(err)
+		}
+		if slices.Contains(skipped, u.GetKind()) {
+			continue
+		}
+		if err := k8s.Patch(context.Background(), u, client.Apply, client.FieldOwner(owner), client.ForceOwnership); err != nil {
+			t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
+		}
+	}
+}
+
+// fenceTenant is a Starter tenant of the code.
+func fenceTenant(code string) *evav1.EvaTenant {
+	return &evav1.EvaTenant{TypeMeta: metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(code), Namespace: "default"},
+		Spec:       evav1.EvaTenantSpec{CapsuleCode: code, Tier: evav1.TierStarter}}
+}
 
 // applyDeliveryFile applies what kustomize-controller applies for a tenant from the
 // root: the tenant's flux/<code>.yaml as Eva renders it (its applier account and that
 // account's binding; the Kustomizations are left out, no Flux runs here).
 func applyDeliveryFile(t *testing.T, code string) {
 	t.Helper()
-	tn := &evav1.EvaTenant{TypeMeta: metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind}, ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(code), Namespace: "default"},
-		Spec: evav1.EvaTenantSpec{CapsuleCode: code, Tier: evav1.TierStarter}}
-	files, err := testRenderer(t).TenantFiles(tn)
+	applyDeliveryFileFor(t, applierIdentities[0], code)
+}
+
+// applyDeliveryFileFor applies the tenant's delivery file of the identity's tool as its
+// root applies it: flux/<code>.yaml, or argocd/<code>.yaml (the applier's binding; the
+// AppProject and Applications are left out, no Argo CD runs here).
+func applyDeliveryFileFor(t *testing.T, id applierIdentity, code string) {
+	t.Helper()
+	r := id.renderer(t)
+	files, err := r.TenantFiles(fenceTenant(code))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, f := range files {
-		if f.Path != render.FluxDir+"/"+render.DirName(code)+".yaml" {
-			continue
+		if f.Path == r.DeliveryDir()+"/"+render.DirName(code)+".yaml" {
+			applyManifests(t, f.Data, "eva-test-root", "Kustomization", "AppProject", "Application")
+			return
 		}
-		for _, doc := range strings.Split(string(f.Data), "---\n") {
-			j, err := yaml.YAMLToJSON([]byte(doc))
-			if err != nil {
-				t.Fatal(err)
-			}
-			u := &unstructured.Unstructured{}
-			if err := u.UnmarshalJSON(j); err != nil {
-				t.Fatal(err)
-			}
-			if u.GetKind() == "Kustomization" {
-				continue
-			}
-			if err := k8s.Patch(context.Background(), u, client.Apply, client.FieldOwner("kustomize-controller"), client.ForceOwnership); err != nil {
-				t.Fatalf("applying %s %s: %v", u.GetKind(), u.GetName(), err)
-			}
-		}
-		return
 	}
 	t.Fatalf("no delivery file for %s", code)
+}
+
+var applyArgoCDOnce sync.Once
+
+// applyArgoCDPlatform applies what the platform adds for Argo CD beside the operator's
+// base, deploy/argocd/tenant_applier.yaml, as a user installs it, with Argo CD's
+// namespace.
+func applyArgoCDPlatform(t *testing.T) {
+	t.Helper()
+	applyOperatorBase(t)
+	applyArgoCDOnce.Do(func() {
+		if err := k8s.Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "argocd"}}); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+		data, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "argocd", "tenant_applier.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		applyManifests(t, data, "eva-test-install")
+	})
 }
 
 // impersonating is a client acting as a service account, with the groups the API
@@ -74,27 +153,42 @@ func impersonating(t *testing.T, ns, name string) client.Client {
 	return c
 }
 
-// TestFluxAccountsHoldNoTenantRights is issue 32's finding 4: with the tenant rights
-// bound to the group of Flux's namespace, every account there (notification-controller,
-// source-controller, default) could create namespaces and bind a tenant's Secrets to
-// itself, unfenced. Only each tenant's own applier holds them now.
-func TestFluxAccountsHoldNoTenantRights(t *testing.T) {
-	applyOperatorBase(t)
-	ctx := context.Background()
-	applyDeliveryFile(t, "FENCEA")
-	if err := k8s.Create(ctx, restrictedNamespace("eva-tenant-fencea")); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
+// fenced reports whether err is the refusal of an admission policy (RBAC allowed the
+// request, the fence did not).
+func fenced(err error) bool {
+	return apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy")
+}
+
+// untilFenced runs do until an admission policy refuses it, or the timeout passes, and
+// returns its last error: a binding just applied takes a moment to reach the
+// authorizer, and a policy just created a moment to be enforced. do must not write
+// (a dry run).
+func untilFenced(timeout time.Duration, do func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := do()
+		if fenced(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
-	for _, account := range []string{"notification-controller", "source-controller", "default", "eva-tenant-nobody"} {
-		c := impersonating(t, "flux-system", account)
+}
+
+// assertNoTenantRights makes the attacks a tenant's rights would allow as each account
+// of ns, and wants each refused.
+func assertNoTenantRights(t *testing.T, ns string, accounts []string) {
+	t.Helper()
+	ctx := context.Background()
+	for _, account := range accounts {
+		c := impersonating(t, ns, account)
 		attempts := map[string]func() error{
-			"create a namespace": func() error { return c.Create(ctx, restrictedNamespace("eva-tenant-stolen")) },
+			"create a namespace": func() error { return c.Create(ctx, restrictedNamespace("eva-tenant-stolen"), client.DryRunAll) },
 			"bind a tenant's Secrets to itself": func() error {
 				b := deployerBinding("eva-tenant-fencea", "eva-tenant-secrets")
-				b.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: "flux-system"}}
-				return c.Create(ctx, b)
+				b.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: ns}}
+				return c.Create(ctx, b, client.DryRunAll)
 			},
-			"create a Job in a tenant's namespace": func() error { return c.Create(ctx, seedJob("eva-tenant-fencea")) },
+			"create a Job in a tenant's namespace": func() error { return c.Create(ctx, seedJob("eva-tenant-fencea"), client.DryRunAll) },
 		}
 		for what, do := range attempts {
 			t.Run(account+": "+what, func(t *testing.T) {
@@ -106,26 +200,104 @@ func TestFluxAccountsHoldNoTenantRights(t *testing.T) {
 	}
 }
 
-// TestAppliersCreateOnlyWhatEvaRenders: a tenant's applier, in its own namespace, may
-// not name another tenant's host, take all traffic, run a Job as another account, grant
-// the deployer's rights to another account, write a token Secret or take a chart from
-// elsewhere (issue 32, item 4).
-func TestAppliersCreateOnlyWhatEvaRenders(t *testing.T) {
+// TestFluxAccountsHoldNoTenantRights is issue 32's finding 4: with the tenant rights
+// bound to the group of Flux's namespace, every account there (notification-controller,
+// source-controller, default) could create namespaces and bind a tenant's Secrets to
+// itself, unfenced. Only each tenant's own applier holds them now.
+func TestFluxAccountsHoldNoTenantRights(t *testing.T) {
 	applyOperatorBase(t)
+	applyDeliveryFile(t, "FENCEA")
+	if err := k8s.Create(context.Background(), restrictedNamespace("eva-tenant-fencea")); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	assertNoTenantRights(t, "flux-system", []string{"notification-controller", "source-controller", "default", "eva-tenant-nobody"})
+}
+
+// TestArgoCDAccountsHoldNoTenantRights is issue 32.4: deploy/argocd/tenant_applier.yaml
+// bound the tenant rights to the group of Argo CD's namespace, so argocd-server, the
+// repo server and default held them, unfenced. With the platform's file and a tenant's
+// Argo CD delivery file applied, only the tenant's own applier holds them.
+func TestArgoCDAccountsHoldNoTenantRights(t *testing.T) {
+	applyArgoCDPlatform(t)
+	applyDeliveryFileFor(t, applierIdentities[1], "FENCEA")
+	if err := k8s.Create(context.Background(), restrictedNamespace("eva-tenant-fencea")); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	assertNoTenantRights(t, "argocd", []string{"argocd-server", "argocd-repo-server", "argocd-applicationset-controller",
+		"default", "eva-tenant-nobody"})
+}
+
+// TestAppliersCreateOnlyWhatEvaRenders: a tenant's applier, Flux's or Argo CD's, in its
+// own namespace, may not name another tenant's host, take all traffic, run a Job as
+// another account, grant the deployer's rights to another account, write a token Secret
+// or take a chart from elsewhere (issue 32, item 4; for Argo CD, issue 32.4).
+func TestAppliersCreateOnlyWhatEvaRenders(t *testing.T) {
+	applyArgoCDPlatform(t)
+	for _, tc := range []struct {
+		id   applierIdentity
+		code string
+	}{{applierIdentities[0], "FENCEB"}, {applierIdentities[1], "FENCEE"}} {
+		t.Run(tc.id.name, func(t *testing.T) { attackAsApplier(t, tc.id, tc.code) })
+	}
+}
+
+// attackAsApplier makes the attacks of TestAppliersCreateOnlyWhatEvaRenders as the
+// applier of code in the identity's family.
+func attackAsApplier(t *testing.T, id applierIdentity, code string) {
 	ctx := context.Background()
-	applyDeliveryFile(t, "FENCEB")
-	ns := "eva-tenant-fenceb"
+	applyDeliveryFileFor(t, id, code)
+	ns := render.ApplierName(code)
+	lower := strings.ToLower(code)
 	if err := k8s.Create(ctx, restrictedNamespace(ns)); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	applier := impersonating(t, "flux-system", "eva-tenant-fenceb")
+	applier := impersonating(t, id.namespace, ns)
 	ingress := func(host string) *networkingv1.Ingress {
-		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-fenceb-" + strings.ReplaceAll(host, ".", "-")},
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-")},
 			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host}}}}
 	}
 	eventually(t, 10*time.Second, "the applier to write its own Ingress", func() error {
-		return applier.Create(ctx, ingress("fenceb.dev.eva.example.com"), client.DryRunAll)
+		return applier.Create(ctx, ingress(lower+".dev.eva.example.com"), client.DryRunAll)
 	})
+	// The foundation of a tenant with encrypted Secrets grants them to its applier: the
+	// applier itself, in whichever namespace its account is.
+	grant := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-tenant-secrets"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "eva-tenant-secrets"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: ns, Namespace: id.namespace}}}
+	if err := applier.Create(ctx, grant.DeepCopy()); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Errorf("the applier cannot grant itself its namespace's Secrets: %v", err)
+		if err := k8s.Create(ctx, grant); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	// The fence reads the tenant's namespace from the username (split(':')[3] of
+	// system:serviceaccount:<namespace>:eva-tenant-<code>), for either tool.
+	outside := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "fence-probe"}}
+	err := untilFenced(10*time.Second, func() error { return applier.Create(ctx, outside.DeepCopy(), client.DryRunAll) })
+	if want := "a tenant applies only into its own namespace " + ns; !fenced(err) || !strings.Contains(err.Error(), want) {
+		t.Errorf("writing outside its namespace: want %q, got %v", want, err)
+	}
+	for what, obj := range objectsEvaNeverRenders(ns, lower) {
+		t.Run("denied: "+what, func(t *testing.T) {
+			t.Parallel()
+			err := untilFenced(10*time.Second, func() error {
+				return applier.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+			})
+			if !fenced(err) {
+				t.Fatalf("want the applier fence to refuse, got %v", err)
+			}
+		})
+	}
+}
+
+// objectsEvaNeverRenders are objects the applier's rights would let it write in (or
+// from) its namespace ns, of the tenant whose code in lower case is lower, which the
+// fence refuses.
+func objectsEvaNeverRenders(ns, lower string) map[string]client.Object {
+	ingress := func(host string) *networkingv1.Ingress {
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-")},
+			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host}}}}
+	}
 	job := seedJob(ns)
 	job.Spec.Template.Spec.ServiceAccountName = "eva-deployer"
 	catchAll := ingress("x")
@@ -142,47 +314,31 @@ func TestAppliersCreateOnlyWhatEvaRenders(t *testing.T) {
 	elsewhere.Spec.Chart.Spec.SourceRef.Namespace = "kube-system"
 	oldPSA := restrictedNamespace(ns)
 	oldPSA.Labels["pod-security.kubernetes.io/enforce-version"] = "v1.0"
-	denied := map[string]client.Object{
+	secretsToOther := deployerBinding(ns, "eva-tenant-secrets")
+	secretsToOther.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns}}
+	return map[string]client.Object{
 		"its namespace on an old Pod Security version": oldPSA,
 		"an Ingress for another tenant's host":         ingress("globex.dev.eva.example.com"),
-		"an Ingress for a host ending like ours":       ingress("xfenceb.dev.eva.example.com"),
+		"an Ingress for a host ending like ours":       ingress("x" + lower + ".dev.eva.example.com"),
 		"an Ingress with a default backend":            catchAll,
 		"an Ingress rule without a host":               noHost,
 		"a Job as another account":                     job,
 		"the deployer's rights for default":            toDefault,
+		"its Secrets for default":                      secretsToOther,
 		"a service-account token Secret":               token,
 		"a chart from another namespace":               elsewhere,
-	}
-	if err := applier.Create(ctx, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-tenant-secrets"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "eva-tenant-secrets"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "eva-tenant-fenceb", Namespace: "flux-system"}}}); err != nil {
-		t.Fatalf("the applier cannot grant itself its namespace's Secrets: %v", err)
-	}
-	for what, obj := range denied {
-		t.Run("denied: "+what, func(t *testing.T) {
-			var err error
-			eventually(t, 10*time.Second, "the Secrets grant to take effect", func() error {
-				err = applier.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
-				if apierrors.IsForbidden(err) && !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-					return err // RBAC: the grant is not effective yet, or no right at all
-				}
-				return nil
-			})
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-				t.Fatalf("want the applier fence to refuse, got %v", err)
-			}
-		})
 	}
 }
 
 // TestEveryBindingOfEvaRolesIsFenced lists every binding of Eva's tenant roles on the
-// cluster (base/ installed, a tenant's delivery file applied) and holds each subject to
-// the fence: no group, and every account bound cluster-wide is refused by an admission
-// policy when it writes outside its namespace.
+// cluster (base/ and deploy/argocd/ installed, a tenant's Flux and Argo CD delivery files
+// applied) and holds each subject to the fence: no group, and every account bound
+// cluster-wide is refused by an admission policy when it writes outside its namespace.
 func TestEveryBindingOfEvaRolesIsFenced(t *testing.T) {
-	applyOperatorBase(t)
+	applyArgoCDPlatform(t)
 	ctx := context.Background()
 	applyDeliveryFile(t, "FENCEC")
+	applyDeliveryFileFor(t, applierIdentities[1], "FENCEF")
 	var crbs rbacv1.ClusterRoleBindingList
 	if err := k8s.List(ctx, &crbs); err != nil {
 		t.Fatal(err)
@@ -204,13 +360,12 @@ func TestEveryBindingOfEvaRolesIsFenced(t *testing.T) {
 	for _, b := range rbs.Items {
 		all = append(all, binding{"RoleBinding " + b.Namespace + "/" + b.Name, false, b.RoleRef.Name, b.Subjects})
 	}
-	checked := 0
+	probed := map[string]bool{}
 	for _, b := range all {
 		if !slices.Contains(evaRoles, b.role) {
 			continue
 		}
 		for _, s := range b.subjects {
-			checked++
 			if s.Kind != "ServiceAccount" {
 				t.Errorf("%s binds %s to %s %s: only individual accounts are fenced", b.name, b.role, s.Kind, s.Name)
 				continue
@@ -218,14 +373,117 @@ func TestEveryBindingOfEvaRolesIsFenced(t *testing.T) {
 			if !b.cluster {
 				continue // its rights end at its namespace (RBAC)
 			}
+			probed[s.Namespace+"/"+s.Name] = true
 			probe := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "fence-probe"}}
-			err := impersonating(t, s.Namespace, s.Name).Create(ctx, probe, client.DryRunAll)
-			if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
+			err := untilFenced(10*time.Second, func() error {
+				return impersonating(t, s.Namespace, s.Name).Create(ctx, probe.DeepCopy(), client.DryRunAll)
+			})
+			if !fenced(err) {
 				t.Errorf("%s: %s/%s writes outside its namespace unfenced: %v", b.name, s.Namespace, s.Name, err)
 			}
 		}
 	}
-	if checked == 0 {
-		t.Fatal("no binding of Eva's roles found: the delivery file was not applied")
+	for _, want := range []string{"flux-system/eva-tenant-fencec", "argocd/eva-tenant-fencef"} {
+		if !probed[want] {
+			t.Errorf("no cluster-wide binding of Eva's roles to %s: its delivery file was not applied (probed %v)", want, probed)
+		}
 	}
+}
+
+// TestArgoCDRootBindsOnlyAppliers: the platform's root Application applies each tenant's
+// Argo CD file, its applier's ClusterRoleBinding included, as an account holding
+// eva-tenant-applier-binder (deploy/argocd/tenant_applier.yaml). It may apply that
+// binding as Eva renders it; the right to bind eva-tenant-applier would let it bind it
+// to anyone else, which eva-tenant-applier-bindings refuses, and RBAC refuses it any
+// other role and any delete.
+func TestArgoCDRootBindsOnlyAppliers(t *testing.T) {
+	applyArgoCDPlatform(t)
+	ctx := context.Background()
+	const root = "eva-root-fence"
+	if err := k8s.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: root},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "eva-tenant-applier-binder"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: root, Namespace: "argocd"}}}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	c := impersonating(t, "argocd", root)
+	rendered := applierBindingOf(t, applierIdentities[1], "FENCEG")
+	eventually(t, 10*time.Second, "the root to apply a tenant's applier binding", func() error {
+		return c.Patch(ctx, rendered.DeepCopy(), client.Apply, client.FieldOwner("argocd-controller"), client.ForceOwnership)
+	})
+	to := func(subjects ...rbacv1.Subject) *rbacv1.ClusterRoleBinding {
+		b := rendered.DeepCopy()
+		b.Name, b.Subjects = "eva-tenant-stolen", subjects
+		return b
+	}
+	sa := func(ns, name string) rbacv1.Subject {
+		return rbacv1.Subject{Kind: "ServiceAccount", Name: name, Namespace: ns}
+	}
+	fencedOff := map[string]client.Object{
+		"the tenant rights for Argo CD's group": to(rbacv1.Subject{Kind: "Group", APIGroup: rbacv1.GroupName, Name: "system:serviceaccounts:argocd"}),
+		"the tenant rights for argocd-server":   to(sa("argocd", "argocd-server")),
+		"the tenant rights for itself":          to(sa("argocd", root)),
+		"the tenant rights for a user":          to(rbacv1.Subject{Kind: "User", APIGroup: rbacv1.GroupName, Name: "mallory"}),
+		"the tenant rights for two accounts":    to(sa("argocd", "eva-tenant-fenceg"), sa("argocd", "default")),
+	}
+	for what, obj := range fencedOff {
+		t.Run("fenced: "+what, func(t *testing.T) {
+			t.Parallel()
+			if err := untilFenced(10*time.Second, func() error { return c.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll) }); !fenced(err) {
+				t.Fatalf("want eva-tenant-applier-bindings to refuse, got %v", err)
+			}
+		})
+	}
+	t.Run("fenced: a group added to the tenant's binding", func(t *testing.T) {
+		b := rendered.DeepCopy()
+		b.Subjects = append(b.Subjects, rbacv1.Subject{Kind: "Group", APIGroup: rbacv1.GroupName, Name: "system:authenticated"})
+		err := untilFenced(10*time.Second, func() error {
+			return c.Patch(ctx, b.DeepCopy(), client.Apply, client.FieldOwner("argocd-controller"), client.ForceOwnership, client.DryRunAll)
+		})
+		if !fenced(err) {
+			t.Fatalf("want eva-tenant-applier-bindings to refuse, got %v", err)
+		}
+	})
+	admin := to(sa("argocd", root))
+	admin.RoleRef.Name = "cluster-admin"
+	for what, do := range map[string]func() error{
+		"bind cluster-admin": func() error { return c.Create(ctx, admin, client.DryRunAll) },
+		"delete another tenant's binding": func() error {
+			return c.Delete(ctx, applierBindingOf(t, applierIdentities[0], "FENCEC"), client.DryRunAll)
+		},
+		"create a namespace": func() error { return c.Create(ctx, restrictedNamespace("eva-tenant-fenceg"), client.DryRunAll) },
+	} {
+		t.Run("refused: "+what, func(t *testing.T) {
+			if err := do(); !apierrors.IsForbidden(err) || fenced(err) {
+				t.Fatalf("want RBAC to refuse, got %v", err)
+			}
+		})
+	}
+}
+
+// applierBindingOf is the applier's ClusterRoleBinding of the tenant's delivery file, as
+// Eva renders it for the identity's tool.
+func applierBindingOf(t *testing.T, id applierIdentity, code string) *rbacv1.ClusterRoleBinding {
+	t.Helper()
+	r := id.renderer(t)
+	files, err := r.TenantFiles(fenceTenant(code))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Path != r.DeliveryDir()+"/"+render.DirName(code)+".yaml" {
+			continue
+		}
+		for _, doc := range strings.Split(string(f.Data), "---\n") {
+			if !strings.Contains(doc, "kind: ClusterRoleBinding\n") {
+				continue
+			}
+			b := &rbacv1.ClusterRoleBinding{}
+			if err := yaml.UnmarshalStrict([]byte(doc), b); err != nil {
+				t.Fatal(err)
+			}
+			return b
+		}
+	}
+	t.Fatalf("no applier binding in the delivery file of %s", code)
+	return nil
 }

@@ -42,7 +42,8 @@ var (
 )
 
 // startArgoCD starts Argo CD on the suite's cluster once, for the tests that need it,
-// with the platform's Argo CD flavour of the tenant applier fence.
+// with what the platform adds for Argo CD (deploy/argocd/tenant_applier.yaml: the role
+// its root Application binds the tenants' appliers with).
 func startArgoCD(t *testing.T) {
 	t.Helper()
 	argoOnce.Do(func() {
@@ -126,8 +127,10 @@ argocd:
 }
 
 // bootstrapArgoCD creates what a platform team creates once: the project the root
-// Application syncs in (Applications and AppProjects in Argo CD's namespace only, as
-// the account eva-root, which may write nothing else) and the root Application, an app
+// Application syncs in (Applications and AppProjects in Argo CD's namespace and the
+// tenants' applier ClusterRoleBindings only, as the account name, which may write
+// nothing else: eva-tenant-applier-binder, fenced by eva-tenant-applier-bindings, lets
+// it bind the applier role to tenant appliers alone) and the root Application, an app
 // of apps on the tree's argocd/ folder with automated prune and without allowEmpty.
 func bootstrapArgoCD(ctx context.Context, t *testing.T, name, repo string) {
 	t.Helper()
@@ -150,6 +153,12 @@ metadata: {name: %[1]s, namespace: %[2]s}
 roleRef: {apiGroup: rbac.authorization.k8s.io, kind: Role, name: %[1]s}
 subjects: [{kind: ServiceAccount, name: %[1]s, namespace: %[2]s}]
 ---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: %[1]s}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: eva-tenant-applier-binder}
+subjects: [{kind: ServiceAccount, name: %[1]s, namespace: %[2]s}]
+---
 apiVersion: argoproj.io/v1alpha1
 kind: AppProject
 metadata: {name: %[1]s, namespace: %[2]s}
@@ -157,6 +166,7 @@ spec:
   sourceRepos: [%[3]q]
   destinations: [{server: %[4]q, namespace: %[2]s}]
   namespaceResourceWhitelist: [{group: argoproj.io, kind: Application}, {group: argoproj.io, kind: AppProject}]
+  clusterResourceWhitelist: [{group: rbac.authorization.k8s.io, kind: ClusterRoleBinding}]
   destinationServiceAccounts: [{server: %[4]q, namespace: %[2]s, defaultServiceAccount: %[2]s:%[1]s}]
 ---
 apiVersion: argoproj.io/v1alpha1

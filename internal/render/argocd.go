@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
@@ -22,19 +23,29 @@ import (
 // ArgoCDDir holds each tenant's Argo CD file in a tree rendered for Argo CD (applier:
 // argocd), where FluxDir holds its Flux file otherwise:
 //
-//	argocd/<code>.yaml                       the tenant's AppProject and Applications
+//	argocd/<code>.yaml                       the tenant's AppProject, its applier's
+//	                                         ClusterRoleBinding and its Applications
 //	tenants/<code>/manifests.yaml            the foundation (no kustomization files:
 //	tenants/<code>/workloads/manifests.yaml  every Application names a plain folder)
 //
 // The platform team points one Application at argocd/ (an app of apps, automated sync
-// with prune and without allowEmpty); Eva's publish guards refuse an empty or shrunken
-// tree before Argo CD sees it.
+// with prune and without allowEmpty, in a project that allows the cluster-scoped kind
+// ClusterRoleBinding: deploy/argocd/tenant_applier.yaml); Eva's publish guards refuse an
+// empty or shrunken tree before Argo CD sees it.
 const ArgoCDDir = "argocd"
 
 // argoSyncWave orders the objects of the platform's app of apps: each tenant's
-// AppProject first, its foundation, then its workloads and modules (waiting on the
-// Applications' health where Argo CD is configured to assess it).
+// AppProject and its applier's binding first, its foundation, then its workloads and
+// modules (waiting on the Applications' health where Argo CD is configured to assess
+// it).
 const argoSyncWave = "argocd.argoproj.io/sync-wave"
+
+// argoSyncOptions and argoCompareOptions are the annotations that keep an object of the
+// root Application's when it leaves the tree, without counting it as out of sync.
+const (
+	argoSyncOptions    = "argocd.argoproj.io/sync-options"
+	argoCompareOptions = "argocd.argoproj.io/compare-options"
+)
 
 // argoDocs explains the Argo CD output.
 const argoDocs = "docs/argocd.md"
@@ -87,7 +98,7 @@ func (r *Renderer) argoFilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]Fi
 			return nil, err
 		}
 	}
-	objects := []runtime.Object{r.argoProject(t), r.directoryApplication(t, FoundationName(b.Code), "", 0)}
+	objects := []runtime.Object{r.argoProject(t), r.argoApplierBinding(t), r.directoryApplication(t, FoundationName(b.Code), "", 0)}
 	if len(workloads) > 0 {
 		objects = append(objects, r.directoryApplication(t, WorkloadsName(b.Code), WorkloadsDir, 1))
 	}
@@ -118,8 +129,8 @@ func (r *Renderer) argoFilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]Fi
 // repository and the chart repository only, deploy into the tenant's namespace only,
 // create no cluster-scoped object but its Namespace, and sync as the tenant's applier
 // account (argocd:eva-tenant-<code>, impersonated once application.sync.impersonation
-// is enabled), which deploy/argocd/tenant_applier.yaml fences to that namespace the way
-// base/rbac/tenant_applier.yaml fences Flux's.
+// is enabled), which base/rbac/tenant_applier.yaml fences to that namespace as it does
+// Flux's.
 func (r *Renderer) argoProject(t *evav1.EvaTenant) *argov1.AppProject {
 	a := r.Env.Settings.ArgoCD
 	code := t.Spec.CapsuleCode
@@ -138,6 +149,28 @@ func (r *Renderer) argoProject(t *evav1.EvaTenant) *argov1.AppProject {
 		},
 	}
 	return p
+}
+
+// argoApplierBinding grants the tenant's applier account (argocd:eva-tenant-<code>), and
+// it alone, the rights a tenant bundle needs (the environment's ApplierClusterRole),
+// which the applier fence of base/rbac/tenant_applier.yaml confines to the namespace of
+// the account's name, as applierBinding does under Flux. A binding per account, never
+// one to the group of Argo CD's namespace: argocd-server, the repo server and default
+// would hold the rights unfenced. The root Application applies it with the project
+// (wave -1), before the foundation syncs as the account; it is kept when the tenant
+// leaves the tree, so that the Applications' finalizers can still delete the tenant's
+// objects as the applier, and is then not counted as out of sync.
+func (r *Renderer) argoApplierBinding(t *evav1.EvaTenant) *rbacv1.ClusterRoleBinding {
+	code := t.Spec.CapsuleCode
+	s := &scope{r: r, t: t, code: code, ns: tenant.Namespace(code)}
+	return &rbacv1.ClusterRoleBinding{
+		TypeMeta: metav1.TypeMeta{APIVersion: rbacv1.SchemeGroupVersion.String(), Kind: "ClusterRoleBinding"},
+		ObjectMeta: metav1.ObjectMeta{Name: ApplierName(code), Labels: s.labels(),
+			Annotations: map[string]string{argoSyncWave: "-1", argoSyncOptions: "Prune=false", argoCompareOptions: "IgnoreExtraneous"}},
+		RoleRef: rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: r.Env.Settings.ApplierClusterRole},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: ApplierName(code),
+			Namespace: r.Env.Settings.ArgoCD.Namespace}},
+	}
 }
 
 // directoryApplication renders an Application syncing one of the tenant's folders
