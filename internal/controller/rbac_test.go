@@ -55,7 +55,7 @@ func seedJob(ns string) *batchv1.Job {
 func deployerBinding(ns, role string) *rbacv1.RoleBinding {
 	return &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "grab-" + role},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "eva-operator", Namespace: "eva-system"}}}
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "eva-deployer", Namespace: ns}}}
 }
 
 // TestOperatorIdentityIsFenced makes requests as the operator's service account, with
