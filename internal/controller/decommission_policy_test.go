@@ -47,7 +47,7 @@ func TestOnlyDecommissionersDecommission(t *testing.T) {
 		}
 	}
 	alice := impersonate(t, "alice", "eva:decommissioners", "system:authenticated")
-	bob := impersonate(t, "bob", "tenant-editors", "system:authenticated")
+	bob := impersonate(t, "bob", "tenant-editors", "eva:tenant-requesters", "system:authenticated")
 
 	// The policy takes effect a moment after it is created.
 	deadline := time.Now().Add(30 * time.Second)
