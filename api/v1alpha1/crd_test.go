@@ -127,6 +127,29 @@ func TestCRDRejectsInvalidTenants(t *testing.T) {
 			func(s map[string]any) {
 				s["valuesFrom"] = []any{map[string]any{"module": "crm", "kind": "Vault", "name": "x"}}
 			}, "spec.valuesFrom[0].kind"},
+		// valuesFrom is refused whatever it reads (issue 32.3): helm-controller parses the
+		// value as Helm --set input.
+		"valuesFrom Secret": {
+			func(s map[string]any) {
+				s["valuesFrom"] = []any{map[string]any{"module": "crm", "kind": "Secret", "name": "devusr-crm-db", "valuesKey": "password", "targetPath": "database.password"}}
+			}, "spec.valuesFrom: Invalid value: \"array\": valuesFrom is refused: hand Secrets to modules with secretMounts, and set other values in helmValues"},
+		"valuesFrom ConfigMap": {
+			func(s map[string]any) {
+				s["valuesFrom"] = []any{map[string]any{"module": "crm", "kind": "ConfigMap", "name": "devusr-branding", "targetPath": "branding.theme"}}
+			}, "valuesFrom is refused: hand Secrets to modules with secretMounts"},
+		"secretMounts secret not a name": {
+			func(s map[string]any) { s["secretMounts"] = []any{map[string]any{"module": "crm", "secret": "Crm_DB"}} },
+			"spec.secretMounts[0].secret: Invalid value: \"Crm_DB\": spec.secretMounts[0].secret in body should match"},
+		"secretMounts secret too long": {
+			func(s map[string]any) {
+				s["secretMounts"] = []any{map[string]any{"module": "crm", "secret": strings.Repeat("a", 33)}}
+			}, "spec.secretMounts[0].secret: Too long"},
+		"secretMounts module not a name": {
+			func(s map[string]any) { s["secretMounts"] = []any{map[string]any{"module": "CRM", "secret": "crm-db"}} },
+			"spec.secretMounts[0].module"},
+		"secretMounts without secret": {
+			func(s map[string]any) { s["secretMounts"] = []any{map[string]any{"module": "crm"}} },
+			"spec.secretMounts[0].secret: Required value"},
 	}
 	i := 0
 	for name, tc := range cases {

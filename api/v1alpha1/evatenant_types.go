@@ -55,8 +55,9 @@ const (
 	ValuesKindConfigMap ValuesKind = "ConfigMap"
 )
 
-// ValuesReference points a module's Helm release at values held in a Secret or
-// ConfigMap in the tenant's namespace. Secrets reach a release only this way.
+// ValuesReference pointed a module's Helm release at values held in a Secret or
+// ConfigMap in the tenant's namespace. It is refused now (see EvaTenantSpec.ValuesFrom)
+// and kept so that an object still carrying one is refused with a reason, not pruned.
 type ValuesReference struct {
 	// module is the module whose release receives the values; it must belong to the tier.
 	// +required
@@ -94,6 +95,25 @@ type ValuesReference struct {
 	// optional marks the reference as not required for the release to install.
 	// +optional
 	Optional bool `json:"optional,omitempty"`
+}
+
+// SecretMount mounts one of the tenant's Secrets into one module's pods.
+type SecretMount struct {
+	// module whose pods mount the Secret; it must belong to the tier.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z][a-z0-9-]*$`
+	Module string `json:"module"`
+
+	// secret is one of the tenant's Secrets (spec.secrets, or a file
+	// <CODE>.<secret>.sops.yaml beside the tenant file), by its name after the tenant's
+	// prefix: the Secret <code>-<secret> of the tenant's namespace.
+	// +required
+	// +kubebuilder:validation:MinLength=1
+	// +kubebuilder:validation:MaxLength=32
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Secret string `json:"secret"`
 }
 
 // EncryptedSecret is one of a tenant's Secrets, encrypted with SOPS.
@@ -156,20 +176,34 @@ type EvaTenantSpec struct {
 	Versions map[string]ModuleVersion `json:"versions,omitempty"`
 
 	// helmValues holds per-module Helm value overrides (module name to a values object).
-	// Never put secrets here: use valuesFrom.
+	// Never put secrets here: use secretMounts.
 	// +optional
 	// +kubebuilder:validation:MaxProperties=16
 	HelmValues map[string]apiextensionsv1.JSON `json:"helmValues,omitempty"`
 
-	// valuesFrom references Secrets or ConfigMaps whose values are merged into a module's
-	// release, after helmValues.
+	// valuesFrom is refused: helm-controller writes a referenced value into the release
+	// through Helm's --set parser, so a value holding ',' or '=' sets other values
+	// (images, limits, platform-owned keys), and Helm stores and quotes what it parsed.
+	// Hand Secrets to modules with secretMounts, and set other values in helmValues,
+	// where Eva checks them.
 	// +optional
 	// +listType=atomic
 	// +kubebuilder:validation:MaxItems=64
+	// +kubebuilder:validation:XValidation:rule="size(self) == 0",message="valuesFrom is refused: hand Secrets to modules with secretMounts, and set other values in helmValues"
 	ValuesFrom []ValuesReference `json:"valuesFrom,omitempty"`
 
+	// secretMounts hands the tenant's Secrets to its modules: the module's chart mounts
+	// the Secret read-only at /var/run/secrets/eva/<secret>, one file per key, and rolls
+	// its pods when the encrypted Secret changes. The values never pass through Helm:
+	// they are not parsed as values, stored in Helm's release storage or quoted in a Helm
+	// error.
+	// +optional
+	// +listType=atomic
+	// +kubebuilder:validation:MaxItems=32
+	SecretMounts []SecretMount `json:"secretMounts,omitempty"`
+
 	// secrets are the tenant's Secrets, each a whole Secret manifest encrypted with SOPS
-	// for the environment's age key, so that valuesFrom can read them. They are
+	// for the tenant's own age key, so that secretMounts can hand them to modules. They are
 	// published still encrypted and decrypted by kustomize-controller through the
 	// tenant's Kustomization; the plaintext never passes through Eva. In tenant files
 	// they are usually kept beside the file instead, as <CODE>.<name>.sops.yaml.

@@ -24,7 +24,6 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.environmentDir, "environment-dir", "", "folder holding the environment's tenant overlay (overrides --overlays; the deployment mounts it from a ConfigMap)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
 	fs.StringVar(&cfg.shard, "shard", "", "label selector over eva.aidonow.com/shard naming the shards this operator reconciles (e.g. eva.aidonow.com/shard=a, or '!eva.aidonow.com/shard' for the tenants of no shard); each selector elects its own leader. Empty: every tenant")
-	fs.StringVar(&cfg.sopsAgeSecret, "sops-age-secret", "", "Secret in the operator's namespace holding the age private key (a key ending in .agekey) the tenants' encrypted Secrets are decrypted with, in memory, in pure-cluster mode (GitOps mode leaves decryption to kustomize-controller)")
 	fs.StringVar(&cfg.publishMode, "publish", "none", "none: apply bundles to the cluster (pure-cluster mode); git or oci: publish them for Flux (GitOps mode)")
 	fs.StringVar(&cfg.gitURL, "git-url", "", "GitOps repository URL (--publish=git)")
 	fs.StringVar(&cfg.gitBranch, "git-branch", "main", "GitOps branch")

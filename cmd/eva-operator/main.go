@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
@@ -44,7 +43,6 @@ const defaultNamespace = "eva-system"
 // config is everything the operator reads at start-up, once.
 type config struct {
 	ownNamespace    string
-	sopsAgeSecret   string
 	metricsAddr     string
 	metricsSecure   bool
 	metricsCertDir  string
@@ -191,8 +189,8 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" {
 		r.Streams = streams
 	}
-	if cfg.sopsAgeSecret != "" {
-		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Secret: types.NamespacedName{Namespace: cfg.ownNamespace, Name: cfg.sopsAgeSecret}}
+	if renderer.Env.Settings.Secrets != nil {
+		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace}
 	}
 	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), renderer)
 	if err != nil {

@@ -172,7 +172,8 @@ type Release struct {
 
 // Check renders the release's chart with its values. A schema violation or a template
 // error is returned naming the tenant, the module and the value path at fault. Values
-// from valuesFrom references are not known at render time and are not checked.
+// an environment patch takes from the cluster (valuesFrom) are not known at render time
+// and are not checked; tenants cannot add such references.
 func (c *Checker) Check(r Release) error {
 	return wrap(r, c.check(r))
 }

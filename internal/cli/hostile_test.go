@@ -162,11 +162,19 @@ func hostileCases() map[string]hostileCase {
 		"platform label under a subdomain": metaCase6("  labels:\n    wave.eva.aidonow.com/x: \"1\"\n",
 			"metadata.labels[wave.eva.aidonow.com/x]", "reserved"),
 
-		// Values references and pins.
-		"targetPath into capsule identity": {files: acme(replaced("      targetPath: database.password\n", "      targetPath: capsule.code\n")),
-			file: "ACMECO.yaml", line: 20, field: "spec.valuesFrom[0].targetPath", text: "platform-owned"},
-		"valuesFrom merging a whole document": {files: acme(replaced("      targetPath: database.password\n", "")),
-			file: "ACMECO.yaml", line: 16, field: "spec.valuesFrom[0].targetPath", text: "could set what helmValues may not"},
+		// Values references, mounted Secrets and pins: valuesFrom is refused wherever it
+		// writes (helm-controller parses the value as --set input), the values key
+		// secretMounts is Eva's, and a mount names only the tenant's own Secrets.
+		"valuesFrom into capsule identity": {files: acme(validTenant + "  valuesFrom:\n    - module: crm\n      kind: Secret\n      name: acmeco-crm-database\n      valuesKey: password\n      targetPath: capsule.code\n"),
+			file: "ACMECO.yaml", line: 22, field: "spec.valuesFrom[0]", text: "valuesFrom is refused: helm-controller parses a referenced value as Helm --set input"},
+		"valuesFrom merging a whole document": {files: acme(validTenant + "  valuesFrom:\n    - module: crm\n      kind: ConfigMap\n      name: acmeco-crm-values\n"),
+			file: "ACMECO.yaml", line: 22, field: "spec.valuesFrom[0]", text: "valuesFrom is refused"},
+		"secretMounts set in helmValues": {files: acme(withValues("      secretMounts:\n        - name: db\n          secretName: globex-gateway-tls\n")),
+			file: "ACMECO.yaml", line: 15, field: "spec.helmValues[crm].secretMounts", text: "platform-owned", never: []string{"globex-gateway-tls"}},
+		"secretMounts naming another tenant's Secret": {files: acme(replaced("secret: crm-database", "secret: globex-gateway-tls")),
+			file: "ACMECO.yaml", line: 20, field: "spec.secretMounts[0].secret", text: "no encrypted Secret provides acmeco-globex-gateway-tls"},
+		"secretMounts path out of the folder": {files: acme(replaced("secret: crm-database", "secret: ../../globex/crm-database")),
+			file: "ACMECO.yaml", line: 20, field: "spec.secretMounts[0].secret", text: "must be the name of one of spec.secrets"},
 		"pin 1.0.0-01": {files: acme(replaced("crm: 1.4.0", "crm: 1.0.0-01")),
 			file: "ACMECO.yaml", line: 11, field: "spec.versions[crm]", text: "semantic version"},
 

@@ -9,7 +9,8 @@ import (
 
 // secretProblems checks the tenants' encrypted Secret files against the environment
 // they are rendered for: it must say how to decrypt them, and each must be encrypted
-// for one of its age recipients (or the cluster could not decrypt it).
+// for its own tenant's age recipients only (or the cluster could not decrypt it, or
+// another tenant's key could).
 func secretProblems(res *tenantfile.Result, env *overlay.Environment) []tenantfile.Problem {
 	if len(res.Secrets) == 0 {
 		return nil
@@ -19,9 +20,9 @@ func secretProblems(res *tenantfile.Result, env *overlay.Environment) []tenantfi
 		var problems []tenantfile.Problem
 		for _, s := range res.Secrets {
 			problems = append(problems, tenantfile.Problem{File: s.File, Line: 1, Column: 1,
-				Message: fmt.Sprintf("environment %s cannot decrypt tenant Secrets: its environment.yaml has no secrets settings (decryptionSecret, ageRecipients)", env.Name)})
+				Message: fmt.Sprintf("environment %s cannot decrypt tenant Secrets: its environment.yaml has no secrets settings (keySecretPrefix, recipients)", env.Name)})
 		}
 		return problems
 	}
-	return tenantfile.CheckRecipients(res.Secrets, settings.AgeRecipients, env.Name)
+	return tenantfile.CheckRecipients(res.Secrets, settings.CheckFor, env.Name)
 }

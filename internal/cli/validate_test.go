@@ -26,12 +26,12 @@ spec:
   helmValues:
     crm:
       replicaCount: 2
-  valuesFrom:
+  # The crm pods mount the tenant's Secret acmeco-crm-database, which
+  # ACMECO.crm-database.sops.yaml beside this file holds, at
+  # /var/run/secrets/eva/crm-database: the password never passes through Helm.
+  secretMounts:
     - module: crm
-      kind: Secret
-      name: acmeco-crm-database
-      valuesKey: password
-      targetPath: database.password
+      secret: crm-database
 `
 
 // tenantWith returns a valid tenant whose spec ends with extra lines (indented by two).
@@ -54,7 +54,7 @@ func runValidate(t *testing.T, args ...string) (int, string, string) {
 }
 
 // exampleSecret is the example Customer's encrypted database password (for the dev
-// environment's recipient), which validTenant's valuesFrom reads.
+// environment's recipient), which validTenant's secretMounts hands to crm.
 const exampleSecret = "ACMECO.crm-database.sops.yaml"
 
 // writeFiles writes the files into a new folder, with the example's encrypted Secret
@@ -62,7 +62,7 @@ const exampleSecret = "ACMECO.crm-database.sops.yaml"
 func writeFiles(t *testing.T, files map[string]string) string {
 	t.Helper()
 	dir := t.TempDir()
-	if _, ok := files[exampleSecret]; !ok && strings.Contains(files["ACMECO.yaml"], "acmeco-crm-database") {
+	if _, ok := files[exampleSecret]; !ok && strings.Contains(files["ACMECO.yaml"], "secret: crm-database\n") {
 		data, err := os.ReadFile(filepath.Join(repoRoot, "tenants", exampleSecret))
 		if err != nil {
 			t.Fatal(err)
@@ -145,9 +145,9 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "seedsVersion:", "seedVersion:", 1)},
 			want:  []want{{"ACMECO.yaml", 9, "spec.seedVersion", `did you mean "seedsVersion"`}},
 		},
-		"unknown field in valuesFrom": {
+		"unknown field in secretMounts": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "      key: x\n"},
-			want:  []want{{"ACMECO.yaml", 21, "spec.valuesFrom[0].key", "unknown field"}},
+			want:  []want{{"ACMECO.yaml", 21, "spec.secretMounts[0].key", "unknown field"}},
 		},
 		"duplicate key": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "  wave: 2\n", "  wave: 2\n  wave: 3\n", 1)},
@@ -255,7 +255,7 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 		},
 		"secret-looking value password": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "      replicaCount: 2\n", "      replicaCount: 2\n      database:\n        password: hunter2\n", 1)},
-			want:  []want{{"ACMECO.yaml", 16, "spec.helmValues[crm].database.password", "reference it with spec.valuesFrom"}},
+			want:  []want{{"ACMECO.yaml", 16, "spec.helmValues[crm].database.password", "hand it to the module with spec.secretMounts"}},
 		},
 		"secret-looking value apiKey deep in a list": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "      replicaCount: 2\n", "      replicaCount: 2\n      integrations:\n        - name: slack\n          apiKey: xoxb-1\n", 1)},
@@ -285,21 +285,35 @@ func TestValidateRejectsBadTenants(t *testing.T) {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "      replicaCount: 2\n", "      a: "+strings.Repeat("{a: ", 20)+"1"+strings.Repeat("}", 20)+"\n", 1)},
 			want:  []want{{"ACMECO.yaml", 14, "spec.helmValues[crm]" + strings.Repeat(".a", 16), "nested deeper than 16"}},
 		},
-		"valuesFrom module outside tier": {
+		"secretMounts module outside tier": {
 			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "    - module: crm\n", "    - module: forge\n", 1)},
-			want:  []want{{"ACMECO.yaml", 16, "spec.valuesFrom[0].module", `unsupported value "forge"`}},
+			want:  []want{{"ACMECO.yaml", 19, "spec.secretMounts[0].module", `unsupported value "forge"`}},
 		},
-		"valuesFrom bad kind": {
-			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "kind: Secret", "kind: Vault", 1)},
-			want:  []want{{"ACMECO.yaml", 17, "spec.valuesFrom[0].kind", `unsupported value "Vault"`}},
+		"secretMounts secret not a name": {
+			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "secret: crm-database", "secret: Crm_Database", 1)},
+			want:  []want{{"ACMECO.yaml", 20, "spec.secretMounts[0].secret", "must be the name of one of spec.secrets"}},
 		},
-		"valuesFrom missing name": {
-			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "      name: acmeco-crm-database\n", "", 1)},
-			want:  []want{{"ACMECO.yaml", 16, "spec.valuesFrom[0].name", "required"}},
+		"secretMounts missing secret": {
+			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "      secret: crm-database\n", "", 1)},
+			want:  []want{{"ACMECO.yaml", 19, "spec.secretMounts[0].secret", "required"}},
 		},
-		"valuesFrom duplicate reference": {
-			files: map[string]string{"ACMECO.yaml": validTenant + "    - module: crm\n      kind: Secret\n      name: acmeco-crm-database\n      valuesKey: password\n      targetPath: database.password\n"},
-			want:  []want{{"ACMECO.yaml", 21, "spec.valuesFrom[1]", "duplicate"}},
+		"secretMounts duplicate mount": {
+			files: map[string]string{"ACMECO.yaml": validTenant + "    - module: crm\n      secret: crm-database\n"},
+			want:  []want{{"ACMECO.yaml", 21, "spec.secretMounts[1]", "duplicate"}},
+		},
+		"secretMounts without its encrypted Secret": {
+			files: map[string]string{"ACMECO.yaml": strings.Replace(validTenant, "secret: crm-database", "secret: crm-cache", 1)},
+			want: []want{{"ACMECO.yaml", 20, "spec.secretMounts[0].secret",
+				"no encrypted Secret provides acmeco-crm-cache: add ACMECO.crm-cache.sops.yaml beside this file"}},
+		},
+		"valuesFrom refused, Secret or ConfigMap": {
+			files: map[string]string{"ACMECO.yaml": validTenant + "  valuesFrom:\n" +
+				"    - module: crm\n      kind: Secret\n      name: acmeco-crm-database\n      valuesKey: password\n      targetPath: database.password\n" +
+				"    - module: crm\n      kind: ConfigMap\n      name: acmeco-branding\n      valuesKey: theme\n      targetPath: branding.theme\n"},
+			want: []want{
+				{"ACMECO.yaml", 22, "spec.valuesFrom[0]", "valuesFrom is refused: helm-controller parses a referenced value as Helm --set input"},
+				{"ACMECO.yaml", 27, "spec.valuesFrom[1]", "hand a Secret to a module with spec.secretMounts, and set other values in spec.helmValues"},
+			},
 		},
 		"status in file": {
 			files: map[string]string{"ACMECO.yaml": validTenant + "status:\n  phase: Active\n"},
@@ -481,9 +495,9 @@ func TestValidateRefusesPinsThatDoNotExist(t *testing.T) {
 }
 
 // TestValidateRefusesSecretsTheEnvironmentCannotDecrypt: an encrypted Secret written by
-// sops for a key the environment does not list is refused at its file, before anything
-// is published (kustomize-controller could not decrypt it); encrypted for the
-// environment's recipient, it passes.
+// sops for a key the environment does not list for its tenant is refused at its file,
+// before anything is published (the tenant's decryption Secret could not read it);
+// encrypted for the tenant's recipient, it passes.
 func TestValidateRefusesSecretsTheEnvironmentCannotDecrypt(t *testing.T) {
 	foreign, err := os.ReadFile(filepath.Join(repoRoot, "internal", "tenantfile", "testdata", exampleSecret))
 	if err != nil {
@@ -492,12 +506,32 @@ func TestValidateRefusesSecretsTheEnvironmentCannotDecrypt(t *testing.T) {
 	env := []string{"--overlays", filepath.Join(repoRoot, "overlays"), "--env", "dev", "--verify-charts=false"}
 	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant, exampleSecret: string(foreign)})
 	code, out, _ := runValidate(t, append([]string{dir}, env...)...)
-	want := filepath.Join(dir, exampleSecret) + ":1:1: sops.age: not encrypted for environment dev"
+	want := filepath.Join(dir, exampleSecret) + ":1:1: sops.age: environment dev: not encrypted for any age recipient of tenant ACMECO"
 	if code != ExitInvalid || !strings.Contains(out, want) {
 		t.Fatalf("exit %d, output:\n%s\nwant %q", code, out, want)
 	}
 	dir = writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
 	if code, out, _ := runValidate(t, append([]string{dir}, env...)...); code != ExitOK {
 		t.Fatalf("the example's Secret, encrypted for dev: exit %d\n%s", code, out)
+	}
+}
+
+// TestValidateRefusesAnotherTenantsCiphertext is the replay of issue 32: GLOBEX's
+// shipped Secret file, copied as ACMECO's with only its name and namespace changed
+// (kustomize-controller does not check the SOPS MAC), is refused at its file: it is
+// encrypted for GLOBEX's key, which ACMECO's Kustomization does not hold. Before each
+// tenant had keys of its own, every file was encrypted for the environment's one key and
+// the copy validated.
+func TestValidateRefusesAnotherTenantsCiphertext(t *testing.T) {
+	stolen, err := os.ReadFile(filepath.Join(repoRoot, "tenants", "GLOBEX.gateway-tls.sops.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	copied := strings.NewReplacer("globex-gateway-tls", "acmeco-stolen", "eva-tenant-globex", "eva-tenant-acmeco").Replace(string(stolen))
+	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant, "ACMECO.stolen.sops.yaml": copied})
+	code, out, _ := runValidate(t, dir, "--overlays", filepath.Join(repoRoot, "overlays"), "--env", "dev", "--verify-charts=false")
+	want := filepath.Join(dir, "ACMECO.stolen.sops.yaml") + ":1:1: sops.age: environment dev: encrypted for age1"
+	if code != ExitInvalid || !strings.Contains(out, want) || !strings.Contains(out, "a recipient of tenant GLOBEX") {
+		t.Fatalf("exit %d, output:\n%s\nwant %q ... a recipient of tenant GLOBEX", code, out, want)
 	}
 }

@@ -18,25 +18,29 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// The operator reads its decryption key (pure-cluster mode) from one Secret of its own
-// namespace: a Role, not a ClusterRole. It writes the decrypted Secrets into tenant
-// namespaces (the admission policy fences its writes there) and never reads them back.
+// The operator reads each tenant's decryption key (pure-cluster mode) from a Secret of
+// its own namespace: a Role, not a ClusterRole. It writes the decrypted Secrets into
+// tenant namespaces (the admission policy fences its writes there) and never reads
+// them back.
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=get,namespace=eva-system
 // +kubebuilder:rbac:groups="",resources=secrets,verbs=create;update;patch;delete
 
-// AgeKeys are the age private keys the operator decrypts tenant Secrets with in
-// pure-cluster mode, read from a Secret (every value of a key ending in .agekey) at each
-// use, so a rotated key is picked up without a restart. They are held in memory only.
+// AgeKeys are the tenants' age private keys the operator decrypts their Secrets with in
+// pure-cluster mode: each tenant's own, read from its decryption Secret in Namespace
+// (named by the environment's secrets.keySecretPrefix, every value of a key ending in
+// .agekey) at each use, so a rotated key is picked up without a restart. They are held
+// in memory only, and one tenant's key never decrypts another tenant's Secrets.
 type AgeKeys struct {
-	Reader client.Reader
-	Secret types.NamespacedName
+	Reader    client.Reader
+	Namespace string
 }
 
-// Identities reads and parses the keys.
-func (k *AgeKeys) Identities(ctx context.Context) ([]age.Identity, error) {
+// Identities reads and parses the keys of the decryption Secret name.
+func (k *AgeKeys) Identities(ctx context.Context, name string) ([]age.Identity, error) {
+	key := types.NamespacedName{Namespace: k.Namespace, Name: name}
 	var s corev1.Secret
-	if err := k.Reader.Get(ctx, k.Secret, &s); err != nil {
-		return nil, fmt.Errorf("reading the decryption key %s: %w", k.Secret, err)
+	if err := k.Reader.Get(ctx, key, &s); err != nil {
+		return nil, fmt.Errorf("reading the decryption key %s: %w", key, err)
 	}
 	var ids []age.Identity
 	for name, data := range s.Data {
@@ -45,30 +49,32 @@ func (k *AgeKeys) Identities(ctx context.Context) ([]age.Identity, error) {
 		}
 		parsed, err := age.ParseIdentities(strings.NewReader(string(data)))
 		if err != nil {
-			return nil, fmt.Errorf("the decryption key %s, %s: not age identities", k.Secret, name)
+			return nil, fmt.Errorf("the decryption key %s, %s: not age identities", key, name)
 		}
 		ids = append(ids, parsed...)
 	}
 	if len(ids) == 0 {
-		return nil, fmt.Errorf("the decryption key %s holds no *.agekey value", k.Secret)
+		return nil, fmt.Errorf("the decryption key %s holds no *.agekey value", key)
 	}
 	return ids, nil
 }
 
 // decryptedSecrets decrypts the tenant's encrypted Secrets in memory for a pure-cluster
-// apply. Errors name the Secret and the reason, never a value.
+// apply, with the tenant's own key only. Errors name the Secret and the reason, never a
+// value.
 func (r *EvaTenantReconciler) decryptedSecrets(ctx context.Context, t *evav1.EvaTenant) ([]*unstructured.Unstructured, error) {
 	if len(t.Spec.Secrets) == 0 || t.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
 		return nil, nil
 	}
-	if r.AgeKeys == nil {
-		return nil, fmt.Errorf("the tenant has encrypted Secrets, but the operator has no decryption key (start it with --sops-age-secret)")
+	settings := r.Renderer.Env.Settings.Secrets
+	if r.AgeKeys == nil || settings == nil {
+		return nil, fmt.Errorf("the tenant has encrypted Secrets, but the environment has no secrets settings (keySecretPrefix, recipients) to decrypt them with")
 	}
-	ids, err := r.AgeKeys.Identities(ctx)
+	code := t.Spec.CapsuleCode
+	ids, err := r.AgeKeys.Identities(ctx, settings.KeySecret(code))
 	if err != nil {
 		return nil, err
 	}
-	code := t.Spec.CapsuleCode
 	out := make([]*unstructured.Unstructured, 0, len(t.Spec.Secrets))
 	for _, s := range t.Spec.Secrets {
 		name := tenant.SecretName(code, s.Name)

@@ -2,9 +2,11 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -20,6 +22,7 @@ import (
 
 	"github.com/aidonow/eva/internal/chartrepo"
 	evapublish "github.com/aidonow/eva/internal/publish"
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
@@ -96,6 +99,8 @@ func allReady(ctx context.Context, gvk schema.GroupVersionKind, want int, opts .
 // sops CLI: kustomize-controller decrypts them, helm-controller reads them into the
 // releases, and rotating the password (a new encrypted file, published) upgrades the
 // release with it. Nothing published, logged or reported holds a value in plaintext.
+// ACMECO's ciphertext planted into GLOBEX's workloads past Eva does not decrypt there:
+// each tenant's Kustomization holds its own key.
 func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -120,20 +125,23 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	assertExamplesDeployed(t, "eva-tenants", "ACMECO", "DEVUSR", "GLOBEX")
 	assertChartsArePublished(t, "ACMECO", "DEVUSR", "GLOBEX")
 
-	// The Customer's database password went from the encrypted file to the release.
-	const ns, release = "eva-tenant-acmeco", "crm"
-	password := secrets[ns+"/acmeco-crm-database"]["password"]
-	assertReleasePassword(ctx, t, ns, release, password)
+	// The Customer's database password went from the encrypted file to the crm pods,
+	// past Helm.
+	const ns = "eva-tenant-acmeco"
+	mounted := assertSecretMounted(ctx, t, "ACMECO", "crm", "crm-database", secrets[ns+"/acmeco-crm-database"], "")
 
-	// Rotation: a new value, encrypted and published, upgrades the release.
-	_, before, _ := releaseValues(ctx, ns, release)
-	rotated := randomSecret()
+	// Rotation: a new value, encrypted and published, changes the Secret and rolls the
+	// crm pods.
+	rotated := hostileSecret()
 	encryptSecret(t, tenants, "ACMECO", "crm-database", map[string]string{"password": rotated})
 	publish("the password rotated")
-	revision := assertReleasePassword(ctx, t, ns, release, rotated)
-	if revision <= before {
-		t.Errorf("release %s/%s: revision %d after the rotation, %d before", ns, release, revision, before)
-	}
+	assertSecretMounted(ctx, t, "ACMECO", "crm", "crm-database", map[string]string{"password": rotated}, mounted)
+
+	// ACMECO's ciphertext, copied into GLOBEX's workloads past Eva, decrypts nowhere;
+	// publishing again puts back what Eva renders.
+	assertReplayDecryptsNowhere(ctx, t, repo, "ACMECO", "acmeco-crm-database", "GLOBEX")
+	publish("over the planted copy")
+	assertKustomizationReady(ctx, t, render.WorkloadsName("GLOBEX"))
 
 	var values []string
 	for _, data := range secrets {
@@ -144,24 +152,83 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	scanForPlaintext(t, filepath.Join(gitRoot, fleetRepo), outputs, append(values, rotated)...)
 }
 
-// assertReleasePassword waits until the latest deployed revision of a release holds the
-// password at database.password and returns that revision.
-func assertReleasePassword(ctx context.Context, t *testing.T, ns, release, password string) int {
+// assertSecretMounted waits until the tenant's module pods mount its Secret secret
+// holding exactly values (byte for byte, hostile characters and all), at a revision
+// other than previous (the pods rolled for a rotation; "" for the first), and returns
+// that revision. What it checks is what the cluster holds: the
+// Secret, the Deployment's pod template (volume, read-only mount, revision annotation),
+// and Helm's own release storage, which holds the Secret's name and never a value; no
+// value changed the image or the replicas (parsed as Helm --set input, it would have).
+func assertSecretMounted(ctx context.Context, t *testing.T, code, module, secret string, values map[string]string, previous string) string {
 	t.Helper()
-	var revision int
-	poll(t, "release "+ns+"/"+release+" to hold the database password", 3*time.Minute, func() error {
-		values, rev, err := releaseValues(ctx, ns, release)
-		if err != nil {
+	ns, name := tenant.Namespace(code), tenant.SecretName(code, secret)
+	var revision string
+	poll(t, "the "+module+" pods of "+code+" to mount Secret "+name, 3*time.Minute, func() error {
+		var s corev1.Secret
+		if err := cluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: name}, &s); err != nil {
 			return err
 		}
-		db, _ := values["database"].(map[string]any)
-		if db["password"] != password {
-			return fmt.Errorf("revision %d: database.password is not the encrypted file's value", rev)
+		if len(s.Data) != len(values) {
+			return fmt.Errorf("Secret %s/%s has %d keys, want %d", ns, name, len(s.Data), len(values))
+		}
+		for k, v := range values {
+			if string(s.Data[k]) != v {
+				return fmt.Errorf("Secret %s/%s: key %s is not the encrypted file's value", ns, name, k)
+			}
+		}
+		var d appsv1.Deployment
+		if err := cluster.Client.Get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &d); err != nil {
+			return err
+		}
+		if err := mountsSecret(&d, secret, name); err != nil {
+			return err
+		}
+		rev := d.Spec.Template.Annotations["checksum/secret-"+secret]
+		if rev == "" || rev == previous {
+			return fmt.Errorf("Deployment %s/%s: revision %q of the mounted Secret, want one other than %q", ns, module, rev, previous)
 		}
 		revision = rev
 		return nil
 	})
+	config, _, err := releaseValues(ctx, ns, module)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, _ := json.Marshal(config)
+	for k, v := range values {
+		if strings.Contains(string(stored), v) {
+			t.Errorf("release %s/%s: Helm's release storage holds the value of %s", ns, module, k)
+		}
+	}
+	if !strings.Contains(string(stored), `"secretName":"`+name+`"`) {
+		t.Errorf("release %s/%s: values name no mounted Secret %s: %s", ns, module, name, stored)
+	}
 	return revision
+}
+
+// mountsSecret checks a Deployment's pods mount the Secret secretName read-only at
+// /var/run/secrets/eva/<short>, and that no value reached the image or the replicas.
+func mountsSecret(d *appsv1.Deployment, short, secretName string) error {
+	pod := d.Spec.Template.Spec
+	if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return v.Name == "secret-"+short && v.Secret != nil && v.Secret.SecretName == secretName
+	}) {
+		return fmt.Errorf("Deployment %s/%s has no volume of Secret %s", d.Namespace, d.Name, secretName)
+	}
+	for _, c := range pod.Containers {
+		if !slices.ContainsFunc(c.VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == "secret-"+short && m.MountPath == "/var/run/secrets/eva/"+short && m.ReadOnly
+		}) {
+			return fmt.Errorf("container %s of %s/%s does not mount Secret %s read-only", c.Name, d.Namespace, d.Name, secretName)
+		}
+		if strings.Contains(c.Image, "attacker") {
+			return fmt.Errorf("container %s of %s/%s runs %s", c.Name, d.Namespace, d.Name, c.Image)
+		}
+	}
+	if d.Spec.Replicas != nil && *d.Spec.Replicas == 20 {
+		return fmt.Errorf("Deployment %s/%s has 20 replicas, as the Secret's value asked", d.Namespace, d.Name)
+	}
+	return nil
 }
 
 // assertChartsArePublished checks that what the real source-controller fetched and
@@ -233,7 +300,7 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 			values = append(values, v)
 		}
 	}
-	assertReleasePassword(ctx, t, "eva-tenant-ociacm", "crm", secrets["eva-tenant-ociacm/ociacm-crm-database"]["password"])
+	assertSecretMounted(ctx, t, "OCIACM", "crm", "crm-database", secrets["eva-tenant-ociacm/ociacm-crm-database"], "")
 	tree, err := (&evapublish.OCI{Ref: ref + ":e2e", Insecure: true}).Pull(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -255,16 +322,11 @@ func TestCLIPublishOCIReachesRealFlux(t *testing.T) {
 // assertExamplesDeployed waits until the root Kustomization and the two Kustomizations
 // (foundation, workloads) of each of the three example tenants (Customer, Starter and Enterprise, under the given
 // codes) are Ready, their twelve HelmReleases are Ready and their Deployments Available.
-// It first creates the ConfigMap an example's valuesFrom reads, as its owner does once
-// Flux made the namespace; the Secrets come encrypted with the tenants (exampleTenants).
+// The Secrets come encrypted with the tenants (exampleTenants).
 func assertExamplesDeployed(t *testing.T, root, customer, starter, enterprise string) {
 	t.Helper()
 	ctx := context.Background()
 	ns := func(code string) string { return "eva-tenant-" + strings.ToLower(code) }
-	lower := strings.ToLower
-	provideValues(t, map[string]map[string]string{
-		ns(enterprise) + "/ConfigMap/" + lower(enterprise) + "-crm-branding": {"theme": "dark"},
-	})
 	codes, err := labels.Parse(fmt.Sprintf("%s in (%s,%s,%s)", tenant.LabelCapsule, customer, starter, enterprise))
 	if err != nil {
 		t.Fatal(err)
@@ -297,27 +359,6 @@ func assertExamplesDeployed(t *testing.T, root, customer, starter, enterprise st
 	}
 	if available != 12 {
 		t.Errorf("%d module Deployments Available, want 12", available)
-	}
-}
-
-// provideValues creates each "namespace/Kind/name" Secret or ConfigMap with its data as
-// soon as the namespace exists.
-func provideValues(t *testing.T, objects map[string]map[string]string) {
-	t.Helper()
-	ctx := context.Background()
-	for ref, data := range objects {
-		parts := strings.SplitN(ref, "/", 3)
-		poll(t, "namespace "+parts[0], 2*time.Minute, func() error {
-			return cluster.Client.Get(ctx, client.ObjectKey{Name: parts[0]}, &corev1.Namespace{})
-		})
-		meta := metav1.ObjectMeta{Namespace: parts[0], Name: parts[2]}
-		var obj client.Object = &corev1.ConfigMap{ObjectMeta: meta, Data: data}
-		if parts[1] == "Secret" {
-			obj = &corev1.Secret{ObjectMeta: meta, StringData: data}
-		}
-		if err := cluster.Client.Create(ctx, obj); err != nil {
-			t.Fatalf("creating %s: %v", ref, err)
-		}
 	}
 }
 

@@ -8,9 +8,7 @@ import (
 	"time"
 
 	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
-	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -196,41 +194,8 @@ func TestMissingChartVersionFailsTenant(t *testing.T) {
 	assertActive(t, tn)
 }
 
-// TestMissingValuesSecretFailsTenant: a tenant's crm takes its database password from a
-// Secret (valuesFrom) nobody created. The real helm-controller cannot compose the values
-// (ValuesError) and only retries; once that has lasted status.BlockedGrace the tenant is
-// Failed with helm-controller's reason and message, Stalled for kstatus. Creating the
-// Secret, as the tenant's owner does, brings it to Active.
-func TestMissingValuesSecretFailsTenant(t *testing.T) {
-	parallel(t)
-	ctx := context.Background()
-	ns := tenantNamespace(t, "e2e-missing-values")
-	startOperator(t, ns)
-	const code = "NOVALS"
-	tn := evaTenant(ns, code, evav1.TierStarter)
-	ref := map[string]any{"module": "crm", "kind": "Secret", "name": "novals-crm-database",
-		"valuesKey": "password", "targetPath": "database.password"}
-	if err := unstructured.SetNestedSlice(tn.Object, []any{ref}, "spec", "valuesFrom"); err != nil {
-		t.Fatal(err)
-	}
-	if err := cluster.Client.Create(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
-	waitBlocked(t, tn, "ValuesError", "novals-crm-database")
-
-	// Labelled so helm-controller watches it (valuesFrom change detection) and tries again
-	// at once rather than at its next backoff.
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: "novals-crm-database",
-		Labels: map[string]string{"reconcile.fluxcd.io/watch": "Enabled"}}, StringData: map[string]string{"password": "e2e-password"}}
-	if err := cluster.Client.Create(ctx, secret); err != nil {
-		t.Fatal(err)
-	}
-	kubectlWaitReady(t, 4*time.Minute, tn)
-	assertActive(t, tn)
-}
-
 // waitBlocked waits until the tenant is Failed because its crm release is blocked: once
-// helm-controller's reason (SourceNotReady, ValuesError) has lasted status.BlockedGrace,
+// helm-controller's reason (SourceNotReady, for example) has lasted status.BlockedGrace,
 // ModulesDeployed is ReleaseBlocked with that reason and a message mentioning what is
 // missing, and kstatus computes Failed.
 func waitBlocked(t *testing.T, tn *unstructured.Unstructured, reason, mentions string) {

@@ -37,7 +37,7 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 
 	// The Customer tenant's database password comes encrypted in its spec.secrets: the
 	// operator publishes it as it is, and kustomize-controller decrypts it.
-	password := randomSecret()
+	password := hostileSecret()
 	tenants := provisionEveryTier(t, ns, "GIT", 8*time.Minute, withDatabasePassword(t, password))
 	var codes []string
 	for _, tn := range tenants {
@@ -68,7 +68,7 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 		}
 		codes = append(codes, codeOf(got))
 	}
-	assertReleasePassword(ctx, t, tenant.Namespace("GITCUS"), "crm", password)
+	assertSecretMounted(ctx, t, "GITCUS", "crm", "crm-database", map[string]string{"password": password}, "")
 	for _, tn := range tenants {
 		got, err := current(ctx, tn)
 		if err != nil {

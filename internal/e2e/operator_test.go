@@ -244,10 +244,10 @@ func TestOperatorPureClusterEveryTier(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-pure")
-	op := startOperator(t, ns, "--sops-age-secret="+decryptionSecret)
-	password := randomSecret()
+	op := startOperator(t, ns)
+	password := hostileSecret()
 	tenants := provisionEveryTier(t, ns, "PUR", 6*time.Minute, withDatabasePassword(t, password))
-	assertReleasePassword(ctx, t, tenant.Namespace("PURCUS"), "crm", password)
+	assertSecretMounted(ctx, t, "PURCUS", "crm", "crm-database", map[string]string{"password": password}, "")
 	for _, tn := range tenants {
 		got, err := current(ctx, tn)
 		if err != nil {

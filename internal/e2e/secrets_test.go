@@ -26,47 +26,52 @@ import (
 	"sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/sopsdoc"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
 )
 
-// decryptionSecret holds the suite's age private key in flux-system, as a platform team
-// creates it once per cluster; the dev environment's secrets settings name it.
-const decryptionSecret = "sops-age"
+// keySecretPrefix names each tenant's decryption Secret in flux-system (and, for
+// pure-cluster mode, in the operator's namespace), as a platform team creates one per
+// tenant; the dev environment's secrets settings name it.
+const keySecretPrefix = "sops-age-"
 
-// ageRecipient is the public key of the suite's age key: every tenant Secret the suite
-// publishes is encrypted for it, with the sops CLI.
-var ageRecipient string
+// secretCodes are the codes of the suite's tenants with encrypted Secrets: each has an
+// age key of its own, and nothing else in the suite can decrypt its Secrets.
+var secretCodes = []string{"ACMECO", "GLOBEX", "OCIACM", "OCIGLO", "GITCUS", "PURCUS"}
 
-// createDecryptionKey generates the suite's age key and stores its private half where
-// kustomize-controller reads it (and nowhere else: not on disk, not in git).
-func createDecryptionKey(ctx context.Context) (map[string]any, error) {
-	id, err := age.GenerateX25519Identity()
-	if err != nil {
-		return nil, err
+// ageRecipients are the public keys of the suite's tenants, by code: every tenant Secret
+// the suite publishes is encrypted for its tenant's, with the sops CLI.
+var ageRecipients = map[string]string{}
+
+// createDecryptionKeys generates each tenant's age key and stores its private half where
+// kustomize-controller and the operator read it (and nowhere else: not on disk, not in
+// git). It returns the environment's secrets settings.
+func createDecryptionKeys(ctx context.Context) (map[string]any, error) {
+	recipients := map[string]any{}
+	for _, code := range secretCodes {
+		id, err := age.GenerateX25519Identity()
+		if err != nil {
+			return nil, err
+		}
+		ageRecipients[code] = id.Recipient().String()
+		recipients[code] = []string{id.Recipient().String()}
+		for _, ns := range []string{testcluster.FluxNamespace, operatorNamespace} {
+			key := &corev1.Secret{
+				ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: keySecretPrefix + strings.ToLower(code)},
+				StringData: map[string]string{"identity.agekey": id.String()},
+			}
+			if err := cluster.Client.Create(ctx, key); err != nil {
+				return nil, fmt.Errorf("creating the decryption key %s/%s: %w", ns, key.Name, err)
+			}
+		}
 	}
-	ageRecipient = id.Recipient().String()
-	key := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: testcluster.FluxNamespace, Name: decryptionSecret},
-		StringData: map[string]string{"identity.agekey": id.String()},
-	}
-	if err := cluster.Client.Create(ctx, key); err != nil {
-		return nil, fmt.Errorf("creating the decryption key: %w", err)
-	}
-	// The same key where the operator reads it in pure-cluster mode (--sops-age-secret).
-	key = &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: decryptionSecret},
-		StringData: map[string]string{"identity.agekey": id.String()},
-	}
-	if err := cluster.Client.Create(ctx, key); err != nil {
-		return nil, fmt.Errorf("creating the operator's decryption key: %w", err)
-	}
-	return map[string]any{"decryptionSecret": decryptionSecret, "ageRecipients": []string{ageRecipient}}, nil
+	return map[string]any{"keySecretPrefix": keySecretPrefix, "recipients": recipients}, nil
 }
 
 // encryptSecret writes the tenant's Secret <code>-<name> holding data, encrypted with
-// the real sops CLI for the suite's recipient, as tenants/<CODE>.<name>.sops.yaml in dir.
+// the real sops CLI for the tenant's recipient, as tenants/<CODE>.<name>.sops.yaml in dir.
 func encryptSecret(t *testing.T, dir, code, name string, data map[string]string) {
 	t.Helper()
 	if err := os.WriteFile(filepath.Join(dir, code+"."+name+".sops.yaml"), sopsEncrypt(t, code, name, data), 0o644); err != nil {
@@ -75,10 +80,14 @@ func encryptSecret(t *testing.T, dir, code, name string, data map[string]string)
 }
 
 // sopsEncrypt returns the tenant's Secret <code>-<name> holding data, encrypted with the
-// real sops CLI for the suite's recipient. The plaintext reaches sops on its standard
+// real sops CLI for the tenant's recipient. The plaintext reaches sops on its standard
 // input only.
 func sopsEncrypt(t *testing.T, code, name string, data map[string]string) []byte {
 	t.Helper()
+	recipient := ageRecipients[code]
+	if recipient == "" {
+		t.Fatalf("tenant %s has no age key: add it to secretCodes", code)
+	}
 	manifest, err := yaml.Marshal(map[string]any{
 		"apiVersion": "v1", "kind": "Secret",
 		"metadata": map[string]any{
@@ -94,7 +103,7 @@ func sopsEncrypt(t *testing.T, code, name string, data map[string]string) []byte
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(bins.Sops, "--encrypt", "--age", ageRecipient, "--encrypted-regex", "^(data|stringData)$",
+	cmd := exec.Command(bins.Sops, "--encrypt", "--age", recipient, "--encrypted-regex", "^(data|stringData)$",
 		"--input-type", "yaml", "--output-type", "yaml", "/dev/stdin")
 	cmd.Dir = t.TempDir() // no .sops.yaml to pick up
 	cmd.Stdin = bytes.NewReader(manifest)
@@ -108,7 +117,8 @@ func sopsEncrypt(t *testing.T, code, name string, data map[string]string) []byte
 }
 
 // withDatabasePassword gives a Customer tenant its crm database password the way a user
-// applying an EvaTenant does: encrypted with sops into spec.secrets, read by valuesFrom.
+// applying an EvaTenant does: encrypted with sops into spec.secrets, mounted into the crm
+// pods by spec.secretMounts.
 func withDatabasePassword(t *testing.T, password string) func(*unstructured.Unstructured) {
 	return func(tn *unstructured.Unstructured) {
 		if tierOf(tn) != evav1.TierCustomer {
@@ -117,16 +127,16 @@ func withDatabasePassword(t *testing.T, password string) func(*unstructured.Unst
 		code := codeOf(tn)
 		spec := tn.Object["spec"].(map[string]any)
 		spec["secrets"] = []any{map[string]any{"name": "crm-database", "sops": string(sopsEncrypt(t, code, "crm-database", map[string]string{"password": password}))}}
-		spec["valuesFrom"] = []any{map[string]any{"module": "crm", "kind": "Secret", "name": tenant.SecretName(code, "crm-database"),
-			"valuesKey": "password", "targetPath": "database.password"}}
+		spec["secretMounts"] = []any{map[string]any{"module": "crm", "secret": "crm-database"}}
 	}
 }
 
 // exampleTenants copies the example tenant files with each capsule code (and the
 // lower-case names derived from it) replaced, so one scenario can publish the examples
 // next to another without the two fighting over a code, and gives every Secret their
-// valuesFrom reads an encrypted file of its own, with a fresh random value. It returns
-// the folder and each Secret's values by "<namespace>/<name>".
+// secretMounts name an encrypted file of its own, with the keys of the shipped example
+// and fresh hostile values (hostileSecret). It returns the folder and each Secret's
+// values by "<namespace>/<name>".
 func exampleTenants(t *testing.T, codes map[string]string) (string, map[string]map[string]string) {
 	t.Helper()
 	dir := t.TempDir()
@@ -145,16 +155,20 @@ func exampleTenants(t *testing.T, codes map[string]string) (string, map[string]m
 		if err := yaml.Unmarshal([]byte(text), &tn); err != nil {
 			t.Fatal(err)
 		}
-		for _, ref := range tn.Spec.ValuesFrom {
-			if ref.Kind != evav1.ValuesKind("Secret") {
-				continue
+		for _, m := range tn.Spec.SecretMounts {
+			example, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "tenants", from+"."+m.Secret+".sops.yaml"))
+			if err != nil {
+				t.Fatal(err)
 			}
-			key := values[tenant.Namespace(to)+"/"+ref.Name]
-			if key == nil {
-				key = map[string]string{}
-				values[tenant.Namespace(to)+"/"+ref.Name] = key
+			doc, issues := sopsdoc.Check(example, tenant.SecretName(from, m.Secret), tenant.Namespace(from))
+			if len(issues) > 0 {
+				t.Fatalf("the example Secret %s of %s: %v", m.Secret, from, issues)
 			}
-			key[ref.ValuesKey] = randomSecret()
+			data := map[string]string{}
+			for _, k := range doc.Keys {
+				data[k] = hostileSecret()
+			}
+			values[tenant.Namespace(to)+"/"+tenant.SecretName(to, m.Secret)] = data
 		}
 	}
 	for ref, data := range values {
@@ -170,6 +184,13 @@ func randomSecret() string {
 	b := make([]byte, 12)
 	_, _ = rand.Read(b)
 	return "e2e-secret-" + hex.EncodeToString(b)
+}
+
+// hostileSecret is a random value that, parsed as Helm --set input, would set other
+// values (an image from elsewhere, more replicas) and, as a template, print the release:
+// it must reach the Secret byte for byte and change nothing else.
+func hostileSecret() string {
+	return randomSecret() + `,image.repository=attacker.example/x,replicaCount=20` + "\n" + `{{ .Release.Name }} "quoted" 'single' = ,`
 }
 
 // releaseValues returns the user-supplied values of the latest deployed revision of a

@@ -136,11 +136,11 @@ func run(m *testing.M) (int, error) {
 	if err := publishCharts(root); err != nil {
 		return 0, err
 	}
-	secrets, err := createDecryptionKey(ctx)
+	secrets, err := createDecryptionKeys(ctx)
 	if err != nil {
 		return 0, err
 	}
-	// The dev environment decrypts the tenants' Secrets with the suite's key.
+	// The dev environment decrypts each tenant's Secrets with the tenant's own key.
 	if err := setSettings(filepath.Join(overlays, "dev", "tenant", overlay.SettingsFile), map[string]any{"secrets": secrets}); err != nil {
 		return 0, err
 	}

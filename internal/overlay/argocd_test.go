@@ -42,7 +42,7 @@ func TestArgoCDSettingsErrors(t *testing.T) {
 		{base + "applier: argocd\nargocd: {repoURL: 'https://g.example.com/t.git', chartRepository: ''}\n", `argocd.chartRepository: ""`},
 		{base + "applier: argocd\nargocd: {" + ok + ", namespace: Argo}\n", `argocd.namespace: "Argo"`},
 		{base + "applier: argocd\nargocd: {" + ok + ", targetRevision: 'main branch'}\n", `argocd.targetRevision: "main branch"`},
-		{base + "applier: argocd\nargocd: {" + ok + "}\nsecrets: {decryptionSecret: s, ageRecipients: [x]}\n", "secrets: not supported with applier: argocd"},
+		{base + "applier: argocd\nargocd: {" + ok + "}\nsecrets: {keySecretPrefix: s-, recipients: {ACMECO: [x]}}\n", "secrets: not supported with applier: argocd"},
 		{base + "applier: argocd\nargocd: {" + ok + ", syncRetries: -1}\n", "argocd.syncRetries: -1: must be between 0 and 10"},
 		{base + "applier: argocd\nargocd: {" + ok + ", syncRetries: 11}\n", "argocd.syncRetries: 11"},
 		{base + "applier: argocd\nargocd: {" + ok + ", syncRetryBackoff: 100ms}\n", "argocd.syncRetryBackoff: 100ms: must be between 1s and 3m0s"},

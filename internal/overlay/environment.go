@@ -103,19 +103,6 @@ type Settings struct {
 	ArgoCD *ArgoCD `json:"argocd,omitempty"`
 }
 
-// Secrets are an environment's settings for the tenants' SOPS-encrypted Secrets
-// (tenants/<CODE>.<name>.sops.yaml), which reach the cluster still encrypted and are
-// decrypted by kustomize-controller.
-type Secrets struct {
-	// DecryptionSecret names the Secret in the Flux namespace holding the age private
-	// key (a key ending in .agekey) each tenant's foundation Kustomization decrypts
-	// with. The platform team creates it; Eva never sees the private key.
-	DecryptionSecret string `json:"decryptionSecret"`
-	// AgeRecipients are the public keys matching DecryptionSecret: every tenant Secret
-	// must be encrypted for at least one of them, or the cluster could not decrypt it.
-	AgeRecipients []string `json:"ageRecipients"`
-}
-
 // Environment is a loaded environment: its name, settings and patches.
 type Environment struct {
 	Name     string
@@ -126,9 +113,6 @@ type Environment struct {
 	// the same digest render the same. Empty for an environment built in code.
 	Digest string
 }
-
-// ageRecipientRE is an X25519 age recipient: "age1" and 58 bech32 characters.
-var ageRecipientRE = regexp.MustCompile(`^age1[02-9ac-hj-np-z]{58}$`)
 
 var envNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
@@ -299,16 +283,8 @@ func (s *Settings) checkFlux() error {
 		return fmt.Errorf("gitopsSource.kind: %q: must be GitRepository, OCIRepository or Bucket", k)
 	}
 	if s.Secrets != nil {
-		if msgs := validation.IsDNS1123Subdomain(s.Secrets.DecryptionSecret); len(msgs) > 0 {
-			return fmt.Errorf("secrets.decryptionSecret: %q: %s", s.Secrets.DecryptionSecret, msgs[0])
-		}
-		if len(s.Secrets.AgeRecipients) == 0 {
-			return fmt.Errorf("secrets.ageRecipients: at least one age public key (age1...) is required")
-		}
-		for i, r := range s.Secrets.AgeRecipients {
-			if !ageRecipientRE.MatchString(r) {
-				return fmt.Errorf("secrets.ageRecipients[%d]: %q is not an age public key (age1 followed by 58 bech32 characters)", i, r)
-			}
+		if err := s.Secrets.check(); err != nil {
+			return fmt.Errorf("secrets.%w", err)
 		}
 	}
 	return nil

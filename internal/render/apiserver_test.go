@@ -96,7 +96,7 @@ func TestRenderedObjectsAcceptedByAPIServer(t *testing.T) {
 	ctx := context.Background()
 	r := renderer(t)
 	tenants := []*evav1.EvaTenant{
-		tenantFor("DEVUSR"), tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretValues("crm", "db")),
+		tenantFor("DEVUSR"), tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretMount(t, "crm", "crm-database")),
 		tenantFor("GLOBEX", withTier(evav1.TierEnterprise)), tenantFor("PLATFM", withTier(evav1.TierPlatform)),
 	}
 	examples, err := tenantfile.Load([]string{filepath.Join("..", "..", "tenants")}, r.Catalog)

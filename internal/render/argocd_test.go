@@ -11,10 +11,12 @@ import (
 	"time"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/kustomize/api/types"
 	"sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -63,6 +65,8 @@ func argoObjects(t *testing.T, files []File, code string) (*argov1.AppProject, [
 					t.Fatal(err)
 				}
 				apps = append(apps, app)
+			case "ClusterRoleBinding":
+				// The applier's binding: argoBindings reads it.
 			default:
 				t.Fatalf("unexpected %q in the Argo CD file of %s", kind.Kind, code)
 			}
@@ -72,6 +76,77 @@ func argoObjects(t *testing.T, files []File, code string) (*argov1.AppProject, [
 		t.Fatalf("%s: no AppProject rendered", code)
 	}
 	return project, apps
+}
+
+// argoBindings decodes the ClusterRoleBindings of a tenant's Argo CD file.
+func argoBindings(t *testing.T, files []File, code string) []*rbacv1.ClusterRoleBinding {
+	t.Helper()
+	var out []*rbacv1.ClusterRoleBinding
+	for _, f := range files {
+		if f.Path != path.Join(ArgoCDDir, DirName(code)+".yaml") {
+			continue
+		}
+		for _, doc := range strings.Split(string(f.Data), "---\n") {
+			if !strings.Contains(doc, "kind: ClusterRoleBinding\n") {
+				continue
+			}
+			b := &rbacv1.ClusterRoleBinding{}
+			if err := yaml.UnmarshalStrict([]byte(doc), b); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// TestArgoCDBindsEachApplierAlone (issue 32.4): the tenant's Argo CD file binds the
+// applier ClusterRole to the tenant's applier account alone, in the namespace the
+// environment says Argo CD runs in, never to a group; the root applies it with the
+// project, and keeps it (not out of sync) when the tenant leaves the tree, so that the
+// Applications' finalizers still delete as the applier.
+func TestArgoCDBindsEachApplierAlone(t *testing.T) {
+	for _, argoNS := range []string{"argocd", "gitops"} {
+		t.Run(argoNS, func(t *testing.T) {
+			r := argoRenderer(t)
+			env := *r.Env
+			a := *env.Settings.ArgoCD
+			a.Namespace = argoNS
+			env.Settings.ArgoCD = &a
+			r.Env = &env
+			for _, td := range []Teardown{TeardownNone, TeardownWorkloads} {
+				files, err := r.TenantFilesAt(tenantFor("ACMECO", withTier(evav1.TierCustomer)), td)
+				if err != nil {
+					t.Fatal(err)
+				}
+				bindings := argoBindings(t, files, "ACMECO")
+				if len(bindings) != 1 {
+					t.Fatalf("teardown %d: %d ClusterRoleBindings, want the applier's", td, len(bindings))
+				}
+				b := bindings[0]
+				if b.Name != "eva-tenant-acmeco" || b.RoleRef != (rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole",
+					Name: r.Env.Settings.ApplierClusterRole}) {
+					t.Errorf("binding %s of %+v", b.Name, b.RoleRef)
+				}
+				want := []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Name: "eva-tenant-acmeco", Namespace: argoNS}}
+				if !reflect.DeepEqual(b.Subjects, want) {
+					t.Errorf("subjects %+v, want %+v", b.Subjects, want)
+				}
+				project, _ := argoObjects(t, files, "ACMECO")
+				if sa := project.Spec.DestinationServiceAccounts[0].DefaultServiceAccount; sa != argoNS+":"+b.Subjects[0].Name {
+					t.Errorf("the project syncs as %s, the binding grants %s/%s", sa, b.Subjects[0].Namespace, b.Subjects[0].Name)
+				}
+				for k, v := range map[string]string{argoSyncWave: "-1", argoSyncOptions: "Prune=false", argoCompareOptions: "IgnoreExtraneous"} {
+					if b.Annotations[k] != v {
+						t.Errorf("annotation %s: %q, want %q", k, b.Annotations[k], v)
+					}
+				}
+				if b.Labels[tenant.LabelCapsule] != "ACMECO" {
+					t.Errorf("labels %v", b.Labels)
+				}
+			}
+		})
+	}
 }
 
 func TestArgoCDTreeLayout(t *testing.T) {
@@ -253,11 +328,37 @@ func TestArgoCDModulesMatchHelmReleases(t *testing.T) {
 	}
 }
 
+// TestArgoCDRefusesWhatItCannotDeliver: Argo CD reads no values from the cluster and
+// decrypts no SOPS. A tenant's valuesFrom is refused for every applier, by the tenant's
+// validation; a valuesFrom an environment patch adds to a release is refused by the
+// Argo CD output; a tenant's Secrets (and so its secretMounts) need secrets settings,
+// which an Argo CD environment cannot have.
 func TestArgoCDRefusesWhatItCannotDeliver(t *testing.T) {
 	r := argoRenderer(t)
-	_, err := r.TenantFiles(tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretValues("crm", "db")))
+	tn := tenantFor("ACMECO", withTier(evav1.TierCustomer))
+	tn.Spec.ValuesFrom = []evav1.ValuesReference{{Module: "crm", Kind: evav1.ValuesKindSecret, Name: "acmeco-db", ValuesKey: "password", TargetPath: "database.password"}}
+	_, err := r.TenantFiles(tn)
+	if err == nil || !strings.Contains(err.Error(), "spec.valuesFrom[0]: Forbidden: valuesFrom is refused") || !strings.Contains(err.Error(), "tenant acmeco") {
+		t.Errorf("the tenant's valuesFrom: %v", err)
+	}
+
+	target := &types.Selector{}
+	target.Kind, target.Name = "HelmRelease", "crm"
+	patch, err := overlay.ParsePatch("values-from", "spec:\n  valuesFrom:\n  - kind: ConfigMap\n    name: extra\n", target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	env := *r.Env
+	env.Patches = []overlay.Patch{*patch}
+	patched := &Renderer{Catalog: r.Catalog, Env: &env}
+	_, err = patched.TenantFiles(tenantFor("ACMECO", withTier(evav1.TierCustomer)))
 	if err == nil || !strings.Contains(err.Error(), "spec.valuesFrom (module crm)") || !strings.Contains(err.Error(), "ACMECO") {
-		t.Errorf("valuesFrom: %v", err)
+		t.Errorf("an environment patch's valuesFrom: %v", err)
+	}
+
+	_, err = r.TenantFiles(tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretMount(t, "crm", "crm-database")))
+	if err == nil || !strings.Contains(err.Error(), "ACMECO has encrypted Secrets") || !strings.Contains(err.Error(), "no secrets settings") {
+		t.Errorf("secretMounts: %v", err)
 	}
 }
 
@@ -346,7 +447,7 @@ func TestArgoCDObjectsAcceptedByAPIServer(t *testing.T) {
 				t.Errorf("%s: %s %s/%s rejected: %v", tn.Spec.CapsuleCode, u.GetKind(), u.GetNamespace(), u.GetName(), err)
 			}
 		}
-		if kinds["AppProject"] != 1 || kinds["Application"] < 3 {
+		if kinds["AppProject"] != 1 || kinds["ClusterRoleBinding"] != 1 || kinds["Application"] < 3 {
 			t.Errorf("%s: kinds %v", tn.Spec.CapsuleCode, kinds)
 		}
 	}

@@ -2,7 +2,9 @@ package render
 
 import (
 	"encoding/json"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -53,12 +55,28 @@ func withValues(module string, values map[string]any) tenantOption {
 		t.Spec.HelmValues[module] = apiextensionsv1.JSON{Raw: raw}
 	}
 }
-func withSecretValues(module, secret string) tenantOption {
+
+// withSecretMount hands one of the tenant's Secrets to a module's pods, adding the
+// example's encrypted Secret tenants/<CODE>.<secret>.sops.yaml (encrypted for the dev
+// environment's recipients of the tenant) to spec.secrets unless the tenant has it.
+func withSecretMount(tb testing.TB, module, secret string) tenantOption {
 	return func(t *evav1.EvaTenant) {
-		t.Spec.ValuesFrom = append(t.Spec.ValuesFrom, evav1.ValuesReference{
-			Module: module, Kind: evav1.ValuesKindSecret, Name: secret, ValuesKey: "password", TargetPath: "database.password",
-		})
+		tb.Helper()
+		if !slices.ContainsFunc(t.Spec.Secrets, func(s evav1.EncryptedSecret) bool { return s.Name == secret }) {
+			t.Spec.Secrets = append(t.Spec.Secrets, evav1.EncryptedSecret{Name: secret, Sops: exampleSecret(tb, t.Spec.CapsuleCode, secret)})
+		}
+		t.Spec.SecretMounts = append(t.Spec.SecretMounts, evav1.SecretMount{Module: module, Secret: secret})
 	}
+}
+
+// exampleSecret is the example tenant's encrypted Secret tenants/<CODE>.<name>.sops.yaml.
+func exampleSecret(tb testing.TB, code, name string) string {
+	tb.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "tenants", code+"."+name+".sops.yaml"))
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(data)
 }
 
 // renderer returns a renderer for the repository's dev environment.

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
@@ -14,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/utils/ptr"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/manifest"
 	"github.com/aidonow/eva/internal/tenant"
 )
@@ -52,7 +54,6 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 					Retries: releaseRetries, RemediateLastFailure: ptr.To(true), Strategy: &rollback,
 				},
 			},
-			ValuesFrom: s.valuesFrom(module),
 		},
 	}
 	values, err := s.values(module)
@@ -134,7 +135,8 @@ func (s *scope) chartRepository() (runtime.Object, error) {
 
 // values merges, in order: the module's catalog values, the tier's values for the
 // module, the capsule identity, and the tenant's overrides. Later layers win; lists are
-// replaced, as Helm does.
+// replaced, as Helm does. Last come the Secrets the module's pods mount, which no
+// override may name (the key is platform-owned).
 func (s *scope) values(module string) (map[string]any, error) {
 	out := map[string]any{}
 	mergeValues(out, s.r.Catalog.Modules[module].Values)
@@ -147,7 +149,38 @@ func (s *scope) values(module string) (map[string]any, error) {
 		}
 		mergeValues(out, overrides)
 	}
+	mounts, err := s.secretMounts(module)
+	if err != nil {
+		return nil, err
+	}
+	if len(mounts) > 0 {
+		out[tenant.SecretMountsValuesKey] = mounts
+	}
 	return out, nil
+}
+
+// secretMounts are the tenant's Secrets the module's pods mount, as its chart reads
+// them: the short name (the folder under /var/run/secrets/eva), the Secret's name, and
+// a revision that changes with the encrypted Secret, so that the chart rolls the pods
+// when a value rotates. Only names and a digest of ciphertext: no value.
+func (s *scope) secretMounts(module string) ([]any, error) {
+	var mounts []any
+	for i, m := range s.t.Spec.SecretMounts {
+		if m.Module != module {
+			continue
+		}
+		at := slices.IndexFunc(s.t.Spec.Secrets, func(e evav1.EncryptedSecret) bool { return e.Name == m.Secret })
+		if at < 0 {
+			return nil, fmt.Errorf("tenant %s: spec.secretMounts[%d]: no Secret %s in spec.secrets", s.code, i, m.Secret)
+		}
+		sum := sha256.Sum256([]byte(s.t.Spec.Secrets[at].Sops))
+		mounts = append(mounts, map[string]any{
+			"name":       m.Secret,
+			"secretName": tenant.SecretName(s.code, m.Secret),
+			"revision":   hex.EncodeToString(sum[:8]),
+		})
+	}
+	return mounts, nil
 }
 
 // identity is the capsule identity every module receives under the `capsule` key.
@@ -167,22 +200,6 @@ func (s *scope) identity() map[string]any {
 			"commands": tenant.CommandsQueue(s.code),
 		},
 	}
-}
-
-// valuesFrom turns the tenant's references for a module into Flux values references.
-// Only the reference reaches the output: the values stay in the Secret or ConfigMap.
-func (s *scope) valuesFrom(module string) []helmv2.ValuesReference {
-	var refs []helmv2.ValuesReference
-	for _, ref := range s.t.Spec.ValuesFrom {
-		if ref.Module != module {
-			continue
-		}
-		refs = append(refs, helmv2.ValuesReference{
-			Kind: string(ref.Kind), Name: ref.Name, ValuesKey: ref.ValuesKey,
-			TargetPath: ref.TargetPath, Optional: ref.Optional,
-		})
-	}
-	return refs
 }
 
 // mergeValues deep-merges src into dst, copying src so no layer shares maps with the

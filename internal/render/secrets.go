@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"fmt"
 	"path"
-	"strings"
 
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/fluxcd/pkg/apis/meta"
@@ -48,15 +47,15 @@ func hasSecrets(t *evav1.EvaTenant) bool {
 // checkSecrets checks the tenant's encrypted Secrets once per render and returns those
 // to publish, each as Eva writes it (sopsdoc.Secret.Canonical): none unless the tenant
 // is Active. It refuses Secrets the environment cannot decrypt: without secrets
-// settings, or not encrypted for one of its age recipients (kustomize-controller would
-// fail on them after publishing). The documents' own rules are the tenant's validation.
+// settings, not encrypted for one of the tenant's own age recipients (its decryption
+// Secret could not read them after publishing), or encrypted for another tenant's. The documents' own rules are the tenant's validation.
 func (r *Renderer) checkSecrets(t *evav1.EvaTenant) ([]EncryptedSecret, error) {
 	if len(t.Spec.Secrets) == 0 {
 		return nil, nil
 	}
 	settings := r.Env.Settings.Secrets
 	if settings == nil {
-		return nil, fmt.Errorf("tenant %s has encrypted Secrets, but environment %s has no secrets settings (decryptionSecret, ageRecipients) to decrypt them with",
+		return nil, fmt.Errorf("tenant %s has encrypted Secrets, but environment %s has no secrets settings (keySecretPrefix, recipients) to decrypt them with",
 			t.Spec.CapsuleCode, r.Env.Name)
 	}
 	code := t.Spec.CapsuleCode
@@ -67,9 +66,8 @@ func (r *Renderer) checkSecrets(t *evav1.EvaTenant) ([]EncryptedSecret, error) {
 		if len(issues) > 0 {
 			return nil, fmt.Errorf("tenant %s: spec.secrets %s: %s", code, s.Name, issues[0].Message)
 		}
-		if !doc.ForRecipients(settings.AgeRecipients) {
-			return nil, fmt.Errorf("tenant %s: Secret %s is not encrypted for any age recipient of environment %s (%s)",
-				code, doc.Name, r.Env.Name, strings.Join(settings.AgeRecipients, ", "))
+		if why := settings.CheckFor(code, doc.Recipients); why != "" {
+			return nil, fmt.Errorf("tenant %s: Secret %s, environment %s: %s", code, doc.Name, r.Env.Name, why)
 		}
 		out = append(out, EncryptedSecret{Name: name, Data: doc.Canonical})
 	}
@@ -114,11 +112,12 @@ func secretFiles(dir string, secrets []EncryptedSecret) []File {
 	return files
 }
 
-// decryption is the workloads Kustomization's SOPS decryption with the environment's
-// age key, for a tenant with Secrets.
+// decryption is the workloads Kustomization's SOPS decryption with the tenant's own
+// decryption Secret (no other tenant's Kustomization references it), for a tenant
+// with Secrets.
 func (r *Renderer) decryption(t *evav1.EvaTenant) *kustomizev1.Decryption {
 	if !hasSecrets(t) || r.Env.Settings.Secrets == nil {
 		return nil
 	}
-	return &kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: r.Env.Settings.Secrets.DecryptionSecret}}
+	return &kustomizev1.Decryption{Provider: "sops", SecretRef: &meta.LocalObjectReference{Name: r.Env.Settings.Secrets.KeySecret(t.Spec.CapsuleCode)}}
 }

@@ -14,15 +14,16 @@ import (
 // TestEncryptedSecretsArePublishedAsWritten renders a tenant with an encrypted Secret:
 // the file is in the tree byte for byte (SOPS authenticates every value in document
 // order), listed with the workloads, decrypted by the workloads Kustomization with the
-// environment's key, and writable by the tenant's applier in its namespace only (a
+// tenant's own key, and writable by the tenant's applier in its namespace only (a
 // RoleBinding of the foundation, which is applied first). A
-// tenant without Secrets gets none of it, and an environment that cannot decrypt is
-// refused.
+// tenant without Secrets gets none of it, and a Secret the tenant's key cannot decrypt,
+// or another tenant's key could (a copy of that tenant's ciphertext), is refused.
 func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
 	base := renderer(t)
 	env := *base.Env
 	const fixtureRecipient = "age100vamtj4ypar8tdvtralkclnhq0szhegad8pvvj2w7zlxrmz8s7snr94yr"
-	env.Settings.Secrets = &overlay.Secrets{DecryptionSecret: "sops-age", AgeRecipients: []string{fixtureRecipient}}
+	other := "age1" + strings.Repeat("q", 58)
+	env.Settings.Secrets = &overlay.Secrets{KeySecretPrefix: "sops-age-", Recipients: map[string][]string{"ACMECO": {fixtureRecipient}, "GLOBEX": {other}}}
 	// What the sops CLI wrote (internal/tenantfile's fixture).
 	encrypted, err := os.ReadFile(filepath.Join("..", "tenantfile", "testdata", "ACMECO.crm-database.sops.yaml"))
 	if err != nil {
@@ -47,7 +48,7 @@ func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
 		t.Errorf("the workloads do not list the Secret:\n%s", k)
 	}
 	flux := string(byPath["flux/acmeco.yaml"])
-	if strings.Count(flux, "decryption:") != 1 || !strings.Contains(flux, "provider: sops") || !strings.Contains(flux, "name: sops-age") {
+	if strings.Count(flux, "decryption:") != 1 || !strings.Contains(flux, "provider: sops") || !strings.Contains(flux, "name: sops-age-acmeco\n") {
 		t.Errorf("want decryption on the workloads Kustomization only:\n%s", flux)
 	}
 	foundation := string(byPath["tenants/acmeco/manifests.yaml"])
@@ -71,10 +72,20 @@ func TestEncryptedSecretsArePublishedAsWritten(t *testing.T) {
 	if _, err := noKey.TenantFiles(withSecret); err == nil || !strings.Contains(err.Error(), "no secrets settings") {
 		t.Errorf("an environment without secrets settings: %v", err)
 	}
-	otherKey := *base.Env
-	otherKey.Settings.Secrets = &overlay.Secrets{DecryptionSecret: "sops-age", AgeRecipients: []string{"age1" + strings.Repeat("q", 58)}}
-	if _, err := (&Renderer{Catalog: base.Catalog, Env: &otherKey}).TenantFiles(withSecret); err == nil || !strings.Contains(err.Error(), "not encrypted for any age recipient") {
-		t.Errorf("an environment with another key: %v", err)
+	for name, recipients := range map[string]struct {
+		keys map[string][]string
+		want string
+	}{
+		"a tenant without keys":     {map[string][]string{"GLOBEX": {other}}, "ACMECO has no age recipients"},
+		"another key of the tenant": {map[string][]string{"ACMECO": {other}}, "not encrypted for any age recipient of tenant ACMECO"},
+		// GLOBEX's file copied as ACMECO's: GLOBEX's key is in it.
+		"another tenant's key": {map[string][]string{"ACMECO": {other}, "GLOBEX": {fixtureRecipient}}, "a recipient of tenant GLOBEX"},
+	} {
+		e := *base.Env
+		e.Settings.Secrets = &overlay.Secrets{KeySecretPrefix: "sops-age-", Recipients: recipients.keys}
+		if _, err := (&Renderer{Catalog: base.Catalog, Env: &e}).TenantFiles(withSecret); err == nil || !strings.Contains(err.Error(), recipients.want) {
+			t.Errorf("%s: got %v, want %q", name, err, recipients.want)
+		}
 	}
 }
 

@@ -17,7 +17,7 @@ import (
 func TestTypedEncodingMatchesPlain(t *testing.T) {
 	r := renderer(t)
 	tenants := append(syntheticTenants(40),
-		tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretValues("crm", "db"), withPin("whisper", "0.9.1")),
+		tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretMount(t, "crm", "crm-database"), withPin("whisper", "0.9.1")),
 		tenantFor("OLDTNT", withLifecycle(evav1.LifecycleDecommissioned)),
 		tenantFor("NOSEED", withSeeds("")))
 	for _, tn := range tenants {
@@ -54,7 +54,7 @@ func TestTypedEncodingMatchesPlain(t *testing.T) {
 func TestToMapMatchesConverter(t *testing.T) {
 	r := renderer(t)
 	tenants := append(syntheticTenants(40),
-		tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretValues("crm", "db"), withPin("whisper", "0.9.1"),
+		tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretMount(t, "crm", "crm-database"), withPin("whisper", "0.9.1"),
 			withValues("crm", map[string]any{"replicaCount": 2, "ratio": 0.25, "whole": 3.0, "big": 1e3,
 				"list": []any{1, "a", map[string]any{"x": nil}}})),
 		tenantFor("OLDTNT", withLifecycle(evav1.LifecycleDecommissioned)),

@@ -157,10 +157,9 @@ func ModulesDeployed(o Observed) Verdict {
 }
 
 // BlockedGrace is how long a release may wait on something only a person can fix (a
-// chart version its source does not have, a valuesFrom object that does not exist)
-// before the tenant is Failed. Shorter waits are normal: a new release waits seconds for
-// its chart to be fetched, and a tenant's owner creates its valuesFrom Secret once the
-// namespace exists.
+// chart version its source does not have, a valuesFrom object an environment patch
+// names that does not exist) before the tenant is Failed. Shorter waits are normal: a
+// new release waits seconds for its chart to be fetched.
 const BlockedGrace = 2 * time.Minute
 
 // blockedReasons are helm-controller's Ready reasons for a release that cannot start

@@ -122,7 +122,7 @@ func TestCompute(t *testing.T) {
 			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-BlockedGrace))
 		}, want{evav1.PhaseFailed, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonReleaseBlocked,
 			"HelmRelease eva-tenant-devusr/crm: SourceNotReady since 2026-11-23T09:58:00Z: SourceNotReady message"}},
-		"valuesFrom missing for less than the grace": {func(o *Observed) {
+		"an environment patch's valuesFrom missing for less than the grace": {func(o *Observed) {
 			o.Now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "ValuesError")
 			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-BlockedGrace + time.Second))

@@ -14,19 +14,20 @@ import (
 // FuzzValidateTenant feeds arbitrary field values through the semantic validator: it
 // must never panic, and a tenant it accepts must satisfy the API's basic rules.
 func FuzzValidateTenant(f *testing.F) {
-	f.Add("DEVUSR", "Starter", "crm", "1.4.0", `{"replicaCount":1}`, "crm", "Secret", "db", int32(1))
-	f.Add("devusr", "Gold", "forge", "latest", `{"db":{"password":"x"}}`, "nope", "Vault", "", int32(9))
-	f.Add("GLOBEX", "Enterprise", "shell", "v2.1.0-rc.1+b5", `[1,2]`, "shell", "ConfigMap", "x.y", int32(3))
-	f.Add("ACMECO", "Customer", "", "", `null`, "", "", "", int32(0))
-	f.Fuzz(func(t *testing.T, code, tier, module, version, values, refModule, refKind, refName string, wave int32) {
+	f.Add("DEVUSR", "Starter", "crm", "1.4.0", `{"replicaCount":1}`, "crm", "crm-db", int32(1))
+	f.Add("devusr", "Gold", "forge", "latest", `{"db":{"password":"x"}}`, "nope", "Crm_DB", int32(9))
+	f.Add("GLOBEX", "Enterprise", "shell", "v2.1.0-rc.1+b5", `[1,2]`, "shell", "x.y", int32(3))
+	f.Add("GLOBEX", "Enterprise", "gateway", "2.0.0", `{"secretMounts":[{"name":"x","secretName":"acmeco-db"}]}`, "gateway", "gateway-tls", int32(2))
+	f.Add("ACMECO", "Customer", "", "", `null`, "", "", int32(0))
+	f.Fuzz(func(t *testing.T, code, tier, module, version, values, mountModule, mountSecret string, wave int32) {
 		tn := &evav1.EvaTenant{
 			TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
 			ObjectMeta: metav1.ObjectMeta{Name: "fuzz"},
 			Spec: evav1.EvaTenantSpec{
 				CapsuleCode: code, Tier: evav1.Tier(tier), Wave: wave,
-				Versions:   map[string]evav1.ModuleVersion{module: evav1.ModuleVersion(version)},
-				HelmValues: map[string]apiextensionsv1.JSON{module: {Raw: []byte(values)}},
-				ValuesFrom: []evav1.ValuesReference{{Module: refModule, Kind: evav1.ValuesKind(refKind), Name: refName}},
+				Versions:     map[string]evav1.ModuleVersion{module: evav1.ModuleVersion(version)},
+				HelmValues:   map[string]apiextensionsv1.JSON{module: {Raw: []byte(values)}},
+				SecretMounts: []evav1.SecretMount{{Module: mountModule, Secret: mountSecret}},
 			},
 		}
 		errs := DefaultCatalog().Validate(tn)
@@ -45,9 +46,12 @@ func FuzzValidateTenant(f *testing.F) {
 			t.Fatalf("accepted values SecretReason refuses (%s): %q", r, values)
 		}
 		for k := range v {
-			if f := FoldKey(k); f == "image" || f == ReservedValuesKey {
+			if f := FoldKey(k); f == "image" || f == ReservedValuesKey || f == FoldKey(SecretMountsValuesKey) {
 				t.Fatalf("accepted platform-owned key %q", k)
 			}
+		}
+		if !DefaultCatalog().TierHasModule(tn.Spec.Tier, mountModule) || len(mountSecret) > 32 || !secretNameRE.MatchString(mountSecret) {
+			t.Fatalf("accepted an invalid secret mount: %+v", tn.Spec.SecretMounts)
 		}
 	})
 }

@@ -53,10 +53,18 @@ func withCode(code string) tenantOpt {
 	}
 }
 
-func withTargetPath(module, targetPath string) tenantOpt {
+// withValuesFrom adds a values reference, which every tenant is refused now.
+func withValuesFrom(module string, kind evav1.ValuesKind, name, targetPath string) tenantOpt {
 	return func(_ *testing.T, tn *evav1.EvaTenant) {
 		tn.Spec.ValuesFrom = append(tn.Spec.ValuesFrom, evav1.ValuesReference{
-			Module: module, Kind: evav1.ValuesKindSecret, Name: "crm-db", ValuesKey: "value", TargetPath: targetPath})
+			Module: module, Kind: kind, Name: name, ValuesKey: "value", TargetPath: targetPath})
+	}
+}
+
+// withSecretMount hands the tenant's Secret <code>-<secret> to a module's pods.
+func withSecretMount(module, secret string) tenantOpt {
+	return func(_ *testing.T, tn *evav1.EvaTenant) {
+		tn.Spec.SecretMounts = append(tn.Spec.SecretMounts, evav1.SecretMount{Module: module, Secret: secret})
 	}
 }
 
@@ -137,14 +145,21 @@ func TestHostileValues(t *testing.T) {
 		"unparsable quantity":        {[]tenantOpt{withValues("crm", "resources: {limits: {memory: lots}}")}, crm + ".resources.limits.memory", "must be a quantity", "lots"},
 		"gpu request":                {[]tenantOpt{withValues("crm", "resources: {limits: {nvidia.com/gpu: 1}}")}, crm + ".resources.limits.nvidia.com/gpu", "supported values", ""},
 		"resource claims":            {[]tenantOpt{withValues("crm", "resources: {claims: [{name: gpu}]}")}, crm + ".resources.claims", "supported values", ""},
-		// valuesFrom into reserved and owned keys.
-		"targetPath capsule":           {[]tenantOpt{withTargetPath("crm", "capsule")}, "spec.valuesFrom[0].targetPath", "reserved", ""},
-		"targetPath capsule.code":      {[]tenantOpt{withTargetPath("crm", "capsule.code")}, "spec.valuesFrom[0].targetPath", "reserved", ""},
-		"targetPath capsule index":     {[]tenantOpt{withTargetPath("crm", "capsule[0]")}, "spec.valuesFrom[0].targetPath", "reserved", ""},
-		"targetPath image.tag":         {[]tenantOpt{withTargetPath("crm", "image.tag")}, "spec.valuesFrom[0].targetPath", "platform-owned", ""},
-		"targetPath Image.repository":  {[]tenantOpt{withTargetPath("crm", "Image.repository")}, "spec.valuesFrom[0].targetPath", "platform-owned", ""},
-		"targetPath replicaCount":      {[]tenantOpt{withTargetPath("crm", "replicaCount")}, "spec.valuesFrom[0].targetPath", "tier's limits", ""},
-		"targetPath nested secContext": {[]tenantOpt{withTargetPath("crm", "a.securityContext.runAsUser")}, "spec.valuesFrom[0].targetPath", "platform-owned", ""},
+		// valuesFrom, whatever it reads and wherever it writes: helm-controller parses the
+		// value as --set input (issue 32.3).
+		"valuesFrom Secret":                {[]tenantOpt{withValuesFrom("crm", evav1.ValuesKindSecret, "devusr-crm-db", "database.password")}, "spec.valuesFrom[0]", "valuesFrom is refused", ""},
+		"valuesFrom ConfigMap":             {[]tenantOpt{withValuesFrom("crm", evav1.ValuesKindConfigMap, "devusr-branding", "branding.theme")}, "spec.valuesFrom[0]", "valuesFrom is refused", ""},
+		"valuesFrom into image.repository": {[]tenantOpt{withValuesFrom("crm", evav1.ValuesKindSecret, "devusr-crm-db", "image.repository")}, "spec.valuesFrom[0]", "spec.secretMounts", ""},
+		// secretMounts: the values key is Eva's, and each mount names a module of the tier
+		// and one of the tenant's Secrets, once.
+		"helmValues secretMounts":          {[]tenantOpt{withValues("crm", `{"secretMounts": [{"name": "x", "secretName": "globex-db"}]}`)}, crm + ".secretMounts", "platform-owned", "globex-db"},
+		"helmValues SecretMounts folded":   {[]tenantOpt{withValues("crm", `{"SecretMounts": []}`)}, crm + ".SecretMounts", "platform-owned", ""},
+		"secretMounts module outside tier": {[]tenantOpt{withSecretMount("forge", "crm-db")}, "spec.secretMounts[0].module", `Unsupported value: "forge"`, ""},
+		"secretMounts module missing":      {[]tenantOpt{withSecretMount("", "crm-db")}, "spec.secretMounts[0].module", "Required", ""},
+		"secretMounts secret upper case":   {[]tenantOpt{withSecretMount("crm", "Crm_DB")}, "spec.secretMounts[0].secret", "must be the name of one of spec.secrets", ""},
+		"secretMounts secret too long":     {[]tenantOpt{withSecretMount("crm", strings.Repeat("a", 33))}, "spec.secretMounts[0].secret", "at most 32", ""},
+		"secretMounts secret missing":      {[]tenantOpt{withSecretMount("crm", "")}, "spec.secretMounts[0].secret", "Required", ""},
+		"secretMounts duplicate":           {[]tenantOpt{withSecretMount("crm", "crm-db"), withSecretMount("crm", "crm-db")}, "spec.secretMounts[1]", "same mount as spec.secretMounts[0]", ""},
 		// Codes whose host names a platform service (issue 32, item 6).
 		"code ARGOCD": {[]tenantOpt{withCode("ARGOCD")}, "spec.capsuleCode", "reserved", ""},
 		"code STATUS": {[]tenantOpt{withCode("STATUS")}, "spec.capsuleCode", "reserved", ""},
@@ -174,7 +189,8 @@ func TestHostileValues(t *testing.T) {
 }
 
 // TestOrdinaryValuesPass guards against false positives: everyday values, settings of
-// secrets that are not secrets, references to secrets, and values within the tier.
+// secrets that are not secrets, Secrets mounted into a module (the same Secret into two
+// modules, two Secrets into one), and values within the tier.
 func TestOrdinaryValuesPass(t *testing.T) {
 	c := DefaultCatalog()
 	values := map[evav1.Tier]string{
@@ -214,7 +230,7 @@ containerPort: 8080
 	for tier, v := range values {
 		t.Run(string(tier), func(t *testing.T) {
 			tn := hostileTenant(t, withTier(tier), withValues("crm", v), withPin("crm", "v1.4.0-rc.1"),
-				withTargetPath("crm", "database.password"))
+				withSecretMount("crm", "crm-db"), withSecretMount("crm", "crm-tls"), withSecretMount("itsm", "crm-db"))
 			if errs := c.Validate(tn); len(errs) != 0 {
 				t.Errorf("ordinary values refused: %v", errs)
 			}

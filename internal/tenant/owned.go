@@ -9,9 +9,10 @@ import (
 )
 
 // builtinOwned are platform-owned in every catalog, so a replacement catalog cannot
-// hand them to tenants by omission: the capsule identity is Eva's, and the image is
-// what images.txt, the air-gap mirror and image verification vouch for.
-var builtinOwned = []string{ReservedValuesKey, "image"}
+// hand them to tenants by omission: the capsule identity and the Secrets mounted are
+// Eva's, and the image is what images.txt, the air-gap mirror and image verification
+// vouch for.
+var builtinOwned = []string{ReservedValuesKey, SecretMountsValuesKey, "image"}
 
 // ownedPathRE is the syntax of a platform-owned path: dotted values keys, optionally
 // after "**." to own the key at any depth (worker.securityContext as well as
@@ -92,21 +93,6 @@ func ownedMessage(o []string) string {
 
 func hasPrefix(path, prefix []string) bool {
 	return len(path) >= len(prefix) && slices.Equal(path[:len(prefix)], prefix)
-}
-
-// targetPathKeys splits a valuesFrom targetPath (a.b[0].c) into folded keys, dropping
-// list indices: an index cannot lead out of the key it indexes.
-func targetPathKeys(tp string) []string {
-	var keys []string
-	for _, part := range strings.Split(tp, ".") {
-		if i := strings.IndexByte(part, '['); i >= 0 {
-			part = part[:i]
-		}
-		if part != "" {
-			keys = append(keys, FoldKey(part))
-		}
-	}
-	return keys
 }
 
 func checkOwnedList(prefix string, paths []string) []string {

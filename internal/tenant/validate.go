@@ -31,11 +31,15 @@ const (
 // overrides may not replace it.
 const ReservedValuesKey = "capsule"
 
+// SecretMountsValuesKey is the top-level values key Eva fills with the Secrets a
+// module's pods mount (spec.secretMounts): each module chart mounts them, and overrides
+// may not name Secrets of their own.
+const SecretMountsValuesKey = "secretMounts"
+
 var (
 	capsuleCodeRE  = regexp.MustCompile(evav1.CapsuleCodePattern)
 	seedsVersionRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._+-]*$`)
-	valuesKeyRE    = regexp.MustCompile(`^[-._a-zA-Z0-9]+$`)
-	targetPathRE   = regexp.MustCompile(`^([A-Za-z0-9_./-]|\[[0-9]+\])+$`)
+	secretNameRE   = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`)
 )
 
 // Validate checks a tenant against the catalog and returns every problem found, each
@@ -93,7 +97,8 @@ func (c *Catalog) Validate(t *evav1.EvaTenant) field.ErrorList {
 		}
 	}
 	errs = append(errs, c.validateHelmValues(t, spec.Child("helmValues"), moduleOf)...)
-	errs = append(errs, c.validateValuesFrom(t.Spec.ValuesFrom, spec.Child("valuesFrom"), moduleOf)...)
+	errs = append(errs, validateValuesFrom(t.Spec.ValuesFrom, spec.Child("valuesFrom"))...)
+	errs = append(errs, validateSecretMounts(t, spec.Child("secretMounts"), moduleOf)...)
 	errs = append(errs, validateSecrets(t, spec.Child("secrets"))...)
 	return errs
 }
@@ -238,68 +243,48 @@ func (c *Catalog) validateHelmValues(t *evav1.EvaTenant, p *field.Path, moduleOf
 	return errs
 }
 
-func (c *Catalog) validateValuesFrom(refs []evav1.ValuesReference, p *field.Path, moduleOf func(*field.Path, string) field.ErrorList) field.ErrorList {
+// validateValuesFrom refuses every values reference: helm-controller writes a
+// referenced value through Helm's --set parser (',' and '=' in it set other values) and
+// Helm stores and quotes what it parsed, so no value Eva cannot read may reach a release
+// that way.
+func validateValuesFrom(refs []evav1.ValuesReference, p *field.Path) field.ErrorList {
 	var errs field.ErrorList
-	seen := map[evav1.ValuesReference]int{}
-	for i, ref := range refs {
-		ip := p.Index(i)
-		if ref.Module == "" {
-			errs = append(errs, field.Required(ip.Child("module"), "the module whose release receives the values"))
-		} else {
-			errs = append(errs, moduleOf(ip.Child("module"), ref.Module)...)
-		}
-		switch ref.Kind {
-		case evav1.ValuesKindSecret, evav1.ValuesKindConfigMap:
-		case "":
-			errs = append(errs, field.Required(ip.Child("kind"), "Secret or ConfigMap"))
-		default:
-			errs = append(errs, field.NotSupported(ip.Child("kind"), ref.Kind,
-				[]evav1.ValuesKind{evav1.ValuesKindSecret, evav1.ValuesKindConfigMap}))
-		}
-		if ref.Name == "" {
-			errs = append(errs, field.Required(ip.Child("name"), "name of the "+string(ref.Kind)))
-		} else {
-			for _, msg := range validation.IsDNS1123Subdomain(ref.Name) {
-				errs = append(errs, field.Invalid(ip.Child("name"), ref.Name, msg))
-			}
-		}
-		if ref.ValuesKey != "" && (len(ref.ValuesKey) > 253 || !valuesKeyRE.MatchString(ref.ValuesKey)) {
-			errs = append(errs, field.Invalid(ip.Child("valuesKey"), ref.ValuesKey, "must be a data key: letters, digits, '-', '_' and '.'"))
-		}
-		if ref.TargetPath == "" {
-			errs = append(errs, field.Required(ip.Child("targetPath"),
-				"the values path the referenced value is written to, such as database.password: a whole values document from a "+
-					string(ref.Kind)+" could set what helmValues may not"))
-		} else if len(ref.TargetPath) > 250 || !targetPathRE.MatchString(ref.TargetPath) {
-			errs = append(errs, field.Invalid(ip.Child("targetPath"), ref.TargetPath, "must be a dotted values path such as db.password"))
-		} else if ref.TargetPath != "" {
-			errs = append(errs, c.validateTargetPath(ref, ip.Child("targetPath"))...)
-		}
-		if j, dup := seen[ref]; dup {
-			errs = append(errs, field.Duplicate(ip, fmt.Sprintf("same reference as spec.valuesFrom[%d]", j)))
-		} else {
-			seen[ref] = i
-		}
+	for i := range refs {
+		errs = append(errs, field.Forbidden(p.Index(i),
+			"valuesFrom is refused: helm-controller parses a referenced value as Helm --set input, so ',' or '=' in it sets other values; "+
+				"hand a Secret to a module with spec.secretMounts, and set other values in spec.helmValues"))
 	}
 	return errs
 }
 
-// validateTargetPath refuses a valuesFrom target the tenant could not set in helmValues
-// either: a Secret or ConfigMap must not become a way around platform-owned keys or the
-// tier's limits. Flux writes a targetPath value as a string, so it replaces whatever map
-// the platform has at that path.
-func (c *Catalog) validateTargetPath(ref evav1.ValuesReference, p *field.Path) field.ErrorList {
-	keys := targetPathKeys(ref.TargetPath)
-	if len(keys) == 0 {
-		return field.ErrorList{field.Invalid(p, ref.TargetPath, "must name a values key")}
-	}
-	if msg := ownedVerdict(c.ownedPaths(ref.Module), keys, false); msg != "" {
-		return field.ErrorList{field.Forbidden(p, msg)}
-	}
-	for _, k := range keys {
-		if isLimitedKey(k) {
-			return field.ErrorList{field.Forbidden(p, "bounded by the tier's limits: set it in spec.helmValues, where it is checked")}
+// IsSecretName reports whether name can name one of a tenant's Secrets (after its
+// prefix): lower-case letters, digits and '-', at most 32.
+func IsSecretName(name string) bool {
+	return len(name) <= 32 && secretNameRE.MatchString(name)
+}
+
+// validateSecretMounts checks each mount names a module of the tier and one of the
+// tenant's Secrets by its short name, once per module.
+func validateSecretMounts(t *evav1.EvaTenant, p *field.Path, moduleOf func(*field.Path, string) field.ErrorList) field.ErrorList {
+	var errs field.ErrorList
+	seen := map[evav1.SecretMount]int{}
+	for i, m := range t.Spec.SecretMounts {
+		ip := p.Index(i)
+		if m.Module == "" {
+			errs = append(errs, field.Required(ip.Child("module"), "the module whose pods mount the Secret"))
+		} else {
+			errs = append(errs, moduleOf(ip.Child("module"), m.Module)...)
+		}
+		if m.Secret == "" {
+			errs = append(errs, field.Required(ip.Child("secret"), "one of the tenant's Secrets, by its name after the tenant's prefix"))
+		} else if !IsSecretName(m.Secret) {
+			errs = append(errs, field.Invalid(ip.Child("secret"), m.Secret, "must be the name of one of spec.secrets: lower-case letters, digits and '-', at most 32"))
+		}
+		if j, dup := seen[m]; dup {
+			errs = append(errs, field.Duplicate(ip, fmt.Sprintf("same mount as spec.secretMounts[%d]", j)))
+		} else {
+			seen[m] = i
 		}
 	}
-	return nil
+	return errs
 }

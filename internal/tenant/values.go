@@ -82,5 +82,5 @@ func (s *valuesScan) scanItems(key string, v any, p *field.Path, keys []string, 
 
 func secretError(p *field.Path, reason string) *field.Error {
 	return field.Forbidden(p, "looks like a secret ("+reason+
-		"): secrets must not be written in helmValues; put them in a Secret and reference it with spec.valuesFrom")
+		"): secrets must not be written in helmValues; put them in a Secret and hand it to the module with spec.secretMounts")
 }

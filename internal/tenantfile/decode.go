@@ -446,7 +446,7 @@ func (d *decoder) knownTag(n *yaml.Node, p *field.Path) bool {
 	if standardTags[n.Tag] {
 		return true
 	}
-	d.fail(n, p, "YAML tag %s is not supported in tenant files: write a plain value (a secret belongs in a Secret referenced by spec.valuesFrom)",
+	d.fail(n, p, "YAML tag %s is not supported in tenant files: write a plain value (a secret belongs in a Secret handed to a module by spec.secretMounts)",
 		safetext.Limit(n.Tag, safetext.MaxValue))
 	return false
 }

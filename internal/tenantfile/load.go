@@ -45,7 +45,7 @@ func (e *UsageError) Unwrap() error { return e.Err }
 // and checks the set as a whole: capsule codes and object names are unique, and each
 // file is named after its capsule code. Files ending in .sops.yaml are the tenants'
 // encrypted Secrets (ParseSecret); each must belong to a tenant read with it, and
-// every Secret a tenant's valuesFrom requires must be one of them. A folder holding no tenant file is a problem,
+// every Secret a tenant's secretMounts names must be one of them. A folder holding no tenant file is a problem,
 // since publishing an empty set would delete every tenant downstream.
 func Load(paths []string, catalog *tenant.Catalog) (*Result, error) {
 	return LoadWith(paths, catalog, LoadOptions{})

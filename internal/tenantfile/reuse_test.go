@@ -159,7 +159,7 @@ func TestTenantsWithSecretsAreNotReused(t *testing.T) {
 	}
 
 	// A Secret file appearing beside a recorded, unchanged tenant file: the tenant is
-	// decoded again, since its checks (a Secret both inline and in a file, valuesFrom)
+	// decoded again, since its checks (a Secret both inline and in a file, secretMounts)
 	// read its spec.
 	dir := t.TempDir()
 	p := writeTenant(t, dir, "AAAAAA", 1)

@@ -65,14 +65,15 @@ func ParseSecret(file string, data []byte) (*SecretFile, []Problem) {
 	return &SecretFile{File: file, Code: code, Short: short, Secret: *s, Data: data}, nil
 }
 
-// CheckRecipients reports each secret file not encrypted for any of the environment's
-// age recipients (the public keys of the private key the cluster decrypts with).
-func CheckRecipients(secrets []*SecretFile, recipients []string, env string) []Problem {
+// CheckRecipients reports each secret file whose recipients the environment refuses:
+// why(code, recipients) says why, or "" when the file's tenant can decrypt it and no
+// other tenant can (overlay.Secrets.CheckFor).
+func CheckRecipients(secrets []*SecretFile, why func(code string, recipients []string) string, env string) []Problem {
 	var problems []Problem
 	for _, s := range secrets {
-		if !s.ForRecipients(recipients) {
+		if reason := why(s.Code, s.Recipients); reason != "" {
 			problems = append(problems, Problem{File: s.File, Line: 1, Column: 1, Field: "sops.age",
-				Message: fmt.Sprintf("not encrypted for environment %s: add one of its age recipients (%s) with sops updatekeys or re-encrypt", env, strings.Join(recipients, ", "))}.clean())
+				Message: fmt.Sprintf("environment %s: %s; re-encrypt it for the tenant's own recipients (sops updatekeys)", env, reason)}.clean())
 		}
 	}
 	return problems
@@ -80,9 +81,9 @@ func CheckRecipients(secrets []*SecretFile, recipients []string, env string) []P
 
 // attachSecrets hands each tenant its encrypted Secret files as spec.secrets and checks
 // the set: each file belongs to a tenant read with it, names no Secret the tenant file
-// already holds inline, and each Secret a tenant's valuesFrom requires (not optional)
-// is one of the tenant's, with the key the reference reads. Without this, a missing
-// Secret would surface only in helm-controller, after publishing.
+// already holds inline, and each Secret a tenant's secretMounts hands to a module is
+// one of the tenant's. Without this, a missing Secret would surface only as a pod that
+// never starts, after publishing.
 func attachSecrets(tenants []*Tenant, files []*SecretFile) []Problem {
 	var problems []Problem
 	var byCode map[string]*Tenant
@@ -110,7 +111,7 @@ func attachSecrets(tenants []*Tenant, files []*SecretFile) []Problem {
 	}
 	for _, t := range tenants {
 		if t.Object != nil {
-			problems = append(problems, valuesFromProblems(t)...)
+			problems = append(problems, secretMountProblems(t)...)
 		}
 	}
 	return problems
@@ -118,9 +119,10 @@ func attachSecrets(tenants []*Tenant, files []*SecretFile) []Problem {
 
 // copiedSecrets refuses encrypted Secret files that carry what another tenant's
 // file needs to decrypt (sopsdoc's fingerprints: a value's initialization vector, the
-// data key's age stanza). kustomize-controller does not check SOPS' MAC, so a copy of
-// another tenant's file with its name and namespace changed would decrypt into this
-// tenant's namespace with the environment's key.
+// data key's age stanza). kustomize-controller does not check SOPS' MAC; each tenant's
+// own key already keeps a copy from decrypting in another namespace, and the copy is
+// encrypted for the other tenant's key, which CheckRecipients refuses. This names both
+// files, so the author learns which file was copied.
 func copiedSecrets(files []*SecretFile) []Problem {
 	holders := map[string][]*SecretFile{}
 	for _, f := range files {
@@ -147,42 +149,21 @@ func copiedSecrets(files []*SecretFile) []Problem {
 	return problems
 }
 
-// valuesFromProblems checks that every Secret the tenant's valuesFrom requires is one of
-// its encrypted Secrets and holds the key read.
-func valuesFromProblems(t *Tenant) []Problem {
+// secretMountProblems checks that every Secret the tenant's secretMounts hands to a
+// module is one of its encrypted Secrets.
+func secretMountProblems(t *Tenant) []Problem {
 	code := t.Object.Spec.CapsuleCode
-	keys := map[string][]string{}
-	for _, s := range t.Object.Spec.Secrets {
-		name := tenant.SecretName(code, s.Name)
-		if doc, _ := sopsdoc.Check([]byte(s.Sops), name, tenant.Namespace(code)); doc != nil {
-			keys[name] = doc.Keys
-		}
-	}
 	var problems []Problem
-	prefix := strings.ToLower(code) + "-"
-	for i, ref := range t.Object.Spec.ValuesFrom {
-		if ref.Kind != "Secret" || ref.Optional {
+	for i, m := range t.Object.Spec.SecretMounts {
+		if !tenant.IsSecretName(m.Secret) {
+			continue // refused by its own rule; naming a file for it would mislead
+		}
+		if slices.ContainsFunc(t.Object.Spec.Secrets, func(s evav1.EncryptedSecret) bool { return s.Name == m.Secret }) {
 			continue
 		}
-		key := ref.ValuesKey
-		if key == "" {
-			key = "values.yaml"
-		}
-		field := fmt.Sprintf("spec.valuesFrom[%d].name", i)
-		have, ok := keys[ref.Name]
-		switch {
-		case !ok && !strings.HasPrefix(ref.Name, prefix):
-			problems = append(problems, t.ProblemAt(field, fmt.Sprintf(
-				"no encrypted Secret provides %s: a tenant's Secrets are named %s<name>, each in a file %s.<name>%s beside this file (or mark the reference optional)",
-				ref.Name, prefix, code, SecretFileSuffix)))
-		case !ok:
-			problems = append(problems, t.ProblemAt(field, fmt.Sprintf(
-				"no encrypted Secret provides %s: add %s.%s%s beside this file (encrypted with sops), or mark the reference optional",
-				ref.Name, code, strings.TrimPrefix(ref.Name, prefix), SecretFileSuffix)))
-		case !slices.Contains(have, key):
-			problems = append(problems, t.ProblemAt(fmt.Sprintf("spec.valuesFrom[%d].valuesKey", i), fmt.Sprintf(
-				"Secret %s has no key %s (it has: %s)", ref.Name, key, strings.Join(have, ", "))))
-		}
+		problems = append(problems, t.ProblemAt(fmt.Sprintf("spec.secretMounts[%d].secret", i), fmt.Sprintf(
+			"no encrypted Secret provides %s: add %s.%s%s beside this file (encrypted with sops for the tenant's key)",
+			tenant.SecretName(code, m.Secret), code, m.Secret, SecretFileSuffix)))
 	}
 	return problems
 }

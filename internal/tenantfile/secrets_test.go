@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -112,15 +113,26 @@ func replaceLine(s, prefix, with string) string {
 	return strings.Join(lines, "\n")
 }
 
-// TestLoadRequiresTheSecretsValuesFromNames loads a Customer tenant whose valuesFrom
-// reads acmeco-crm-database: without its encrypted file the reference is refused at its
-// line; with it (also when the tenant file is named on its own) it loads; a key the file
-// lacks, and a secret file of no tenant read, are refused.
-func TestLoadRequiresTheSecretsValuesFromNames(t *testing.T) {
+// TestLoadRequiresTheSecretsMountsName loads a Customer tenant whose secretMounts hands
+// acmeco-crm-database to crm: without its encrypted file the mount is refused at the
+// line of its secret; with it (also when the tenant file is named on its own) it loads;
+// a second mount of a Secret no file provides, and a secret file of no tenant read, are
+// refused.
+func TestLoadRequiresTheSecretsMountsName(t *testing.T) {
 	catalog := tenant.DefaultCatalog()
 	tenantFile, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "tenants", "ACMECO.yaml"))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The line of the example's mount, where the problem must point.
+	mountLine := 0
+	for i, l := range strings.Split(string(tenantFile), "\n") {
+		if strings.TrimSpace(l) == "secret: crm-database" {
+			mountLine = i + 1
+		}
+	}
+	if mountLine == 0 {
+		t.Fatal("tenants/ACMECO.yaml mounts no crm-database: the test needs it")
 	}
 	write := func(dir, name, content string) string {
 		p := filepath.Join(dir, name)
@@ -136,19 +148,24 @@ func TestLoadRequiresTheSecretsValuesFromNames(t *testing.T) {
 		}
 		return res
 	}
-	want := func(res *Result, field, phrase string) {
+	// want finds a problem at field and line (0: any line after the first) saying phrase.
+	want := func(res *Result, field string, line int, phrase string) {
 		t.Helper()
 		for _, p := range res.Problems {
-			if p.Field == field && strings.Contains(p.Message, phrase) && p.Line > 1 == (field != "") {
+			if p.Field == field && strings.Contains(p.Message, phrase) && (p.Line == line || line == 0 && p.Line > 1 == (field != "")) {
 				return
 			}
 		}
-		t.Errorf("want a problem at %q saying %q, got %v", field, phrase, res.Problems)
+		t.Errorf("want a problem at %q, line %d, saying %q, got %v", field, line, phrase, res.Problems)
 	}
 
 	dir := t.TempDir()
 	write(dir, "ACMECO.yaml", string(tenantFile))
-	want(load(dir), "spec.valuesFrom[0].name", "no encrypted Secret provides acmeco-crm-database")
+	res := load(dir)
+	want(res, "spec.secretMounts[0].secret", mountLine, "no encrypted Secret provides acmeco-crm-database: add ACMECO.crm-database.sops.yaml beside this file")
+	if len(res.Problems) != 1 {
+		t.Errorf("want one problem, got %v", res.Problems)
+	}
 
 	write(dir, "ACMECO.crm-database.sops.yaml", fixture(t))
 	if res := load(dir); !res.Valid() || len(res.Tenants[0].Object.Spec.Secrets) != 1 {
@@ -158,12 +175,16 @@ func TestLoadRequiresTheSecretsValuesFromNames(t *testing.T) {
 		t.Fatalf("the tenant file named on its own: %v, %d secrets", res.Problems, len(res.Secrets))
 	}
 
-	write(dir, "ACMECO.crm-database.sops.yaml", strings.Replace(fixture(t), "password:", "passwd:", 1))
-	want(load(dir), "spec.valuesFrom[0].valuesKey", "has no key password")
+	write(dir, "ACMECO.yaml", strings.TrimRight(string(tenantFile), "\n")+"\n    - module: whisper\n      secret: whisper-token\n")
+	res = load(dir)
+	want(res, "spec.secretMounts[1].secret", mountLine+2, "no encrypted Secret provides acmeco-whisper-token: add ACMECO.whisper-token.sops.yaml")
+	if len(res.Problems) != 1 {
+		t.Errorf("only the mount without its file is refused, got %v", res.Problems)
+	}
 
-	write(dir, "ACMECO.crm-database.sops.yaml", fixture(t))
+	write(dir, "ACMECO.yaml", string(tenantFile))
 	write(dir, "GLOBEX.crm-database.sops.yaml", strings.ReplaceAll(strings.ReplaceAll(fixture(t), "acmeco", "globex"), "ACMECO", "GLOBEX"))
-	want(load(dir), "", "belongs to tenant GLOBEX")
+	want(load(dir), "", 0, "belongs to tenant GLOBEX")
 }
 
 func TestCheckRecipients(t *testing.T) {
@@ -171,11 +192,19 @@ func TestCheckRecipients(t *testing.T) {
 	if len(problems) > 0 {
 		t.Fatal(problems)
 	}
-	if p := CheckRecipients([]*SecretFile{s}, s.Recipients, "dev"); len(p) > 0 {
+	own := func(recipients ...string) func(string, []string) string {
+		return (&overlay.Secrets{KeySecretPrefix: "sops-age-", Recipients: map[string][]string{"ACMECO": recipients}}).CheckFor
+	}
+	if p := CheckRecipients([]*SecretFile{s}, own(s.Recipients...), "dev"); len(p) > 0 {
 		t.Errorf("its own recipient: %v", p)
 	}
 	other := "age1" + strings.Repeat("q", 58)
-	if p := CheckRecipients([]*SecretFile{s}, []string{other}, "prod"); len(p) != 1 || !strings.Contains(p[0].Message, "not encrypted for environment prod") {
-		t.Errorf("another environment's recipient: %v", p)
+	if p := CheckRecipients([]*SecretFile{s}, own(other), "prod"); len(p) != 1 ||
+		!strings.Contains(p[0].Message, "environment prod: not encrypted for any age recipient of tenant ACMECO") || p[0].Field != "sops.age" {
+		t.Errorf("another key of the tenant: %v", p)
+	}
+	globex := (&overlay.Secrets{KeySecretPrefix: "sops-age-", Recipients: map[string][]string{"ACMECO": {other}, "GLOBEX": s.Recipients}}).CheckFor
+	if p := CheckRecipients([]*SecretFile{s}, globex, "dev"); len(p) != 1 || !strings.Contains(p[0].Message, "a recipient of tenant GLOBEX") {
+		t.Errorf("encrypted for another tenant's key: %v", p)
 	}
 }
