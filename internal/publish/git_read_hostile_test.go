@@ -9,8 +9,9 @@ import (
 )
 
 // TestGitRemoteReadRefusesFileForFolder: evactl diff --repo reads the published tree
-// with the same check as an OCI artifact's: a file (or link) where the publish path or
-// tenants/ should be a folder is refused with its path, not read as an empty tree.
+// with the same check as an OCI artifact's, and publish checks it before planning: a
+// file where the publish path or tenants/ should be a folder is refused with its path,
+// not read as an empty tree nor replaced by Eva's folders.
 func TestGitRemoteReadRefusesFileForFolder(t *testing.T) {
 	ctx := context.Background()
 	for label, tc := range map[string]struct {
@@ -43,6 +44,19 @@ func TestGitRemoteReadRefusesFileForFolder(t *testing.T) {
 				if !strings.Contains(err.Error(), w) {
 					t.Errorf("error %q does not say %q", err, w)
 				}
+			}
+			before := gitCLI(t, bare, "rev-parse", "main")
+			_, err = g.Publish(ctx, renderUpdate(t, true, codes("READ", 1)...), Safety{})
+			if err == nil {
+				t.Fatalf("Publish replaced the file where a folder goes")
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("publish error %q does not say %q", err, w)
+				}
+			}
+			if after := gitCLI(t, bare, "rev-parse", "main"); after != before {
+				t.Errorf("the branch moved from %s to %s", before, after)
 			}
 		})
 	}

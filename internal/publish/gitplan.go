@@ -102,6 +102,28 @@ func (p *published) tenantDirs() (map[string]bool, error) {
 	return out, nil
 }
 
+// checkFolders refuses a branch holding something other than a folder where Eva's
+// folders go: at the publish path or above it, or at tenants/, flux/ or argocd/ below
+// it. A file there would read as an empty folder and be replaced silently.
+func (p *published) checkFolders() error {
+	var folders []string
+	for d := p.prefix; d != "" && d != "."; d = path.Dir(d) {
+		folders = append(folders, d)
+	}
+	slices.Reverse(folders)
+	for _, d := range ownedDirs() {
+		folders = append(folders, p.full(d))
+	}
+	for _, f := range folders {
+		if _, ok, err := p.view.Lookup(f); err != nil {
+			return err
+		} else if ok {
+			return foreign(f, "not a folder")
+		}
+	}
+	return nil
+}
+
 // tenantFiles returns the published files of one tenant, keyed by tree path relative
 // to the prefix.
 func (p *published) tenantFiles(dir string) (gitrepo.Files, error) {
@@ -137,6 +159,9 @@ func (p *published) tenantFiles(dir string) (gitrepo.Files, error) {
 // files differ (added or changed) and the tenants it removes. Only the tenants in the
 // update are read, unless it is a full update, which needs the list of published ones.
 func (p *published) planUpdate(u Update) (*Plan, error) {
+	if err := p.checkFolders(); err != nil {
+		return nil, err
+	}
 	pub, err := p.tenantDirs()
 	if err != nil {
 		return nil, err

@@ -267,7 +267,6 @@ func (o *outDir) soleLink(rel string, fi fs.FileInfo) error {
 	return nil
 }
 
-
 // remove removes the file rel (not what a link there points to), then the folders it
 // leaves empty up to the root; a missing file is not an error.
 func (o *outDir) remove(rel string) error {
