@@ -115,9 +115,12 @@ func (p *published) checkFolders() error {
 		folders = append(folders, p.full(d))
 	}
 	for _, f := range folders {
-		if _, ok, err := p.view.Lookup(f); err != nil {
+		if e, ok, err := p.view.Lookup(f); err != nil {
 			return err
 		} else if ok {
+			if err := checkFileMode(f, e.Mode); err != nil {
+				return err
+			}
 			return foreign(f, "not a folder")
 		}
 	}
