@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/aidonow/eva/internal/fileguard"
 )
 
 // maxOverlayFile bounds each file of an overlay folder: settings, kustomization and
@@ -102,26 +104,19 @@ func (o *overlayDir) read(name string) ([]byte, error) {
 	return data, nil
 }
 
-// checkRegular refuses anything but a regular file of at most maxOverlayFile bytes.
+// checkRegular refuses anything but a regular file of at most maxOverlayFile bytes
+// with one hard link (another name may be a file outside the folder).
 func checkRegular(fi fs.FileInfo) error {
-	if fi.Mode().IsRegular() {
-		if fi.Size() > maxOverlayFile {
-			return fmt.Errorf("is larger than %d bytes", maxOverlayFile)
-		}
-		return nil
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("is %s, not a regular file", fileguard.Kind(fi.Mode()))
 	}
-	kind := "not a regular file"
-	switch t := fi.Mode().Type(); {
-	case t&fs.ModeDir != 0:
-		kind = "a folder"
-	case t&fs.ModeNamedPipe != 0:
-		kind = "a FIFO"
-	case t&fs.ModeDevice != 0, t&fs.ModeCharDevice != 0:
-		kind = "a device"
-	case t&fs.ModeSocket != 0:
-		kind = "a socket"
+	if fi.Size() > maxOverlayFile {
+		return fmt.Errorf("is larger than %d bytes", maxOverlayFile)
 	}
-	return fmt.Errorf("is %s, not a regular file", kind)
+	if why := fileguard.SoleLink(fi); why != "" {
+		return fmt.Errorf("is %s: an overlay reads only files it alone holds", why)
+	}
+	return nil
 }
 
 // rootError names os.Root's refusal of a path leading out of the folder.

@@ -72,6 +72,11 @@ func TestPatchPathConfinedToOverlay(t *testing.T) {
 				t.Fatal(err)
 			}
 		}},
+		"hard link out": {path: "p.yaml", want: "is a hard link (2 links)", setup: func(t *testing.T, dir, secret string) {
+			if err := os.Link(secret, filepath.Join(dir, "p.yaml")); err != nil {
+				t.Skip(err)
+			}
+		}},
 		"scalar file": {path: "p.yaml", want: "is not a YAML mapping", setup: func(t *testing.T, dir, _ string) {
 			mustWrite(t, filepath.Join(dir, "p.yaml"), secretText+"\n")
 		}},

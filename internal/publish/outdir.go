@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"syscall"
+
+	"github.com/aidonow/eva/internal/fileguard"
 )
 
 // outDir is a folder Eva writes a tree into or reads one from (a plain output folder,
@@ -45,19 +47,10 @@ func (o *outDir) refuse(rel, what string) error {
 
 // describe says what a file that is neither a folder nor a regular file is.
 func describe(m fs.FileMode) string {
-	switch t := m.Type(); {
-	case t&fs.ModeSymlink != 0:
-		return "is a symlink"
-	case t&fs.ModeNamedPipe != 0:
-		return "is a FIFO"
-	case t&(fs.ModeDevice|fs.ModeCharDevice) != 0:
-		return "is a device"
-	case t&fs.ModeSocket != 0:
-		return "is a socket"
-	case t.IsDir():
+	if m.IsDir() {
 		return "is a folder, not a file"
 	}
-	return "is not a regular file"
+	return "is " + fileguard.Kind(m)
 }
 
 // checkDir reports whether the folder rel exists, refusing anything else found there.
@@ -166,7 +159,11 @@ func (o *outDir) read(rel string) (data []byte, ok bool, err error) {
 		return nil, false, fmt.Errorf("reading %s: %w", o.full(rel), err)
 	}
 	defer f.Close()
-	if _, err := o.sameRegular(rel, f, fi); err != nil {
+	opened, err := o.sameRegular(rel, f, fi)
+	if err != nil {
+		return nil, false, err
+	}
+	if err := o.soleLink(rel, opened); err != nil {
 		return nil, false, err
 	}
 	if data, err = io.ReadAll(f); err != nil {
@@ -259,10 +256,10 @@ func (o *outDir) replaceContent(rel string, f *os.File, checked fs.FileInfo, dat
 
 // soleLink refuses the regular file at rel (described by fi) when it has more than one
 // hard link: the other may be a path outside the folder (a file of the machine running
-// Eva), which writing the file would change.
+// Eva), which reading or writing the file would reach.
 func (o *outDir) soleLink(rel string, fi fs.FileInfo) error {
-	if n := linkCount(fi); n > 1 {
-		return fmt.Errorf("%s: is a hard link (%d links): Eva writes only files it alone owns below %s", o.full(rel), n, o.path)
+	if why := fileguard.SoleLink(fi); why != "" {
+		return fmt.Errorf("%s: is %s: Eva reads and writes only files it alone owns below %s", o.full(rel), why, o.path)
 	}
 	return nil
 }

@@ -136,6 +136,12 @@ func TestReadDirRefusesLinksAndFIFOs(t *testing.T) {
 				t.Skip(err)
 			}
 		}},
+		// A hard link reads the outside file's content under a name inside the folder.
+		"file hard-linked out": {want: "is a hard link (2 links)", setup: func(t *testing.T, out, victimFile string) {
+			if err := os.Link(victimFile, filepath.Join(out, "tenants", "eva-abc", "manifests.yaml")); err != nil {
+				t.Skip(err)
+			}
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			out, victimDir, victimFile := hostileOut(t)

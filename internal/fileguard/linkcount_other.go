@@ -1,6 +1,6 @@
 //go:build !unix
 
-package publish
+package fileguard
 
 import "io/fs"
 
