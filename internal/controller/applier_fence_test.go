@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/fluxcd/pkg/apis/meta"
+	sourcev1 "github.com/fluxcd/source-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
@@ -254,7 +257,7 @@ func attackAsApplier(t *testing.T, id applierIdentity, code string) {
 	applier := impersonating(t, id.namespace, ns)
 	ingress := func(host string) *networkingv1.Ingress {
 		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-")},
-			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host}}}}
+			Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("nginx"), Rules: []networkingv1.IngressRule{{Host: host}}}}
 	}
 	eventually(t, 10*time.Second, "the applier to write its own Ingress", func() error {
 		return applier.Create(ctx, ingress(lower+".dev.eva.example.com"), client.DryRunAll)
@@ -296,7 +299,7 @@ func attackAsApplier(t *testing.T, id applierIdentity, code string) {
 func objectsEvaNeverRenders(ns, lower string) map[string]client.Object {
 	ingress := func(host string) *networkingv1.Ingress {
 		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-")},
-			Spec: networkingv1.IngressSpec{Rules: []networkingv1.IngressRule{{Host: host}}}}
+			Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("nginx"), Rules: []networkingv1.IngressRule{{Host: host}}}}
 	}
 	job := seedJob(ns)
 	job.Spec.Template.Spec.ServiceAccountName = "eva-deployer"
@@ -316,17 +319,54 @@ func objectsEvaNeverRenders(ns, lower string) map[string]client.Object {
 	oldPSA.Labels["pod-security.kubernetes.io/enforce-version"] = "v1.0"
 	secretsToOther := deployerBinding(ns, "eva-tenant-secrets")
 	secretsToOther.Subjects = []rbacv1.Subject{{Kind: "ServiceAccount", Name: "default", Namespace: ns}}
+	release := func(change func(*helmv2.HelmRelease)) *helmv2.HelmRelease {
+		r := unboundRelease(ns)
+		r.Spec.ServiceAccountName = "eva-deployer"
+		change(r)
+		return r
+	}
+	remote := release(func(r *helmv2.HelmRelease) {
+		r.Spec.KubeConfig = &meta.KubeConfigReference{SecretRef: &meta.SecretKeyReference{Name: lower + "-kubeconfig"}}
+	})
+	intoOther := release(func(r *helmv2.HelmRelease) { r.Spec.TargetNamespace = "kube-system" })
+	storedElsewhere := release(func(r *helmv2.HelmRelease) { r.Spec.StorageNamespace = "kube-system" })
+	chartSource := func(change func(*sourcev1.HelmRepositorySpec)) *sourcev1.HelmRepository {
+		r := &sourcev1.HelmRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-charts"},
+			Spec: sourcev1.HelmRepositorySpec{URL: "oci://registry.example.com/eva/charts", Type: sourcev1.HelmRepositoryTypeOCI}}
+		change(&r.Spec)
+		return r
+	}
+	cloudIdentity := chartSource(func(s *sourcev1.HelmRepositorySpec) { s.Provider = "aws" })
+	withCredentials := chartSource(func(s *sourcev1.HelmRepositorySpec) {
+		s.SecretRef = &meta.LocalObjectReference{Name: lower + "-registry"}
+	})
+	classicIndex := chartSource(func(s *sourcev1.HelmRepositorySpec) { s.Type = ""; s.URL = "https://charts.example.com" })
+	pinned := seedJob(ns)
+	pinned.Spec.Template.Spec.NodeName = "control-plane"
+	snippet := ingress(lower + ".dev.eva.example.com")
+	snippet.Annotations = map[string]string{"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers \"x: y\";"}
+	noClass := ingress(lower + ".dev.eva.example.com")
+	noClass.Spec.IngressClassName = nil
 	return map[string]client.Object{
-		"its namespace on an old Pod Security version": oldPSA,
-		"an Ingress for another tenant's host":         ingress("globex.dev.eva.example.com"),
-		"an Ingress for a host ending like ours":       ingress("x" + lower + ".dev.eva.example.com"),
-		"an Ingress with a default backend":            catchAll,
-		"an Ingress rule without a host":               noHost,
-		"a Job as another account":                     job,
-		"the deployer's rights for default":            toDefault,
-		"its Secrets for default":                      secretsToOther,
-		"a service-account token Secret":               token,
-		"a chart from another namespace":               elsewhere,
+		"a HelmRelease on another cluster (kubeConfig)":      remote,
+		"a HelmRelease installing into another namespace":    intoOther,
+		"a HelmRelease storing its releases elsewhere":       storedElsewhere,
+		"a chart source with a cloud provider's identity":    cloudIdentity,
+		"a chart source with credentials":                    withCredentials,
+		"a chart source that is not OCI":                     classicIndex,
+		"a Job bound to a node by name":                      pinned,
+		"an Ingress with a configuration snippet":            snippet,
+		"an Ingress without a class (the cluster's default)": noClass,
+		"its namespace on an old Pod Security version":       oldPSA,
+		"an Ingress for another tenant's host":               ingress("globex.dev.eva.example.com"),
+		"an Ingress for a host ending like ours":             ingress("x" + lower + ".dev.eva.example.com"),
+		"an Ingress with a default backend":                  catchAll,
+		"an Ingress rule without a host":                     noHost,
+		"a Job as another account":                           job,
+		"the deployer's rights for default":                  toDefault,
+		"its Secrets for default":                            secretsToOther,
+		"a service-account token Secret":                     token,
+		"a chart from another namespace":                     elsewhere,
 	}
 }
 
