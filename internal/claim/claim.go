@@ -35,7 +35,7 @@ import (
 // Annotations of a claim: the owner's identity, read back on every reconcile.
 const (
 	// AnnotationOwnerUID is the UID of the EvaTenant holding the claim.
-	AnnotationOwnerUID = "eva.aidonow.com/owner-uid"
+	AnnotationOwnerUID = tenant.AnnotationOwnerUID
 	// AnnotationOwner is the namespace/name of the EvaTenant holding the claim.
 	AnnotationOwner = "eva.aidonow.com/owner"
 )

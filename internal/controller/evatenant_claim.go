@@ -150,9 +150,11 @@ func (r *EvaTenantReconciler) markStalled(s *scope, reason, msg string) {
 }
 
 // checkNamespaceOwner refuses to apply into a tenant namespace that exists and is not
-// this tenant's: one stamped with another tenant's UID, or one Eva never created (no
-// capsule label for this code). A namespace with this code's label but no owner stamp
-// was created by an earlier operator version and is adopted. The read goes to the API
+// stamped with this tenant's UID: one stamped with another tenant's, and one carrying
+// no stamp at all, whoever made it (a tenant file's publish applied by Flux, a person,
+// an operator of another mode or an earlier version). The operator never adopts a
+// namespace it did not stamp: adopting one is an explicit step, annotating it with the
+// tenant's UID, which the API server's audit log records. The read goes to the API
 // server: the cache only holds labelled namespaces, and an unlabelled one is exactly the
 // case to catch.
 func (r *EvaTenantReconciler) checkNamespaceOwner(ctx context.Context, t *evav1.EvaTenant) error {
@@ -167,6 +169,8 @@ func (r *EvaTenantReconciler) checkNamespaceOwner(ctx context.Context, t *evav1.
 	switch uid := namespace.Annotations[claim.AnnotationOwnerUID]; {
 	case uid == string(t.UID):
 		return nil
+	case uid == tenant.FileOwner:
+		return fmt.Errorf("%w: Namespace %s belongs to a tenant published from a file (tenants/)", errNamespaceInUse, ns)
 	case uid != "":
 		// The message goes to this tenant's condition: it names no other tenant, the
 		// log does.
@@ -175,7 +179,8 @@ func (r *EvaTenantReconciler) checkNamespaceOwner(ctx context.Context, t *evav1.
 	case namespace.Labels[tenant.LabelCapsule] != t.Spec.CapsuleCode:
 		return fmt.Errorf("%w: Namespace %s exists and was not created by Eva for %s", errNamespaceInUse, ns, t.Spec.CapsuleCode)
 	}
-	return nil
+	return fmt.Errorf("%w: Namespace %s exists without this tenant's stamp (a tenant file's, or made by hand or by another operator); "+
+		"to hand it to this EvaTenant, annotate it %s=%s", errNamespaceInUse, ns, claim.AnnotationOwnerUID, t.UID)
 }
 
 // stampOwner marks an object with the tenant's UID before it is applied; only objects

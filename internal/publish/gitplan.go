@@ -263,7 +263,7 @@ func (p *published) changes(eff Update, store func([]byte) (gitrepo.Entry, error
 // bundles it would remove from repo) and returns the update reduced to the tenants the
 // plan really adds, changes or removes.
 func (p *published) checked(u Update, plan *Plan, s Safety, repo *git.Repository) (Update, error) {
-	err := plan.Check(s, func(rel string) ([]byte, error) {
+	read := func(rel string) ([]byte, error) {
 		e, ok, err := p.view.Lookup(p.full(rel))
 		if err != nil {
 			return nil, fmt.Errorf("reading %s from the published tree: %w", rel, err)
@@ -272,8 +272,11 @@ func (p *published) checked(u Update, plan *Plan, s Safety, repo *git.Repository
 			return nil, fmt.Errorf("%s is not in the published tree", rel)
 		}
 		return readBlob(repo, e.Hash)
-	})
-	if err != nil {
+	}
+	if err := plan.Check(s, read); err != nil {
+		return Update{}, err
+	}
+	if err := checkOwners(u, plan.Changed, read); err != nil {
 		return Update{}, err
 	}
 	eff := Update{Tenants: map[string][]render.File{}, DeliveryDir: u.DeliveryDir}

@@ -14,6 +14,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/overlay"
@@ -36,12 +37,13 @@ type tenantSpec struct {
 	code      string
 	replicas  int
 	lifecycle evav1.Lifecycle
+	uid       string // of an EvaTenant applied to the cluster; empty for a tenant file
 }
 
 func makeTenant(s tenantSpec) *evav1.EvaTenant {
 	t := &evav1.EvaTenant{
 		TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
-		ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(s.code)},
+		ObjectMeta: metav1.ObjectMeta{Name: strings.ToLower(s.code), UID: types.UID(s.uid)},
 		Spec:       evav1.EvaTenantSpec{CapsuleCode: s.code, Tier: evav1.TierStarter, Lifecycle: s.lifecycle},
 	}
 	if s.replicas > 0 {

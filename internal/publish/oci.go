@@ -189,12 +189,16 @@ func (o *OCI) publishOnce(ctx context.Context, ref name.Reference, u Update, s S
 	}
 	plan := MakePlan(oldFiles, next)
 	plan.Partial = !u.Full
-	if err := plan.Check(s, func(p string) ([]byte, error) {
+	read := func(p string) ([]byte, error) {
 		if data, ok := old[p]; ok {
 			return data, nil
 		}
 		return nil, fmt.Errorf("%s is not in the published artifact", p)
-	}); err != nil {
+	}
+	if err := plan.Check(s, read); err != nil {
+		return nil, false, err
+	}
+	if err := checkOwners(u, plan.Changed, read); err != nil {
 		return nil, false, err
 	}
 	tree := map[string][]byte{}

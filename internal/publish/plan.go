@@ -5,6 +5,7 @@ package publish
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"path"
 	"slices"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/aidonow/eva/internal/gitrepo"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // Plan is the difference between a published tree and a new render, by tenant.
@@ -143,6 +145,49 @@ func (p *Plan) Check(s Safety, readPublished func(path string) ([]byte, error)) 
 			"set spec.lifecycle: Decommissioned and publish that first", codeList(active))
 	}
 	return nil
+}
+
+// ErrOtherOwner is the refusal to replace a tenant folder another owner published: a
+// tenant file's folder by an EvaTenant of the same code, or one EvaTenant's by another.
+var ErrOtherOwner = errors.New("the tenant's folder is another owner's")
+
+// checkOwners refuses an update that changes a published tenant folder whose owner
+// (render.OwnerOf its foundation: an EvaTenant's UID, or a tenant file) is not the
+// update's: one owner per code, on every path. A folder published before owners were
+// recorded has none and is taken by the first publisher. Removals need no check: only
+// a Decommissioned bundle is removed (Check), and publishing one is a change.
+// readPublished returns a published file's content. The message names no owner.
+func checkOwners(u Update, changed []string, readPublished func(path string) ([]byte, error)) error {
+	for _, d := range changed {
+		foundation := path.Join(render.TenantsDir, d, render.ManifestsFile)
+		old, err := readPublished(foundation)
+		if err != nil {
+			return fmt.Errorf("reading published bundle of %s: %w", strings.ToUpper(d), err)
+		}
+		was := render.OwnerOf(old)
+		if was == "" {
+			continue
+		}
+		var now string
+		for _, f := range u.Tenants[d] {
+			if f.Path == foundation {
+				now = render.OwnerOf(f.Data)
+			}
+		}
+		if now != was {
+			return fmt.Errorf("refusing to publish tenant %s: %w (%s); one owner per code: "+
+				"remove the other tenant first, or give this one another code", strings.ToUpper(d), ErrOtherOwner, ownerKind(was))
+		}
+	}
+	return nil
+}
+
+// ownerKind says what kind of owner published a folder, never which one.
+func ownerKind(owner string) string {
+	if owner == tenant.FileOwner {
+		return "a tenant file under tenants/ published it"
+	}
+	return "an EvaTenant applied to the cluster published it"
 }
 
 func codeList(dirs []string) string {

@@ -30,7 +30,9 @@ func (s *scope) namespace() (runtime.Object, error) {
 		ObjectMeta: metav1.ObjectMeta{Name: s.ns, Labels: s.labels(
 			LabelLifecycle, string(s.t.Spec.LifecycleOrDefault()),
 			psa+"enforce", "restricted", psa+"enforce-version", "latest",
-			psa+"audit", "restricted", psa+"warn", "restricted")},
+			psa+"audit", "restricted", psa+"warn", "restricted"),
+			// Who owns the code: publishers refuse to replace another owner's folder.
+			Annotations: map[string]string{tenant.AnnotationOwnerUID: tenant.Owner(string(s.t.UID))}},
 	}
 	return ns, nil
 }

@@ -22,7 +22,23 @@ const (
 	AnnotationSpecDigest = "eva.aidonow.com/spec-digest"
 	// Finalizer protects a tenant until its decommission saga has run.
 	Finalizer = "eva.aidonow.com/tenant-protection"
+	// AnnotationOwnerUID names who owns a tenant's code: the UID of an EvaTenant
+	// applied to the cluster, or FileOwner for a tenant file. It is on the rendered
+	// Namespace (publishers compare it before replacing a tenant's folder), on every
+	// object the operator applies, and on the code's claim.
+	AnnotationOwnerUID = "eva.aidonow.com/owner-uid"
+	// FileOwner is the owner of a tenant published from a file under tenants/.
+	FileOwner = "tenant-file"
 )
+
+// Owner is who owns the tenant's code: its UID, or FileOwner for a tenant read from a
+// file (which has none).
+func Owner(uid string) string {
+	if uid == "" {
+		return FileOwner
+	}
+	return uid
+}
 
 // Namespace returns the namespace of a tenant: eva-tenant-<code in lower case>.
 func Namespace(code string) string { return "eva-tenant-" + strings.ToLower(code) }
