@@ -182,7 +182,17 @@ func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 			msg += fmt.Sprintf(": %s: %s", r.Ready.Reason, r.Ready.Message)
 		}
 		return fail(ReasonReleaseFailed, msg)
-	case r.Stalled != nil && r.Stalled.Status == metav1.ConditionTrue &&
+	// Stalled counts only once helm-controller has concluded a reconcile of this
+	// generation (status.observedGeneration). The condition's own observedGeneration does
+	// not say that: helm-controller's patch helper applies condition changes to the object
+	// as it is when the patch is sent and stamps them with that object's generation, while
+	// the rest of the status comes from the object it reconciled. A reconcile of the old
+	// spec that ends just after a fix is applied publishes Stalled RetriesExceeded with the
+	// new generation, before any attempt at the new spec. Every path that sets Stalled
+	// ends its reconcile by writing observedGeneration. Nor does Stalled count beside
+	// Ready=True (a stale read of that same stamp): helm-controller never keeps both.
+	case r.Stalled != nil && r.Stalled.Status == metav1.ConditionTrue && r.ObservedGeneration >= r.Generation &&
+		(r.Ready == nil || r.Ready.Status != metav1.ConditionTrue) &&
 		(r.Stalled.ObservedGeneration == 0 || r.Stalled.ObservedGeneration == r.Generation):
 		return fail(ReasonReleaseStalled, fmt.Sprintf("%s: %s: %s", name, r.Stalled.Reason, r.Stalled.Message))
 	case r.Ready == nil:

@@ -139,6 +139,28 @@ func TestCompute(t *testing.T) {
 			o.Releases[0].Stalled = cond("Stalled", metav1.ConditionTrue, "RetriesExceeded")
 			o.Releases[0].Stalled.ObservedGeneration = 1
 		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "Progressing"}},
+		// helm-controller looking again at the stalled generation 2 while the fix (generation
+		// 3) is applied: its condition patch lands on the newer object and stamps Stalled
+		// with generation 3, while its counters and observedGeneration stay those of 2.
+		"stalled by a reconcile of the previous generation, stamped with this one": {func(o *Observed) {
+			o.Releases[0].Generation, o.Releases[0].ObservedGeneration = 3, 2
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "InstallFailed")
+			o.Releases[0].Ready.ObservedGeneration = 2
+			o.Releases[0].Stalled = cond("Stalled", metav1.ConditionTrue, "RetriesExceeded")
+			o.Releases[0].Stalled.ObservedGeneration = 3
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "Ready is for an older generation"}},
+		"a stamped Stalled beside Ready at this generation": {func(o *Observed) {
+			o.Releases[0].Generation, o.Releases[0].ObservedGeneration = 3, 3
+			o.Releases[0].Ready.ObservedGeneration = 3
+			o.Releases[0].Stalled = cond("Stalled", metav1.ConditionTrue, "RetriesExceeded")
+			o.Releases[0].Stalled.ObservedGeneration = 3
+		}, want{evav1.PhaseActive, evav1.ConditionModulesDeployed, metav1.ConditionTrue, ReasonReady, "deployed"}},
+		"stalled once helm-controller concluded this generation": {func(o *Observed) {
+			o.Releases[0].Generation, o.Releases[0].ObservedGeneration = 3, 3
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "AccessDenied")
+			o.Releases[0].Stalled = cond("Stalled", metav1.ConditionTrue, "AccessDenied")
+			o.Releases[0].Stalled.ObservedGeneration = 3
+		}, want{evav1.PhaseFailed, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonReleaseStalled, "HelmRelease eva-tenant-devusr/crm: AccessDenied"}},
 		"release ready condition stale": {func(o *Observed) { o.Releases[0].Ready.ObservedGeneration = 1 },
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "older generation"}},
 		"release upgrading": {func(o *Observed) { o.Releases[0].Ready = cond("Ready", metav1.ConditionUnknown, "Progressing") },

@@ -98,7 +98,10 @@ type ReleaseState struct {
 	Name    string // namespace/name
 	Version string // the chart version it must run
 	Found   bool
-	// Generation and ObservedGeneration of the HelmRelease.
+	// Generation and ObservedGeneration of the HelmRelease. helm-controller writes
+	// status.observedGeneration from the object it reconciled, when a reconcile ends with
+	// no retry pending (done, or stalled); its conditions may carry a newer generation
+	// than the one they are about.
 	Generation, ObservedGeneration int64
 	Ready, Stalled                 *metav1.Condition
 	// LastAttemptedRevision is the chart version helm-controller last tried.
