@@ -16,9 +16,11 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -295,4 +297,49 @@ func canonicalJSON(t *testing.T, obj map[string]any) string {
 	}
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// TestLimitRangeBoundsContainers applies a Starter tenant's foundation to the real API
+// server: a pod whose container asks more CPU or memory than the tier's value limits
+// (1 CPU, 2Gi) is refused at admission, whatever made it (a chart's own defaults, an
+// environment patch), and one within them is admitted.
+func TestLimitRangeBoundsContainers(t *testing.T) {
+	e := apiServer(t)
+	ctx := context.Background()
+	r := renderer(t)
+	b, err := r.Bundle(tenantFor("LIMITS"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns string
+	for _, u := range b.UnstructuredLayer(Foundation) {
+		if k := u.GetKind(); k != "Namespace" && k != "LimitRange" {
+			continue
+		}
+		if u.GetKind() == "Namespace" {
+			ns = u.GetName()
+		}
+		if err := e.Client.Create(ctx, u); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatal(err)
+		}
+	}
+	pod := func(cpu, memory string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "limits-"},
+			Spec: corev1.PodSpec{
+				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
+					SeccompProfile: &corev1.SeccompProfile{Type: corev1.SeccompProfileTypeRuntimeDefault}},
+				Containers: []corev1.Container{{Name: "c", Image: "registry.example.com/x:1",
+					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
+						Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
+					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}}}}}}
+	}
+	for what, p := range map[string]*corev1.Pod{"2 CPUs": pod("2", "1Gi"), "4Gi": pod("500m", "4Gi")} {
+		if err := e.Client.Create(ctx, p, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "maximum") {
+			t.Errorf("a container of %s: %v, want refused by the LimitRange", what, err)
+		}
+	}
+	if err := e.Client.Create(ctx, pod("1", "2Gi"), client.DryRunAll); err != nil {
+		t.Errorf("a container within the tier's limits: %v", err)
+	}
 }

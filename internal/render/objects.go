@@ -78,15 +78,27 @@ func (s *scope) resourceQuota() (runtime.Object, error) {
 	}, nil
 }
 
+// limitRange gives every container of the namespace the catalog's default requests
+// and limits, and bounds each by the tier's value limits at admission: what validation
+// refuses in helmValues, the API server refuses of any pod (a chart's own defaults, an
+// environment patch).
 func (s *scope) limitRange() (runtime.Object, error) {
 	d := s.r.Catalog.LimitRange
 	defaults := corev1.ResourceList{corev1.ResourceCPU: d.DefaultCPU, corev1.ResourceMemory: d.DefaultMemory}
+	item := corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Default: defaults, DefaultRequest: defaults}
+	if lim := s.tier.ValueLimits; !lim.MaxCPU.IsZero() || !lim.MaxMemory.IsZero() {
+		item.Max = corev1.ResourceList{}
+		if !lim.MaxCPU.IsZero() {
+			item.Max[corev1.ResourceCPU] = lim.MaxCPU
+		}
+		if !lim.MaxMemory.IsZero() {
+			item.Max[corev1.ResourceMemory] = lim.MaxMemory
+		}
+	}
 	return &corev1.LimitRange{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "LimitRange"},
 		ObjectMeta: s.meta(LimitRangeName),
-		Spec: corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{{
-			Type: corev1.LimitTypeContainer, Default: defaults, DefaultRequest: defaults,
-		}}},
+		Spec:       corev1.LimitRangeSpec{Limits: []corev1.LimitRangeItem{item}},
 	}, nil
 }
 
