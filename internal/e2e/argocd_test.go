@@ -216,9 +216,25 @@ func headOf(t *testing.T, repo string) string {
 	return ref.Hash().String()
 }
 
-// argoLogs is what the Argo CD components said last, for a failure message.
+// argoLogs is what Argo CD says, for a failure message: each Application's last
+// operation (a root whose sync failed is why its children are missing), then what the
+// components logged last.
 func argoLogs() string {
-	return fmt.Sprintf("\nargocd-application-controller: %s\nargocd-repo-server: %s",
+	var ops strings.Builder
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(applicationGVK.GroupVersion().WithKind("ApplicationList"))
+	if err := cluster.Client.List(context.Background(), list, client.InNamespace(testcluster.ArgoCDNamespace)); err != nil {
+		fmt.Fprintf(&ops, "\nlisting Applications: %v", err)
+	}
+	for _, u := range list.Items {
+		phase, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "phase")
+		message, _, _ := unstructured.NestedString(u.Object, "status", "operationState", "message")
+		if len(message) > 600 {
+			message = message[:600] + "…"
+		}
+		fmt.Fprintf(&ops, "\nApplication %s: operation %s: %s", u.GetName(), phase, message)
+	}
+	return fmt.Sprintf("%s\nargocd-application-controller: %s\nargocd-repo-server: %s", ops.String(),
 		cluster.Logs("argocd-application-controller", 4000), cluster.Logs("argocd-repo-server", 2000))
 }
 
