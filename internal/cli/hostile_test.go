@@ -87,6 +87,17 @@ func hostileCases() map[string]hostileCase {
 			files: map[string]string{"real/tenant.txt": validTenant},
 			setup: func(t *testing.T, dir string) { symlink(t, "real/tenant.txt", filepath.Join(dir, "ACMECO.yaml")) },
 			file:  "ACMECO.yaml", line: 1, text: "must be regular files"},
+		"hard link to a file outside": {
+			setup: func(t *testing.T, dir string) {
+				outside := filepath.Join(t.TempDir(), "outside-secret.yaml")
+				if err := os.WriteFile(outside, []byte(validTenant+"# TOPSECRET\n"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.Link(outside, filepath.Join(dir, "ACMECO.yaml")); err != nil {
+					t.Skip("no hard links across these folders:", err)
+				}
+			},
+			file: "ACMECO.yaml", line: 1, text: "a hard link (2 links)", never: []string{"TOPSECRET"}},
 		"named pipe": {
 			setup: func(t *testing.T, dir string) {
 				if err := syscall.Mkfifo(filepath.Join(dir, "ACMECO.yaml"), 0o644); err != nil {

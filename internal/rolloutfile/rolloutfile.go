@@ -24,6 +24,7 @@ import (
 	sigsyaml "sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/fileguard"
 	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
@@ -129,6 +130,9 @@ func parseFile(path string, catalog *tenant.Catalog) (*File, []tenantfile.Proble
 	}
 	if info.Size() > maxFileBytes {
 		return nil, fail(1, fmt.Sprintf("%d bytes, more than a release file may hold (%d)", info.Size(), maxFileBytes))
+	}
+	if why := fileguard.SoleLink(info); why != "" {
+		return nil, fail(1, why+": release files must be plain files of their own (another name may be outside the folder)")
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

@@ -79,3 +79,23 @@ func TestSaveKeepsTheFileAndRoundTrips(t *testing.T) {
 		})
 	}
 }
+
+// TestLoadRefusesHardLinks: a release file with a second name (perhaps outside the
+// folder) is refused at its file, not read; the same file alone loads.
+func TestLoadRefusesHardLinks(t *testing.T) {
+	dir, outside := t.TempDir(), filepath.Join(t.TempDir(), "elsewhere.yaml")
+	if err := os.WriteFile(outside, []byte(release), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Link(outside, filepath.Join(dir, "crm-1-5.yaml")); err != nil {
+		t.Skip("no hard links here:", err)
+	}
+	files, problems, err := Load(dir, tenant.DefaultCatalog())
+	if err != nil || len(files) != 0 || len(problems) != 1 || !strings.Contains(problems[0].Message, "a hard link (2 links)") {
+		t.Fatalf("load: %v, %d files, problems %v", err, len(files), problems)
+	}
+	if err := os.Remove(outside); err != nil {
+		t.Fatal(err)
+	}
+	load(t, dir)
+}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/aidonow/eva/internal/fileguard"
 	"github.com/aidonow/eva/internal/safetext"
 )
 
@@ -27,9 +28,12 @@ func readTenantFile(path, folder string) ([]byte, os.FileInfo, string) {
 	case mode&os.ModeSymlink != 0:
 		return nil, nil, symlinkRefusal(path, folder)
 	case !mode.IsRegular():
-		return nil, nil, fmt.Sprintf("not a regular file (%s): tenant files must be plain files", kind(mode))
+		return nil, nil, fmt.Sprintf("not a regular file (%s): tenant files must be plain files", fileguard.Kind(mode))
 	case info.Size() > MaxFileBytes:
 		return nil, nil, tooBig(info.Size())
+	case fileguard.SoleLink(info) != "":
+		// Its other name may be a file outside the folder (git carries no hard links).
+		return nil, nil, fileguard.SoleLink(info) + ": tenant files must be plain files of their own"
 	}
 	data, problem := readChecked(path, info)
 	if problem != "" {
@@ -82,20 +86,6 @@ func symlinkRefusal(path, folder string) string {
 func within(dir, path string) bool {
 	rel, err := filepath.Rel(dir, path)
 	return err == nil && rel != ".." && !strings.HasPrefix(rel, ".."+string(filepath.Separator)) && !filepath.IsAbs(rel)
-}
-
-func kind(mode os.FileMode) string {
-	switch {
-	case mode.IsDir():
-		return "a folder"
-	case mode&os.ModeNamedPipe != 0:
-		return "a named pipe"
-	case mode&os.ModeSocket != 0:
-		return "a socket"
-	case mode&os.ModeDevice != 0:
-		return "a device"
-	}
-	return mode.Type().String()
 }
 
 // readError drops the path from an I/O error: the problem already names the file.
