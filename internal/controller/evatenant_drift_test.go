@@ -134,7 +134,7 @@ func TestDriftCheckWritesOnlyWhatDrifted(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := lr.Spec.Limits[0].Default[corev1.ResourceCPU]
-	lr.Spec.Limits[0].Default[corev1.ResourceCPU] = resource.MustParse("64")
+	lr.Spec.Limits[0].Default[corev1.ResourceCPU] = resource.MustParse("900m") // within every tier's max
 	if err := k8s.Update(ctx, &lr, client.FieldOwner("kubectl-edit")); err != nil {
 		t.Fatal(err)
 	}
