@@ -27,25 +27,22 @@ var ErrOverBudget = errors.New("rendered manifests over budget")
 // checkBudget refuses a bundle whose encoded objects together take more than max bytes,
 // naming the largest file and object.
 func (r *Renderer) checkBudget(b *Bundle, max int) error {
-	total := 0
-	for _, data := range b.encoded {
-		total += len(data)
-	}
+	total := len(b.encoded)
 	if total <= max {
 		return nil
 	}
 	files := map[string]int{}
 	largest := 0
 	for i, o := range b.objects {
-		files[r.fileOf(b.Code, o)] += len(b.encoded[i])
-		if len(b.encoded[i]) > len(b.encoded[largest]) {
+		files[r.fileOf(b.Code, o)] += b.encodedSize(i)
+		if b.encodedSize(i) > b.encodedSize(largest) {
 			largest = i
 		}
 	}
 	file := slices.MaxFunc(slices.Sorted(maps.Keys(files)), func(a, b string) int { return files[a] - files[b] })
 	return fmt.Errorf("tenant %s: %w: %d bytes, more than the %d a tenant's published files may take (its encrypted Secrets have their own); "+
 		"the largest file is %s (%d bytes), the largest object %s (%d bytes): make its spec.helmValues smaller or less deeply nested",
-		b.Code, ErrOverBudget, total, max, file, files[file], describeObject(b.objects[largest]), len(b.encoded[largest]))
+		b.Code, ErrOverBudget, total, max, file, files[file], describeObject(b.objects[largest]), b.encodedSize(largest))
 }
 
 // fileOf names the published file an object of the bundle is written to (for

@@ -64,8 +64,10 @@ type Bundle struct {
 	known manifest.KnownJSON
 	// secrets are the tenant's encrypted Secrets to publish, as Eva writes them.
 	secrets []EncryptedSecret
-	// encoded holds each object's manifest document, encoded once (encode).
-	encoded [][]byte
+	// encoded holds every object's manifest document, encoded once (encode), one after
+	// the other; object i's is encoded[offsets[i]:offsets[i+1]].
+	encoded []byte
+	offsets []int
 }
 
 // object is one rendered object: typed as built, and as plain data once something
@@ -300,33 +302,44 @@ func (b *Bundle) LayerManifest(layer Layer, without ...string) ([]byte, error) {
 	})
 }
 
-// manifest is the documents of the objects keep selects, in order, from the encodings
-// made once when the bundle was rendered.
+// manifest is the documents of the objects keep selects, in order, from the encoding
+// made once when the bundle was rendered. A contiguous run of objects (a layer: the
+// foundation's come first) is a slice of it, capped so that appending to it copies;
+// only a selection with gaps is copied together.
 func (b *Bundle) manifest(keep func(object) bool) ([]byte, error) {
-	size := 0
+	first, last, kept := -1, -1, 0
 	for i, o := range b.objects {
 		if keep(o) {
-			size += len(b.encoded[i])
+			if first < 0 {
+				first = i
+			}
+			last, kept = i, kept+1
 		}
 	}
-	data := make([]byte, 0, size)
+	switch {
+	case kept == 0:
+		return []byte{}, nil
+	case kept == last-first+1:
+		start, end := b.offsets[first], b.offsets[last+1]
+		return b.encoded[start:end:end], nil
+	}
+	var data []byte
 	for i, o := range b.objects {
 		if keep(o) {
-			data = append(data, b.encoded[i]...)
+			data = append(data, b.encoded[b.offsets[i]:b.offsets[i+1]]...)
 		}
 	}
 	return data, nil
 }
 
-// encode writes each object's manifest document ("---" and the YAML) once: the objects
-// do not change once the bundle is rendered, and every manifest of the bundle (whole,
-// per layer, per teardown step) is put together from these.
+// encode writes each object's manifest document ("---" and the YAML) once, one after
+// the other: the objects do not change once the bundle is rendered, and every manifest
+// of the bundle (whole, per layer, per teardown step) is put together from this.
 func (b *Bundle) encode() error {
-	b.encoded = make([][]byte, len(b.objects))
+	b.offsets = make([]int, len(b.objects)+1)
 	buf := bufPool.Get().(*bytes.Buffer)
 	defer func() { buf.Reset(); bufPool.Put(buf) }()
 	for i, o := range b.objects {
-		buf.Reset()
 		buf.WriteString("---\n")
 		var err error
 		switch {
@@ -340,11 +353,15 @@ func (b *Bundle) encode() error {
 		if err != nil {
 			return fmt.Errorf("encoding tenant %s: %w", b.Code, err)
 		}
-		// The pooled buffer is reused: keep an exact copy.
-		b.encoded[i] = bytes.Clone(buf.Bytes())
+		b.offsets[i+1] = buf.Len()
 	}
+	// The pooled buffer is reused: keep an exact copy.
+	b.encoded = bytes.Clone(buf.Bytes())
 	return nil
 }
+
+// encodedSize is the size of object i's document.
+func (b *Bundle) encodedSize(i int) int { return b.offsets[i+1] - b.offsets[i] }
 
 // Unstructured returns deep copies of the bundle's objects for a Kubernetes client.
 func (b *Bundle) Unstructured() []*unstructured.Unstructured {
