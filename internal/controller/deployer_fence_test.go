@@ -18,21 +18,38 @@ import (
 // TestDeployerIsFenced: a tenant's deployer account (helm-controller installs the
 // module charts as it) writes what a module chart needs and nothing that acts beyond the
 // namespace: no Service on external IPs or a node port, no token Secret, no workload
-// running as eva-deployer itself (a helper's attacker's read of issue 32's fences).
+// running as eva-deployer itself or bound to a node by name (a helper's attacker's read
+// of issue 32's fences). The same holds for a tenant's applier holding the deployer's
+// rights, as Argo CD's does (it applies the module charts itself): the fence matched
+// only eva-deployer, so an applier wrote LoadBalancer Services and pinned Deployments.
 func TestDeployerIsFenced(t *testing.T) {
 	applyOperatorBase(t)
+	for _, id := range []struct{ name, namespace, account string }{
+		{"helm-controller's deployer", "eva-tenant-deplfe", "eva-deployer"},
+		{"Argo CD's applier", "argocd", "eva-tenant-deplfa"},
+	} {
+		t.Run(id.name, func(t *testing.T) { assertDeployerFenced(t, id.namespace, id.account) })
+	}
+}
+
+// assertDeployerFenced binds the deployer's rights, in the tenant namespace named after
+// the account's tenant, to account (of namespace saNS) and makes the fence's cases as it.
+func assertDeployerFenced(t *testing.T, saNS, account string) {
 	ctx := context.Background()
-	ns := "eva-tenant-deplfe"
+	ns := "eva-tenant-" + strings.TrimPrefix(strings.TrimPrefix(account, "eva-tenant-"), "eva-deployer")
+	if account == "eva-deployer" {
+		ns = saNS
+	}
 	if err := k8s.Create(ctx, restrictedNamespace(ns)); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-deployer"},
+	binding := &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "deployer-" + account},
 		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "eva-tenant-deployer"},
-		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: "eva-deployer", Namespace: ns}}}
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: account, Namespace: saNS}}}
 	if err := k8s.Create(ctx, binding); err != nil && !apierrors.IsAlreadyExists(err) {
 		t.Fatal(err)
 	}
-	deployer := impersonating(t, ns, "eva-deployer")
+	deployer := impersonating(t, saNS, account)
 	service := func(mutate func(*corev1.Service)) *corev1.Service {
 		s := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "crm"},
 			Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(8080)}},
@@ -53,12 +70,20 @@ func TestDeployerIsFenced(t *testing.T) {
 				Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels},
 					Spec: corev1.PodSpec{ServiceAccountName: account, Containers: []corev1.Container{{Name: "crm", Image: "crm"}}}}}}
 	}
+	pinned := deployment("default")
+	pinned.Name = "crm-pinned"
+	pinned.Spec.Template.Spec.NodeName = "control-plane"
 	allowed := map[string]client.Object{
 		"a ClusterIP Service":      service(nil),
 		"an Opaque Secret":         secret(corev1.SecretTypeOpaque),
 		"Helm's release record":    secret("helm.sh/release.v1"),
 		"a Deployment as default":  deployment("default"),
 		"a Deployment, no account": deployment(""),
+	}
+	if account != "eva-deployer" {
+		// Argo CD renders charts itself and keeps no Helm release records; the applier
+		// fence allows only Opaque Secrets.
+		delete(allowed, "Helm's release record")
 	}
 	for what, obj := range allowed {
 		eventually(t, 10*time.Second, what, func() error {
@@ -73,6 +98,7 @@ func TestDeployerIsFenced(t *testing.T) {
 		}),
 		"a token Secret":               secret(corev1.SecretTypeServiceAccountToken),
 		"a Deployment as eva-deployer": deployment("eva-deployer"),
+		"a Deployment bound to a node": pinned,
 	}
 	for what, obj := range denied {
 		t.Run("denied: "+what, func(t *testing.T) {
