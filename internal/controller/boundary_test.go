@@ -31,16 +31,17 @@ import (
 
 var applyBaseOnce sync.Once
 
-// applyOperatorBase applies the operator's deployment base (kustomize build of base/)
-// to the API server: its ClusterRole, Role and bindings, the deployer ClusterRole and the
-// admission policy that fences the operator, exactly as a user installs them.
+// applyOperatorBase applies the operator's deployment for dev (kustomize build of
+// overlays/dev: base/ and the environment) to the API server: its ClusterRole, Role and
+// bindings, the deployer ClusterRole, the admission policies and their parameters,
+// exactly as a user installs them.
 func applyOperatorBase(t *testing.T) {
 	t.Helper()
 	var err error
 	applyBaseOnce.Do(func() {
 		k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
 		var objects []*unstructured.Unstructured
-		resources, buildErr := k.Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/base")
+		resources, buildErr := k.Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/overlays/dev")
 		if buildErr != nil {
 			err = buildErr
 			return

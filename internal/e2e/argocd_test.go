@@ -98,7 +98,9 @@ func serveChartRepository(t *testing.T) string {
 }
 
 // argoEnvironment writes an environment rendering for Argo CD: the tree in repo, the
-// charts from chartRepo.
+// charts from chartRepo, on the domain of the environment the cluster's operator chart
+// was installed for (dev: the admission policy eva-tenant-ingresses holds every tenant
+// Ingress to it).
 func argoEnvironment(t *testing.T, repo, chartRepo string) string {
 	t.Helper()
 	root := t.TempDir()
@@ -107,7 +109,7 @@ func argoEnvironment(t *testing.T, repo, chartRepo string) string {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "kustomization.yaml"), "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-	writeFile(t, filepath.Join(dir, "environment.yaml"), fmt.Sprintf(`domain: argocd.eva.example.com
+	writeFile(t, filepath.Join(dir, "environment.yaml"), fmt.Sprintf(`domain: dev.eva.example.com
 ingressNamespace: ingress-nginx
 messagingNamespace: nats
 seedImage: ghcr.io/aidonow/eva-seeder:0.1.0

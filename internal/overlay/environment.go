@@ -57,6 +57,12 @@ type Settings struct {
 	Domain string `json:"domain"`
 	// IngressClassName of the tenant Ingress.
 	IngressClassName string `json:"ingressClassName,omitempty"`
+	// IngressAnnotations are set on every tenant Ingress (for the ingress controller).
+	// They are the only annotations a tenant Ingress may carry: the platform's admission
+	// policy eva-tenant-ingresses (base/rbac/tenant_objects.yaml) reads their keys, with
+	// the domain and the class, from the ConfigMap eva-tenant-ingress generated from this
+	// file, and refuses any other (an nginx server-alias would take another tenant's host).
+	IngressAnnotations map[string]string `json:"ingressAnnotations,omitempty"`
 	// IngressNamespace is where the ingress controller runs (allowed in by NetworkPolicy).
 	IngressNamespace string `json:"ingressNamespace,omitempty"`
 	// MessagingNamespace is where NATS runs (allowed out by NetworkPolicy); empty denies it.
@@ -236,6 +242,14 @@ func (s *Settings) check() error {
 	}
 	if msgs := validation.IsDNS1123Label(s.IngressNamespace); len(msgs) > 0 {
 		return fmt.Errorf("ingressNamespace: %q: %s", s.IngressNamespace, msgs[0])
+	}
+	if msgs := validation.IsDNS1123Subdomain(s.IngressClassName); len(msgs) > 0 {
+		return fmt.Errorf("ingressClassName: %q: %s", s.IngressClassName, msgs[0])
+	}
+	for k := range s.IngressAnnotations {
+		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {
+			return fmt.Errorf("ingressAnnotations: %q: %s", k, msgs[0])
+		}
 	}
 	if s.MessagingNamespace != "" && len(validation.IsDNS1123Label(s.MessagingNamespace)) > 0 {
 		return fmt.Errorf("messagingNamespace: %q is not a namespace name", s.MessagingNamespace)

@@ -16,7 +16,7 @@ func TestLoadRepositoryOverlays(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", env, err)
 		}
-		if e.Settings.Domain == "" || len(e.Patches) == 0 {
+		if e.Settings.Domain == "" || (env != "dev" && len(e.Patches) == 0) {
 			t.Errorf("%s: settings %+v, %d patches", env, e.Settings, len(e.Patches))
 		}
 	}

@@ -3,6 +3,7 @@ package render
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"maps"
 	"regexp"
 	"strings"
 
@@ -154,9 +155,11 @@ func (s *scope) ingress() (runtime.Object, error) {
 				Name: module, Port: networkingv1.ServiceBackendPort{Number: 80}}},
 		})
 	}
+	meta := s.meta(tenant.IngressName(s.code))
+	meta.Annotations = maps.Clone(s.r.Env.Settings.IngressAnnotations)
 	return &networkingv1.Ingress{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
-		ObjectMeta: s.meta(tenant.IngressName(s.code)),
+		ObjectMeta: meta,
 		Spec: networkingv1.IngressSpec{
 			IngressClassName: ptr.To(s.r.Env.Settings.IngressClassName),
 			Rules: []networkingv1.IngressRule{{

@@ -148,7 +148,7 @@ func TestStarterQuotaAndLimits(t *testing.T) {
 		"name: eva-DEVUSR-events",
 		"for: \"5m\"",
 		"capsule_queue_depth{capsule=\\\"DEVUSR\\\",stream=\\\"eva-DEVUSR-events\\\"} > 80000",
-		"nginx.ingress.kubernetes.io/ssl-redirect: \"false\"", // the dev overlay's patch
+		"nginx.ingress.kubernetes.io/ssl-redirect: \"false\"", // the dev environment's ingressAnnotations
 	} {
 		if !bytes.Contains(data, []byte(want)) {
 			t.Errorf("bundle lacks %q", want)

@@ -79,8 +79,12 @@ type StreamStatus struct {
 type Stream struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec              StreamSpec   `json:"spec"`
-	Status            StreamStatus `json:"status,omitempty"`
+	// spec keeps fields unknown to these types, as NACK's own CRD holds many more
+	// (mirror, sources, servers, account, …): the admission policy eva-tenant-streams
+	// must see them to refuse them.
+	// +kubebuilder:pruning:PreserveUnknownFields
+	Spec   StreamSpec   `json:"spec"`
+	Status StreamStatus `json:"status,omitempty"`
 }
 
 // StreamList is a list of Stream.

@@ -1,0 +1,172 @@
+package controller
+
+import (
+	"context"
+	"maps"
+	"strings"
+	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// writerOfTenantObjects is one identity that writes a tenant's Streams and Ingress: the
+// operator in pure-cluster mode, or a tenant's applier under Flux or Argo CD.
+type writerOfTenantObjects struct {
+	name string
+	// client acts as the identity for the tenant of code (its delivery file applied).
+	client func(t *testing.T, code string) client.Client
+}
+
+var writersOfTenantObjects = []writerOfTenantObjects{
+	{"operator", func(t *testing.T, _ string) client.Client { return asOperator(t) }},
+	{"flux applier", func(t *testing.T, code string) client.Client {
+		applyDeliveryFileFor(t, applierIdentities[0], code)
+		return impersonating(t, applierIdentities[0].namespace, render.ApplierName(code))
+	}},
+	{"argocd applier", func(t *testing.T, code string) client.Client {
+		applyArgoCDPlatform(t)
+		applyDeliveryFileFor(t, applierIdentities[1], code)
+		return impersonating(t, applierIdentities[1].namespace, render.ApplierName(code))
+	}},
+}
+
+// TestTenantObjectShapesHoldEveryWriter: the Streams and the Ingress Eva renders for a
+// tenant (every tier, dev environment) are admitted for each identity that writes them,
+// and the shapes that would reach another tenant's stream, subjects or host, another
+// server or the ingress controller's configuration are refused, for each identity alike
+// (admission policies eva-tenant-streams and eva-tenant-ingresses).
+func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
+	applyOperatorBase(t)
+	for i, w := range writersOfTenantObjects {
+		code := []string{"SHAPEA", "SHAPEB", "SHAPEC"}[i]
+		t.Run(w.name, func(t *testing.T) {
+			ctx := context.Background()
+			ns := render.ApplierName(code)
+			if err := k8s.Create(ctx, restrictedNamespace(ns)); err != nil && !apierrors.IsAlreadyExists(err) {
+				t.Fatal(err)
+			}
+			c := w.client(t, code)
+			rendered := renderedStreamsAndIngresses(t, code)
+			if len(rendered) < 3 {
+				t.Fatalf("rendered %d Streams and Ingresses, want at least 3", len(rendered))
+			}
+			for _, u := range rendered {
+				eventually(t, 10*time.Second, "the rendered "+u.GetKind()+" "+u.GetName()+" to be admitted", func() error {
+					return c.Create(ctx, u.DeepCopy(), client.DryRunAll)
+				})
+			}
+			for what, obj := range hostileStreamsAndIngresses(ns, code) {
+				err := untilFenced(10*time.Second, func() error { return c.Create(ctx, obj.DeepCopy(), client.DryRunAll) })
+				if !fenced(err) {
+					t.Errorf("%s: want an admission policy to refuse, got %v", what, err)
+				}
+			}
+			assertIngressUpdatesKeepTheShape(t, c, rendered)
+		})
+	}
+}
+
+// renderedStreamsAndIngresses are the Streams and Ingresses of the dev environment's
+// bundle of a tenant of code, for every tier.
+func renderedStreamsAndIngresses(t *testing.T, code string) []*unstructured.Unstructured {
+	t.Helper()
+	r := testRenderer(t)
+	var out []*unstructured.Unstructured
+	for _, tier := range []evav1.Tier{evav1.TierStarter, evav1.TierCustomer, evav1.TierEnterprise, evav1.TierPlatform} {
+		tn := fenceTenant(code)
+		tn.Spec.Tier = tier
+		b, err := r.Bundle(tn)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, u := range b.Unstructured() {
+			if u.GetKind() == "Stream" || u.GetKind() == "Ingress" {
+				out = append(out, u)
+			}
+		}
+	}
+	return out
+}
+
+// hostileStreamsAndIngresses are Streams and Ingresses in the namespace ns of the tenant
+// of code that reach past it.
+func hostileStreamsAndIngresses(ns, code string) map[string]*unstructured.Unstructured {
+	lower := strings.ToLower(code)
+	stream := func(name string, subjects []any, extra map[string]any) *unstructured.Unstructured {
+		spec := map[string]any{"name": name, "subjects": subjects}
+		maps.Copy(spec, extra)
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "jetstream.nats.io/v1beta2", "kind": "Stream",
+			"metadata": map[string]any{"namespace": ns, "name": "hostile"}, "spec": spec}}
+	}
+	own := []any{"capsule." + code + ".events.>"}
+	ingress := func(host, class string, annotations map[string]any) *unstructured.Unstructured {
+		meta := map[string]any{"namespace": ns, "name": "hostile"}
+		if annotations != nil {
+			meta["annotations"] = annotations
+		}
+		spec := map[string]any{"rules": []any{map[string]any{"host": host}}}
+		if class != "" {
+			spec["ingressClassName"] = class
+		}
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+			"metadata": meta, "spec": spec}}
+	}
+	host := lower + ".dev.eva.example.com"
+	return map[string]*unstructured.Unstructured{
+		"a Stream named as another tenant's":                 stream("eva-GLOBEX-events", own, nil),
+		"a Stream capturing another tenant's subjects":       stream("eva-"+code+"-x", []any{"capsule.GLOBEX.events.>"}, nil),
+		"a Stream capturing every subject":                   stream("eva-"+code+"-x", []any{">"}, nil),
+		"a Stream without subjects":                          stream("eva-"+code+"-x", []any{}, nil),
+		"a Stream mirroring another tenant's":                stream("eva-"+code+"-x", own, map[string]any{"mirror": map[string]any{"name": "eva-GLOBEX-events"}}),
+		"a Stream sourcing another tenant's":                 stream("eva-"+code+"-x", own, map[string]any{"sources": []any{map[string]any{"name": "eva-GLOBEX-events"}}}),
+		"a Stream on other servers":                          stream("eva-"+code+"-x", own, map[string]any{"servers": []any{"nats://attacker.example:4222"}}),
+		"a Stream with another account's credentials":        stream("eva-"+code+"-x", own, map[string]any{"creds": "/etc/nats/sys.creds", "account": "SYS"}),
+		"an Ingress aliasing another tenant's host":          ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/server-alias": "globex.dev.eva.example.com"}),
+		"an Ingress authenticating elsewhere":                ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/auth-url": "http://attacker.example"}),
+		"an Ingress with a configuration snippet":            ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/configuration-snippet": "return 200;"}),
+		"an Ingress under another tenant's host":             ingress(lower+".globex.dev.eva.example.com", "nginx", nil),
+		"an Ingress for another tenant's host":               ingress("globex.dev.eva.example.com", "nginx", nil),
+		"an Ingress on another domain":                       ingress(lower+".attacker.example", "nginx", nil),
+		"an Ingress through another class":                   ingress(host, "internal", nil),
+		"an Ingress choosing its class by annotation":        ingress(host, "", map[string]any{"kubernetes.io/ingress.class": "internal"}),
+		"an Ingress with the environment's annotation and X": ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/ssl-redirect": "false", "nginx.ingress.kubernetes.io/upstream-vhost": "globex"}),
+	}
+}
+
+// assertIngressUpdatesKeepTheShape: on an Ingress an administrator annotated by hand, the
+// writer c may update what it renders, the administrator's annotation left as it is,
+// but may add no annotation of its own.
+func assertIngressUpdatesKeepTheShape(t *testing.T, c client.Client, rendered []*unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	var ingress *unstructured.Unstructured
+	for _, u := range rendered {
+		if u.GetKind() == "Ingress" {
+			ingress = u.DeepCopy()
+		}
+	}
+	annotations := ingress.GetAnnotations()
+	annotations["team.example.com/on-call"] = "sre"
+	ingress.SetAnnotations(annotations)
+	if err := k8s.Create(ctx, ingress); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	if err := k8s.Get(ctx, client.ObjectKeyFromObject(ingress), ingress); err != nil {
+		t.Fatal(err)
+	}
+	ingress.SetLabels(map[string]string{"eva.aidonow.com/capsule": "updated"})
+	if err := c.Update(ctx, ingress.DeepCopy(), client.DryRunAll); err != nil {
+		t.Errorf("updating an Ingress that carries an administrator's annotation: %v", err)
+	}
+	annotations["nginx.ingress.kubernetes.io/server-alias"] = "globex.dev.eva.example.com"
+	ingress.SetAnnotations(annotations)
+	if err := c.Update(ctx, ingress.DeepCopy(), client.DryRunAll); !fenced(err) {
+		t.Errorf("adding a server alias by an update: want an admission policy to refuse, got %v", err)
+	}
+}

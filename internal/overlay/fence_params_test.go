@@ -1,0 +1,45 @@
+package overlay
+
+import (
+	"maps"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"sigs.k8s.io/kustomize/api/krusty"
+	"sigs.k8s.io/kustomize/kyaml/filesys"
+)
+
+// TestFenceParamsFollowTheEnvironment: each shipped deployment of the operator
+// (overlays/<env>) installs the ConfigMap eva-tenant-ingress, which the admission policy
+// eva-tenant-ingresses holds tenant Ingresses to, with exactly the domain, class and
+// annotation keys the environment renders: were they to differ, every tenant Ingress
+// would be refused, or the fence would allow what Eva never renders.
+func TestFenceParamsFollowTheEnvironment(t *testing.T) {
+	root := filepath.Join("..", "..", "overlays")
+	for _, name := range []string{"dev", "prod", "airgap"} {
+		t.Run(name, func(t *testing.T) {
+			env, err := Load(root, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var data map[string]string
+			for _, res := range resources.Resources() {
+				if res.GetKind() == "ConfigMap" && res.GetName() == "eva-tenant-ingress" && res.GetNamespace() == "eva-system" {
+					data = res.GetDataMap()
+				}
+			}
+			s := env.Settings
+			want := map[string]string{"domain": s.Domain, "ingressClassName": s.IngressClassName,
+				"ingressAnnotations": strings.Join(slices.Sorted(maps.Keys(s.IngressAnnotations)), ",")}
+			if !maps.Equal(data, want) {
+				t.Errorf("overlays/%s installs eva-system/eva-tenant-ingress %v, the environment renders %v", name, data, want)
+			}
+		})
+	}
+}
