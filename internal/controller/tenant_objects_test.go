@@ -40,7 +40,9 @@ var writersOfTenantObjects = []writerOfTenantObjects{
 // tenant (every tier, dev environment) are admitted for each identity that writes them,
 // and the shapes that would reach another tenant's stream, subjects or host, another
 // server or the ingress controller's configuration are refused, for each identity alike
-// (admission policies eva-tenant-streams and eva-tenant-ingresses).
+// (admission policies eva-tenant-streams and eva-tenant-ingresses); so is every object
+// the appliers' attacks try (objectsEvaNeverRenders: releases elsewhere, Jobs on a node,
+// chart sources with credentials, …), the operator included.
 func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
 	applyOperatorBase(t)
 	for i, w := range writersOfTenantObjects {
@@ -68,6 +70,14 @@ func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
 				}
 			}
 			assertIngressUpdatesKeepTheShape(t, c, rendered)
+			for what, obj := range objectsEvaNeverRenders(ns, strings.ToLower(code)) {
+				err := untilRefused(10*time.Second, func() error {
+					return c.Create(ctx, obj.DeepCopyObject().(client.Object), client.DryRunAll)
+				})
+				if !apierrors.IsForbidden(err) { // by a policy, or by RBAC for a right this writer lacks
+					t.Errorf("%s: want the API server to refuse, got %v", what, err)
+				}
+			}
 		})
 	}
 }
@@ -168,5 +178,17 @@ func assertIngressUpdatesKeepTheShape(t *testing.T, c client.Client, rendered []
 	ingress.SetAnnotations(annotations)
 	if err := c.Update(ctx, ingress.DeepCopy(), client.DryRunAll); !fenced(err) {
 		t.Errorf("adding a server alias by an update: want an admission policy to refuse, got %v", err)
+	}
+}
+
+// untilRefused is untilFenced for a refusal by RBAC or by an admission policy.
+func untilRefused(timeout time.Duration, do func() error) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		err := do()
+		if apierrors.IsForbidden(err) || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
