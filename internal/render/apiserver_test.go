@@ -300,9 +300,10 @@ func canonicalJSON(t *testing.T, obj map[string]any) string {
 }
 
 // TestLimitRangeBoundsContainers applies a Starter tenant's foundation to the real API
-// server: a pod whose container asks more CPU or memory than the tier's value limits
-// (1 CPU, 2Gi) is refused at admission, whatever made it (a chart's own defaults, an
-// environment patch), and one within them is admitted.
+// server: a pod whose container asks more CPU, memory or node disk than the tier's value
+// limits (1 CPU, 2Gi, 2Gi) is refused at admission, whatever made it (a chart's own
+// defaults, an environment patch), one within them is admitted, and one that sets no
+// node disk gets the default limit.
 func TestLimitRangeBoundsContainers(t *testing.T) {
 	e := apiServer(t)
 	ctx := context.Background()
@@ -323,7 +324,11 @@ func TestLimitRangeBoundsContainers(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	pod := func(cpu, memory string) *corev1.Pod {
+	pod := func(cpu, memory string, disk ...string) *corev1.Pod {
+		limits := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+		for _, d := range disk {
+			limits[corev1.ResourceEphemeralStorage] = resource.MustParse(d)
+		}
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, GenerateName: "limits-"},
 			Spec: corev1.PodSpec{
 				SecurityContext: &corev1.PodSecurityContext{RunAsNonRoot: ptr.To(true),
@@ -331,15 +336,22 @@ func TestLimitRangeBoundsContainers(t *testing.T) {
 				Containers: []corev1.Container{{Name: "c", Image: "registry.example.com/x:1",
 					SecurityContext: &corev1.SecurityContext{AllowPrivilegeEscalation: ptr.To(false),
 						Capabilities: &corev1.Capabilities{Drop: []corev1.Capability{"ALL"}}},
-					Resources: corev1.ResourceRequirements{Limits: corev1.ResourceList{
-						corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}}}}}}
+					Resources: corev1.ResourceRequirements{Limits: limits}}}}}
 	}
-	for what, p := range map[string]*corev1.Pod{"2 CPUs": pod("2", "1Gi"), "4Gi": pod("500m", "4Gi")} {
+	for what, p := range map[string]*corev1.Pod{"2 CPUs": pod("2", "1Gi"), "4Gi": pod("500m", "4Gi"), "100Gi of node disk": pod("1", "1Gi", "100Gi")} {
 		if err := e.Client.Create(ctx, p, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "maximum") {
 			t.Errorf("a container of %s: %v, want refused by the LimitRange", what, err)
 		}
 	}
 	if err := e.Client.Create(ctx, pod("1", "2Gi"), client.DryRunAll); err != nil {
 		t.Errorf("a container within the tier's limits: %v", err)
+	}
+	// A container that sets no node disk gets the default, within the tier's bound.
+	admitted := pod("1", "2Gi")
+	if err := e.Client.Create(ctx, admitted, client.DryRunAll); err != nil {
+		t.Fatal(err)
+	}
+	if got := admitted.Spec.Containers[0].Resources.Limits[corev1.ResourceEphemeralStorage]; got.String() != "1Gi" {
+		t.Errorf("a container without a node disk limit got %q, want the default 1Gi", got.String())
 	}
 }

@@ -86,15 +86,20 @@ func (s *scope) resourceQuota() (runtime.Object, error) {
 func (s *scope) limitRange() (runtime.Object, error) {
 	d := s.r.Catalog.LimitRange
 	defaults := corev1.ResourceList{corev1.ResourceCPU: d.DefaultCPU, corev1.ResourceMemory: d.DefaultMemory}
+	if !d.DefaultEphemeralStorage.IsZero() {
+		defaults[corev1.ResourceEphemeralStorage] = d.DefaultEphemeralStorage
+	}
 	item := corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Default: defaults, DefaultRequest: defaults}
-	if lim := s.tier.ValueLimits; !lim.MaxCPU.IsZero() || !lim.MaxMemory.IsZero() {
-		item.Max = corev1.ResourceList{}
-		if !lim.MaxCPU.IsZero() {
-			item.Max[corev1.ResourceCPU] = lim.MaxCPU
+	lim := s.tier.ValueLimits
+	for name, max := range map[corev1.ResourceName]resource.Quantity{corev1.ResourceCPU: lim.MaxCPU,
+		corev1.ResourceMemory: lim.MaxMemory, corev1.ResourceEphemeralStorage: lim.MaxEphemeralStorage} {
+		if max.IsZero() {
+			continue
 		}
-		if !lim.MaxMemory.IsZero() {
-			item.Max[corev1.ResourceMemory] = lim.MaxMemory
+		if item.Max == nil {
+			item.Max = corev1.ResourceList{}
 		}
+		item.Max[name] = max
 	}
 	return &corev1.LimitRange{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "LimitRange"},

@@ -141,7 +141,8 @@ func TestStarterQuotaAndLimits(t *testing.T) {
 	data, _ := b.Manifest()
 	for _, want := range []string{
 		"    pods: \"20\"\n    requests.cpu: \"2\"\n    requests.memory: \"4Gi\"\n",
-		"  - default:\n      cpu: \"500m\"\n      memory: \"512Mi\"\n",
+		"  - default:\n      cpu: \"500m\"\n      ephemeral-storage: \"1Gi\"\n      memory: \"512Mi\"\n",
+		"    max:\n      cpu: \"1\"\n      ephemeral-storage: \"2Gi\"\n      memory: \"2Gi\"\n",
 		"host: devusr.dev.eva.example.com",
 		"  - \"capsule.DEVUSR.events.>\"",
 		"  - \"capsule.DEVUSR.commands.>\"",

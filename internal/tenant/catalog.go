@@ -81,6 +81,9 @@ type StreamLimits struct {
 type LimitRangeDefaults struct {
 	DefaultCPU    resource.Quantity `json:"defaultCPU"`
 	DefaultMemory resource.Quantity `json:"defaultMemory"`
+	// DefaultEphemeralStorage is the limit (and request) of node disk of a container that
+	// sets none.
+	DefaultEphemeralStorage resource.Quantity `json:"defaultEphemeralStorage"`
 }
 
 var (
@@ -186,8 +189,8 @@ func (c *Catalog) check() error {
 			problems = append(problems, fmt.Sprintf("tiers.%s.streams: maxMsgs, maxBytes and maxAge must be positive and replicas 1..5", tier))
 		}
 	}
-	if c.LimitRange.DefaultCPU.Sign() <= 0 || c.LimitRange.DefaultMemory.Sign() <= 0 {
-		problems = append(problems, "limitRange: defaultCPU and defaultMemory must be positive")
+	if c.LimitRange.DefaultCPU.Sign() <= 0 || c.LimitRange.DefaultMemory.Sign() <= 0 || c.LimitRange.DefaultEphemeralStorage.Sign() <= 0 {
+		problems = append(problems, "limitRange: defaultCPU, defaultMemory and defaultEphemeralStorage must be positive")
 	}
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid catalog:\n  %s", strings.Join(problems, "\n  "))

@@ -66,9 +66,11 @@ func TestParseCatalogRejectsBadCatalogs(t *testing.T) {
 		"empty":                   {"", "at least one module"},
 		"module name upper case":  {strings.Replace(base, "  crm:\n    chart", "  CRM:\n    chart", 1), "modules.CRM"},
 		"quantity not a quantity": {strings.Replace(base, "memory: 4Gi", "memory: lots", 1), "decoding"},
-		"tier without limits":     {strings.Replace(base, `    valueLimits: {maxReplicas: 10, maxCPU: "4", maxMemory: 16Gi}`+"\n", "", 1), "tiers.Enterprise.valueLimits"},
+		"tier without limits":     {strings.Replace(base, `    valueLimits: {maxReplicas: 10, maxCPU: "4", maxMemory: 16Gi, maxEphemeralStorage: 8Gi}`+"\n", "", 1), "tiers.Enterprise.valueLimits"},
 		"limits above quota":      {strings.Replace(base, "maxReplicas: 5,", "maxReplicas: 11,", 1), "exceed the quota of 40 pods"},
 		"zero replica limit":      {strings.Replace(base, "maxReplicas: 20", "maxReplicas: 0", 1), "tiers.Platform.valueLimits"},
+		"no disk limit":           {strings.Replace(base, ", maxEphemeralStorage: 2Gi}", "}", 1), "tiers.Starter.valueLimits"},
+		"no default disk":         {strings.Replace(base, "  defaultEphemeralStorage: 1Gi\n", "", 1), "limitRange"},
 		"owned path not a path":   {strings.Replace(base, "  - nats\n", "  - nats..url\n", 1), "platformOwned"},
 		"module owned not a path": {strings.Replace(base, "    description: Speech transcription\n", "    description: Speech transcription\n    platformOwned: [\"a b\"]\n", 1), "modules.whisper.platformOwned"},
 	}

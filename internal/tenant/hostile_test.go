@@ -139,6 +139,7 @@ func TestHostileValues(t *testing.T) {
 		"replicas negative":          {[]tenantOpt{withValues("crm", "replicaCount: -1")}, crm + ".replicaCount", "whole number", ""},
 		"nested replicas customer":   {[]tenantOpt{withTier(evav1.TierCustomer), withValues("crm", "worker: {replicaCount: 50}")}, crm + ".worker.replicaCount", "at most 5: the limit of the Customer tier", ""},
 		"replicas above platform":    {[]tenantOpt{withTier(evav1.TierPlatform), withValues("crm", "replicaCount: 21")}, crm + ".replicaCount", "at most 20: the limit of the Platform tier", ""},
+		"disk limit starter":         {[]tenantOpt{withValues("crm", "resources: {limits: {ephemeral-storage: 100Gi}}")}, crm + ".resources.limits.ephemeral-storage", "at most 2Gi: the limit of the Starter tier", ""},
 		"cpu limit enterprise":       {[]tenantOpt{withTier(evav1.TierEnterprise), withValues("shell", "resources: {limits: {cpu: 64}}")}, "spec.helmValues[shell].resources.limits.cpu", "at most 4: the limit of the Enterprise tier", ""},
 		"memory request platform":    {[]tenantOpt{withTier(evav1.TierPlatform), withValues("forge", "resources: {requests: {memory: 1Ti}}")}, "spec.helmValues[forge].resources.requests.memory", "at most 32Gi", ""},
 		"memory limit starter milli": {[]tenantOpt{withValues("crm", "resources: {limits: {memory: 2049Mi}}")}, crm + ".resources.limits.memory", "at most 2Gi", ""},

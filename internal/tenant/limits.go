@@ -19,6 +19,9 @@ type ValueLimits struct {
 	MaxCPU resource.Quantity `json:"maxCPU"`
 	// MaxMemory bounds resources.requests.memory and resources.limits.memory of a container.
 	MaxMemory resource.Quantity `json:"maxMemory"`
+	// MaxEphemeralStorage bounds resources.requests and resources.limits of
+	// ephemeral-storage of a container: the node's disk a container may fill.
+	MaxEphemeralStorage resource.Quantity `json:"maxEphemeralStorage"`
 }
 
 // replicaKeys are the folded keys whose value is a replica count, at any depth: charts
@@ -95,7 +98,7 @@ func checkQuantity(name string, v any, p *field.Path, tier string, lim ValueLimi
 	if err != nil || q.Sign() < 0 {
 		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must be a quantity such as 500m or 1Gi")}
 	}
-	bound := map[string]resource.Quantity{"cpu": lim.MaxCPU, "memory": lim.MaxMemory}
+	bound := map[string]resource.Quantity{"cpu": lim.MaxCPU, "memory": lim.MaxMemory, "ephemeral-storage": lim.MaxEphemeralStorage}
 	if max, ok := bound[name]; ok && q.Cmp(max) > 0 {
 		return field.ErrorList{field.Invalid(p, field.OmitValueType{},
 			fmt.Sprintf("must be at most %s: the limit of the %s tier", max.String(), tier))}
@@ -105,8 +108,8 @@ func checkQuantity(name string, v any, p *field.Path, tier string, lim ValueLimi
 
 // checkValueLimits checks a tier's limits in the catalog.
 func checkValueLimits(prefix string, lim ValueLimits) []string {
-	if lim.MaxReplicas < 1 || lim.MaxCPU.Sign() <= 0 || lim.MaxMemory.Sign() <= 0 {
-		return []string{prefix + ": maxReplicas, maxCPU and maxMemory are required and must be positive"}
+	if lim.MaxReplicas < 1 || lim.MaxCPU.Sign() <= 0 || lim.MaxMemory.Sign() <= 0 || lim.MaxEphemeralStorage.Sign() <= 0 {
+		return []string{prefix + ": maxReplicas, maxCPU, maxMemory and maxEphemeralStorage are required and must be positive"}
 	}
 	return nil
 }

@@ -151,7 +151,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 func fakeNode(name string) *corev1.Node {
 	capacity := corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse("64"), corev1.ResourceMemory: resource.MustParse("256Gi"),
-		corev1.ResourcePods: resource.MustParse("1000"),
+		corev1.ResourcePods: resource.MustParse("1000"), corev1.ResourceEphemeralStorage: resource.MustParse("1Ti"),
 	}
 	return &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: name,

@@ -37,8 +37,8 @@ spec:
       addresses:
       - address: {{ NodeIP | Quote }}
         type: InternalIP
-      allocatable: {cpu: "64", memory: 256Gi, pods: "1000"}
-      capacity: {cpu: "64", memory: 256Gi, pods: "1000"}
+      allocatable: {cpu: "64", memory: 256Gi, pods: "1000", ephemeral-storage: 1Ti}
+      capacity: {cpu: "64", memory: 256Gi, pods: "1000", ephemeral-storage: 1Ti}
       phase: Running
 ---
 apiVersion: kwok.x-k8s.io/v1alpha1
