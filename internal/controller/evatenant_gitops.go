@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -104,7 +105,10 @@ func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File)
 	g.submitted[t.UID] = submission{digest: digest, at: g.now()}
 	who := &evav1.EvaTenant{ObjectMeta: metav1.ObjectMeta{Namespace: t.Namespace, Name: t.Name}}
 	wake := g.wakeups()
-	g.Batcher.Submit(render.DirName(t.Spec.CapsuleCode), files, func(revision string, err error) {
+	// A folder published before owners were recorded is this tenant's to take only if it
+	// has published before (its status, which only the operator writes, says so).
+	adopt := t.Status.Revision != ""
+	g.Batcher.Submit(render.DirName(t.Spec.CapsuleCode), files, adopt, func(revision string, err error) {
 		g.mu.Lock()
 		p.done, p.revision, p.err = true, revision, err
 		g.mu.Unlock()
@@ -208,6 +212,10 @@ func (r *EvaTenantReconciler) publishTenant(s *scope) error {
 	if err != nil {
 		s.log.Error(err, "publishing tenant")
 		s.observed.Applied.Error = "publishing the tenant failed: see operator logs"
+		if errors.Is(err, publish.ErrOtherOwner) {
+			// The refusal names this tenant's code only, and what it can do.
+			s.observed.Applied.Error = err.Error()
+		}
 		return err
 	}
 	if s.tenant.Status.AppliedDigest != digest {

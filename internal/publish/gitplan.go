@@ -279,7 +279,7 @@ func (p *published) checked(u Update, plan *Plan, s Safety, repo *git.Repository
 	if err := checkOwners(u, plan.Changed, read); err != nil {
 		return Update{}, err
 	}
-	eff := Update{Tenants: map[string][]render.File{}, DeliveryDir: u.DeliveryDir}
+	eff := Update{Tenants: map[string][]render.File{}, DeliveryDir: u.DeliveryDir, Adopt: u.Adopt}
 	for _, d := range append(plan.Added, plan.Changed...) {
 		eff.Tenants[d] = u.Tenants[d]
 	}

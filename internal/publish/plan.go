@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"maps"
 	"path"
 	"slices"
 	"strings"
@@ -151,22 +152,40 @@ func (p *Plan) Check(s Safety, readPublished func(path string) ([]byte, error)) 
 // tenant file's folder by an EvaTenant of the same code, or one EvaTenant's by another.
 var ErrOtherOwner = errors.New("the tenant's folder is another owner's")
 
+// OwnerRefusal is ErrOtherOwner for the tenant folders (Dirs) of an update: nothing of
+// the update was published, and publishing it without them may succeed (the Batcher
+// does: one tenant's refusal never holds back the others of its batch).
+type OwnerRefusal struct {
+	// Reasons says, by tenant folder, why it was refused; each names only its own tenant.
+	Reasons map[string]string
+}
+
+func (e *OwnerRefusal) Error() string {
+	reasons := make([]string, 0, len(e.Reasons))
+	for _, d := range slices.Sorted(maps.Keys(e.Reasons)) {
+		reasons = append(reasons, e.Reasons[d])
+	}
+	return strings.Join(reasons, "; ")
+}
+
+// Unwrap makes errors.Is(err, ErrOtherOwner) hold.
+func (e *OwnerRefusal) Unwrap() error { return ErrOtherOwner }
+
 // checkOwners refuses an update that changes a published tenant folder whose owner
 // (render.OwnerOf its foundation: an EvaTenant's UID, or a tenant file) is not the
 // update's: one owner per code, on every path. A folder published before owners were
-// recorded has none and is taken by the first publisher. Removals need no check: only
-// a Decommissioned bundle is removed (Check), and publishing one is a change.
-// readPublished returns a published file's content. The message names no owner.
+// recorded has none: only an update that adopts it (Update.Adopt) may take it, or a
+// kubectl EvaTenant would take a legacy file tenant's folder, and the file tenant would
+// then be refused its own. Removals need no check: only a Decommissioned bundle is
+// removed (Check), and publishing one is a change. readPublished returns a published
+// file's content. The message names no owner.
 func checkOwners(u Update, changed []string, readPublished func(path string) ([]byte, error)) error {
+	refusal := &OwnerRefusal{Reasons: map[string]string{}}
 	for _, d := range changed {
 		foundation := path.Join(render.TenantsDir, d, render.ManifestsFile)
 		old, err := readPublished(foundation)
 		if err != nil {
 			return fmt.Errorf("reading published bundle of %s: %w", strings.ToUpper(d), err)
-		}
-		was := render.OwnerOf(old)
-		if was == "" {
-			continue
 		}
 		var now string
 		for _, f := range u.Tenants[d] {
@@ -174,10 +193,18 @@ func checkOwners(u Update, changed []string, readPublished func(path string) ([]
 				now = render.OwnerOf(f.Data)
 			}
 		}
-		if now != was {
-			return fmt.Errorf("refusing to publish tenant %s: %w (%s); one owner per code: "+
+		switch was := render.OwnerOf(old); {
+		case was == "" && !u.Adopt[d]:
+			refusal.Reasons[d] = fmt.Sprintf("refusing to publish tenant %s: %v (published before owners "+
+				"were recorded, by no tenant this one can show it is); publish the tenant files once with evactl, which adopts "+
+				"such folders, or remove the folder", strings.ToUpper(d), ErrOtherOwner)
+		case was != "" && now != was:
+			refusal.Reasons[d] = fmt.Sprintf("refusing to publish tenant %s: %v (%s); one owner per code: "+
 				"remove the other tenant first, or give this one another code", strings.ToUpper(d), ErrOtherOwner, ownerKind(was))
 		}
+	}
+	if len(refusal.Reasons) > 0 {
+		return refusal
 	}
 	return nil
 }

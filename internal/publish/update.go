@@ -23,6 +23,11 @@ type Update struct {
 	// DeliveryDir is the folder of the tenants' delivery files the root kustomization
 	// lists (render.Renderer.DeliveryDir); empty means render.FluxDir.
 	DeliveryDir string
+	// Adopt lists the tenant folders this update may take when they were published
+	// before owners were recorded (their foundation names none): every folder of a full
+	// update from the tenant files, which a review admitted, and an EvaTenant's folder
+	// only when that EvaTenant has published before.
+	Adopt map[string]bool
 }
 
 // deliveryDir is the folder the root kustomization lists.
@@ -43,20 +48,21 @@ type Sink interface {
 
 // clone copies the update's map (merge fills it in for full updates).
 func (u Update) clone() Update {
-	c := Update{Tenants: make(map[string][]render.File, len(u.Tenants)), Full: u.Full, DeliveryDir: u.DeliveryDir}
+	c := Update{Tenants: make(map[string][]render.File, len(u.Tenants)), Full: u.Full, DeliveryDir: u.DeliveryDir, Adopt: u.Adopt}
 	for d, files := range u.Tenants {
 		c.Tenants[d] = files
 	}
 	return c
 }
 
-// FullUpdate groups a rendered tree into a full update; its delivery folder is the one
-// the tree's files are in.
+// FullUpdate groups a rendered tree into a full update, which adopts every folder it
+// lists; its delivery folder is the one the tree's files are in.
 func FullUpdate(files []render.File) Update {
-	u := Update{Tenants: map[string][]render.File{}, Full: true}
+	u := Update{Tenants: map[string][]render.File{}, Full: true, Adopt: map[string]bool{}}
 	for _, f := range files {
 		if d := tenantOf(f.Path); d != "" {
 			u.Tenants[d] = append(u.Tenants[d], f)
+			u.Adopt[d] = true
 			if !strings.HasPrefix(f.Path, render.TenantsDir+"/") {
 				u.DeliveryDir, _, _ = strings.Cut(f.Path, "/")
 			}
