@@ -3,9 +3,24 @@ package cli
 import (
 	"fmt"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
+
+// reservedProblems refuses the Active tenants whose capsule code the environment
+// reserves (reservedCodes), at their capsuleCode line: render would refuse them.
+func reservedProblems(res *tenantfile.Result, env *overlay.Environment) []tenantfile.Problem {
+	var problems []tenantfile.Problem
+	for _, t := range res.Tenants {
+		if t.Object == nil || t.Object.Spec.LifecycleOrDefault() != evav1.LifecycleActive || !env.Settings.Reserves(t.Object.Spec.CapsuleCode) {
+			continue
+		}
+		problems = append(problems, t.ProblemAt("spec.capsuleCode", render.ReservedError(t.Object.Spec.CapsuleCode, env).Error()))
+	}
+	return problems
+}
 
 // secretProblems checks the tenants' encrypted Secret files against the environment
 // they are rendered for: it must say how to decrypt them, and each must be encrypted

@@ -72,6 +72,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			// to check against (validate also runs outside a platform checkout).
 			if env, err := overlay.Load(charts.overlays, charts.env); err == nil {
 				res.Problems = append(res.Problems, secretProblems(res, env)...)
+				res.Problems = append(res.Problems, reservedProblems(res, env)...)
 				tenantfile.SortProblems(res.Problems)
 			} else if len(res.Secrets) > 0 && (cmd.Flags().Changed("overlays") || cmd.Flags().Changed("env")) {
 				return &ExitError{Code: ExitUsage, Err: err}

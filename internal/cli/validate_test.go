@@ -535,3 +535,49 @@ func TestValidateRefusesAnotherTenantsCiphertext(t *testing.T) {
 		t.Fatalf("exit %d, output:\n%s\nwant %q ... a recipient of tenant GLOBEX", code, out, want)
 	}
 }
+
+// TestEnvironmentReservesCodes: an environment may reserve capsule codes beyond the
+// built-in list (reservedCodes: the labels of its own services under its domain).
+// validate refuses an Active tenant of such a code at its capsuleCode line, and render
+// refuses to render it: its host would answer for the platform's service.
+func TestEnvironmentReservesCodes(t *testing.T) {
+	overlays := copyDir(t, filepath.Join(repoRoot, "overlays"))
+	envFile := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
+	data, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(envFile, append(data, []byte("reservedCodes: [ACMECO]\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
+	code, out, _ := runValidate(t, dir, "--overlays", overlays, "--env", "dev", "--verify-charts=false")
+	want := filepath.Join(dir, "ACMECO.yaml") + ":6:16: spec.capsuleCode: capsule code ACMECO is reserved in environment dev"
+	if code != ExitInvalid || !strings.Contains(out, want) {
+		t.Fatalf("validate: exit %d, output:\n%s\nwant %q", code, out, want)
+	}
+	code, _, stderr := runCLI(t, "render", "--tenants", dir, "--overlays", overlays, "--env", "dev", "--out", t.TempDir(), "--verify-charts=false")
+	if code == ExitOK || !strings.Contains(stderr, "capsule code ACMECO is reserved in environment dev") {
+		t.Fatalf("render: exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// TestValidateRefusesAnEnvironmentItCannotLoad: --env names the environment to check
+// against; one that does not load (a setting this evactl does not know) is a usage
+// error, never a silent skip of its checks.
+func TestValidateRefusesAnEnvironmentItCannotLoad(t *testing.T) {
+	overlays := copyDir(t, filepath.Join(repoRoot, "overlays"))
+	envFile := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
+	data, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(envFile, append(data, []byte("reservedCodez: [ACMECO]\n")...), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
+	code, _, stderr := runValidate(t, dir, "--overlays", overlays, "--env", "dev", "--verify-charts=false")
+	if code != ExitUsage || !strings.Contains(stderr, "reservedCodez") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+}

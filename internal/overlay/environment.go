@@ -12,6 +12,7 @@ import (
 	"hash"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"time"
 
@@ -63,6 +64,11 @@ type Settings struct {
 	// the domain and the class, from the ConfigMap eva-tenant-ingress generated from this
 	// file, and refuses any other (an nginx server-alias would take another tenant's host).
 	IngressAnnotations map[string]string `json:"ingressAnnotations,omitempty"`
+	// ReservedCodes are capsule codes no Active tenant may have in this environment,
+	// beyond the built-in list (tenant.ReservedCodes): a tenant's host is
+	// <code>.<domain>, so each of the platform's own services under the domain reserves
+	// its label here (GRAFNA for grafana.<domain>, …).
+	ReservedCodes []string `json:"reservedCodes,omitempty"`
 	// IngressNamespace is where the ingress controller runs (allowed in by NetworkPolicy).
 	IngressNamespace string `json:"ingressNamespace,omitempty"`
 	// MessagingNamespace is where NATS runs (allowed out by NetworkPolicy); empty denies it.
@@ -108,6 +114,9 @@ type Settings struct {
 	// otherwise.
 	ArgoCD *ArgoCD `json:"argocd,omitempty"`
 }
+
+// Reserves reports whether the environment reserves the capsule code (reservedCodes).
+func (s *Settings) Reserves(code string) bool { return slices.Contains(s.ReservedCodes, code) }
 
 // Environment is a loaded environment: its name, settings and patches.
 type Environment struct {
@@ -245,6 +254,11 @@ func (s *Settings) check() error {
 	}
 	if msgs := validation.IsDNS1123Subdomain(s.IngressClassName); len(msgs) > 0 {
 		return fmt.Errorf("ingressClassName: %q: %s", s.IngressClassName, msgs[0])
+	}
+	for i, code := range s.ReservedCodes {
+		if !capsuleCodeRE.MatchString(code) {
+			return fmt.Errorf("reservedCodes[%d]: %q is not a capsule code (six capital letters)", i, code)
+		}
 	}
 	for k := range s.IngressAnnotations {
 		if msgs := validation.IsQualifiedName(k); len(msgs) > 0 {

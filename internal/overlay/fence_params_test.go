@@ -43,3 +43,16 @@ func TestFenceParamsFollowTheEnvironment(t *testing.T) {
 		})
 	}
 }
+
+// TestReservedCodesAreCapsuleCodes: reservedCodes holds capsule codes only, so that a
+// typo reserves nothing silently.
+func TestReservedCodesAreCapsuleCodes(t *testing.T) {
+	s, err := ParseSettings([]byte(minimalSettings + "reservedCodes: [GRAFNA]\n"))
+	if err != nil || !s.Reserves("GRAFNA") || s.Reserves("ACMECO") {
+		t.Fatalf("reservedCodes [GRAFNA]: %v", err)
+	}
+	if _, err := ParseSettings([]byte(minimalSettings + "reservedCodes: [grafana]\n")); err == nil ||
+		!strings.Contains(err.Error(), `reservedCodes[0]: "grafana" is not a capsule code`) {
+		t.Errorf("a code in lower case: %v", err)
+	}
+}

@@ -98,6 +98,13 @@ const (
 	Workloads
 )
 
+// ReservedError is the refusal of an Active tenant whose capsule code the environment
+// reserves (reservedCodes): its host would answer for a platform service.
+func ReservedError(code string, env *overlay.Environment) error {
+	return fmt.Errorf("capsule code %s is reserved in environment %s (reservedCodes in its environment.yaml): "+
+		"its host %s.%s belongs to a platform service, not a tenant", code, env.Name, strings.ToLower(code), env.Settings.Domain)
+}
+
 // Bundle renders one tenant. The tenant must be valid; an invalid one is refused with
 // the validation problems.
 func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
@@ -105,6 +112,9 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 		return nil, fmt.Errorf("tenant %s is invalid: %w", t.Name, errs.ToAggregate())
 	}
 	code := t.Spec.CapsuleCode
+	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive && r.Env.Settings.Reserves(code) {
+		return nil, fmt.Errorf("tenant %s: %w", t.Name, ReservedError(code, r.Env))
+	}
 	secrets, err := r.checkSecrets(t)
 	if err != nil {
 		return nil, err
