@@ -112,6 +112,14 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 		"read a tenant's Secret back": func() error {
 			return op.Get(ctx, client.ObjectKey{Namespace: tenantNS, Name: "fenced-db"}, &corev1.Secret{})
 		},
+		// It reads a tenant's decryption key by its name, never lists what else its
+		// namespace holds, and reads no key of Flux's.
+		"list the Secrets of its own namespace": func() error {
+			return op.List(ctx, &corev1.SecretList{}, client.InNamespace("eva-system"))
+		},
+		"read a decryption key of Flux's": func() error {
+			return op.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "sops-age-acmeco"}, &corev1.Secret{})
+		},
 	}
 	for what, do := range denied {
 		t.Run("denied: "+what, func(t *testing.T) {
