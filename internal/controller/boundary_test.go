@@ -11,6 +11,7 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
@@ -76,25 +78,46 @@ func applyOperatorBase(t *testing.T) {
 	}
 }
 
-// waitFenceActive waits until the API server enforces the operator's admission policy,
-// probing with a server-side dry run that only the policy refuses.
+// waitFenceActive waits until the API server enforces the admission policies that hold
+// the operator (its fence, and the shapes of tenant objects every writer is held to),
+// probing each with a server-side dry run that only that policy refuses: a policy takes
+// effect a moment after it is created, and a test that ran first would see it admit.
 func waitFenceActive() error {
+	ctx := context.Background()
 	cfg := rest.CopyConfig(env.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: testenv.OperatorServiceAccount}
 	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
 	if err != nil {
 		return err
 	}
-	probe := &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "fence-probe"}}
-	deadline := time.Now().Add(30 * time.Second)
-	for time.Now().Before(deadline) {
-		err := c.Create(context.Background(), probe.DeepCopy(), client.DryRunAll)
-		if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "ValidatingAdmissionPolicy") {
-			return nil
-		}
-		time.Sleep(100 * time.Millisecond)
+	const probeNS = "eva-tenant-fnprob"
+	if err := k8s.Create(ctx, restrictedNamespace(probeNS)); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
 	}
-	return fmt.Errorf("the admission policy eva-operator-tenant-fence is not enforced after 30s")
+	stream := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "jetstream.nats.io/v1beta2", "kind": "Stream",
+		"metadata": map[string]any{"namespace": probeNS, "name": "probe"},
+		"spec":     map[string]any{"name": "eva-GLOBEX-probe", "subjects": []any{"capsule.FNPROB.x"}}}}
+	probes := map[string]client.Object{
+		"eva-operator-tenant-fence": &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: "fence-probe"}},
+		"eva-tenant-workloads":      &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "eva-tenant-fnpsa"}},
+		"eva-tenant-ingresses": &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: probeNS, Name: "probe"},
+			Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("nginx"), Rules: []networkingv1.IngressRule{{Host: "probe.example.com"}}}},
+		"eva-tenant-streams": stream,
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for policy, probe := range probes {
+		for {
+			err := c.Create(ctx, probe.DeepCopyObject().(client.Object), client.DryRunAll)
+			if apierrors.IsForbidden(err) && strings.Contains(err.Error(), "'"+policy+"'") {
+				break
+			}
+			if time.Now().After(deadline) {
+				return fmt.Errorf("the admission policy %s is not enforced after 30s: %v", policy, err)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	}
+	return nil
 }
 
 // startOperatorProcess runs the eva-operator binary for a version, as its deployed
