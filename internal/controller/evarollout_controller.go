@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,6 +24,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/rollout"
+	"github.com/aidonow/eva/internal/status"
 )
 
 // EvaRolloutReconciler moves platform releases (EvaRollout) through the waves: it admits
@@ -151,7 +153,7 @@ func (r *EvaRolloutReconciler) finalize(ctx context.Context, ro *evav1.EvaRollou
 			return ctrl.Result{}, client.IgnoreNotFound(err)
 		}
 		if r.Recorder != nil {
-			r.Recorder.Eventf(ro, nil, "Warning", "DeletionHeld", "DeletionHeld", "%s", msg)
+			r.Recorder.Eventf(ro, nil, corev1.EventTypeWarning, status.EventDeletionHeld, status.EventDeletionHeld, "%s", msg)
 		}
 	}
 	return ctrl.Result{}, nil // the tenants' changes wake it

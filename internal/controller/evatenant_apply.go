@@ -19,6 +19,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/quota"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/status"
 )
 
 func refOf(u *unstructured.Unstructured) evav1.ObjectRef {
@@ -73,7 +74,7 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 		workloads, more = r.driftedObjects(ctx, s, workloads)
 		if drifted = append(drifted, more...); len(drifted) > 0 {
 			s.log.Info("Correcting drift", "objects", drifted)
-			s.event(corev1.EventTypeWarning, "DriftCorrected", "Re-applying %d object(s) changed outside Eva: %s", len(drifted), firstOf(drifted, 5))
+			s.event(corev1.EventTypeWarning, status.EventDriftCorrected, "Re-applying %d object(s) changed outside Eva: %s", len(drifted), firstOf(drifted, 5))
 		}
 		if len(foundation) == 0 && len(workloads) == 0 {
 			s.observed.Applied.Revision = s.digest
@@ -110,7 +111,7 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 		return err
 	}
 	if changed && hasReleases(inventory) {
-		s.event(corev1.EventTypeNormal, "ModuleDeployStarted", "Deploying %d module(s)", countKind(inventory, "HelmRelease"))
+		s.event(corev1.EventTypeNormal, status.EventModuleDeployStarted, "Deploying %d module(s)", countKind(inventory, "HelmRelease"))
 	}
 	t.Status.Inventory = inventory
 	t.Status.AppliedDigest = s.digest
@@ -155,8 +156,8 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 		return nil
 	}
 	s.observed.Applied.Error = fmt.Sprintf("could not apply %v: see operator logs", failed)
-	if findCondition(t, evav1.ConditionProvisioned).Reason != "ApplyFailed" {
-		s.event(corev1.EventTypeWarning, "ApplyFailed", "Could not apply %d object(s): %v", len(failed), failed)
+	if findCondition(t, evav1.ConditionProvisioned).Reason != status.ReasonApplyFailed {
+		s.event(corev1.EventTypeWarning, status.ReasonApplyFailed, "Could not apply %d object(s): %v", len(failed), failed)
 	}
 	// What did apply must stay tracked, or a later prune or the saga would miss it.
 	t.Status.Inventory = union(t.Status.Inventory, inventory)

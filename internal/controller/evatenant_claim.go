@@ -134,9 +134,10 @@ func refusal(t *evav1.EvaTenant, holder claim.Owner, orphaned bool, lease types.
 }
 
 // markStalled reports a terminal refusal: Stalled True (kstatus reads it as Failed),
-// Ready and every condition False with the reason, phase Failed, and one warning event
-// when the tenant enters it. observedGeneration moves: the refusal is the outcome of
-// this generation.
+// Ready False with the reason, phase Failed, and one warning event when the tenant
+// enters it. The five conditions are left as last observed: a refusal observes nothing
+// of the tenant's objects (they may be another owner's). observedGeneration moves: the
+// refusal is the outcome of this generation.
 func (r *EvaTenantReconciler) markStalled(s *scope, reason, msg string) {
 	t := s.tenant
 	now := metav1.NewTime(r.now())

@@ -367,11 +367,11 @@ func (r *EvaTenantReconciler) event(t *evav1.EvaTenant, kind, reason, format str
 func emitTransitions(s *scope, ts []status.Transition, phaseBefore evav1.Phase) {
 	t := s.tenant
 	events := []struct{ condition, reason, message string }{
-		{evav1.ConditionNamespaceReady, "NamespaceCreated", "Namespace %s is ready"},
-		{evav1.ConditionSeedLoaded, "SeedLoaded", "Seed data loaded into %s"},
-		{evav1.ConditionModulesDeployed, "ModuleDeployComplete", "All modules of %s are deployed"},
-		{evav1.ConditionIngressReady, "IngressProvisioned", "Ingress of %s has an address"},
-		{evav1.ConditionReady, "ProvisioningComplete", "Tenant %s is Active"},
+		{evav1.ConditionNamespaceReady, status.EventNamespaceCreated, "Namespace %s is ready"},
+		{evav1.ConditionSeedLoaded, status.EventSeedLoaded, "Seed data loaded into %s"},
+		{evav1.ConditionModulesDeployed, status.EventModuleDeployComplete, "All modules of %s are deployed"},
+		{evav1.ConditionIngressReady, status.EventIngressProvisioned, "Ingress of %s has an address"},
+		{evav1.ConditionReady, status.EventProvisioningComplete, "Tenant %s is Active"},
 	}
 	for _, e := range events {
 		if status.BecameTrue(ts, e.condition) {
@@ -379,7 +379,7 @@ func emitTransitions(s *scope, ts []status.Transition, phaseBefore evav1.Phase) 
 		}
 	}
 	if t.Status.Phase == evav1.PhaseFailed && phaseBefore != evav1.PhaseFailed {
-		s.event(corev1.EventTypeWarning, "ProvisioningFailed", "%s", findCondition(t, evav1.ConditionReady).Message)
+		s.event(corev1.EventTypeWarning, status.EventProvisioningFailed, "%s", findCondition(t, evav1.ConditionReady).Message)
 	}
 }
 

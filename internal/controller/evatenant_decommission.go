@@ -33,7 +33,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	now := metav1.NewTime(r.now())
 	if t.Spec.DeletionProtection {
 		if findCondition(t, evav1.ConditionReady).Reason != status.ReasonDeletionProtected {
-			s.event(corev1.EventTypeWarning, "DeprovisionRefused", "Decommission refused: spec.deletionProtection is true")
+			s.event(corev1.EventTypeWarning, status.EventDeprovisionRefused, "Decommission refused: spec.deletionProtection is true")
 		}
 		msg := "decommission refused: spec.deletionProtection is true; set it to false to proceed"
 		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDeletionProtected, msg, now)
@@ -55,7 +55,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	}
 	if t.Status.Phase != evav1.PhaseDecommissioning {
 		t.Status.Phase = evav1.PhaseDecommissioning
-		s.event(corev1.EventTypeNormal, "DeprovisionStarted", "Decommissioning tenant %s", t.Spec.CapsuleCode)
+		s.event(corev1.EventTypeNormal, status.EventDeprovisionStarted, "Decommissioning tenant %s", t.Spec.CapsuleCode)
 	}
 	status.SetProgress(&t.Status, evav1.PhaseDecommissioning, nil, "decommission saga under way", t.Generation, now)
 	if r.GitOps != nil {
@@ -122,12 +122,17 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	// The tenant is decommissioned only once its namespace is gone: a namespace stuck
 	// terminating (a finalizer nobody clears) is reported, not hidden.
 	var namespace corev1.Namespace
-	if found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace); err != nil || found && ownedBy(&namespace, t) {
-		msg := fmt.Sprintf("waiting for Namespace %s to finish terminating", ns)
-		if err != nil {
-			msg = "reading the namespace failed: see operator logs"
-		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonNamespaceTerminating, msg, now)
+	found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace)
+	if err != nil {
+		// Said in the condition and returned (logged by the controller, retried with
+		// backoff): never a hint at logs nothing wrote.
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonNamespaceTerminating,
+			fmt.Sprintf("reading Namespace %s failed: %v", ns, err), now)
+		return ctrl.Result{}, fmt.Errorf("reading Namespace %s: %w", ns, err)
+	}
+	if found && ownedBy(&namespace, t) {
+		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonNamespaceTerminating,
+			fmt.Sprintf("waiting for Namespace %s to finish terminating", ns), now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 
@@ -181,7 +186,7 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, 
 	status.SetProgress(&t.Status, evav1.PhaseDecommissioned, nil, "", t.Generation, now)
 	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules, t.Status.DecommissionStep = nil, "", nil, ""
 	t.Status.ObservedGeneration = t.Generation
-	s.event(corev1.EventTypeNormal, "DeprovisionComplete", "Tenant %s decommissioned", code)
+	s.event(corev1.EventTypeNormal, status.EventDeprovisionComplete, "Tenant %s decommissioned", code)
 	if err := r.patchStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}

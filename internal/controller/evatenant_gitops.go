@@ -163,13 +163,6 @@ func (g *GitOps) forget(uid types.UID) {
 // sagaDigestPrefix marks the digests of decommission steps among a tenant's submissions.
 const sagaDigestPrefix = "saga/"
 
-// Markers an operator before status.decommissionStep kept in status.appliedDigest; read
-// once to resume such a saga.
-const (
-	legacyDigestDecommissioned = "decommissioned"
-	legacyDigestRemoved        = "removed"
-)
-
 func filesDigest(files []render.File) string {
 	h := sha256.New()
 	for _, f := range files {
@@ -219,9 +212,8 @@ func (r *EvaTenantReconciler) publishTenant(s *scope) error {
 		return err
 	}
 	if s.tenant.Status.AppliedDigest != digest {
-		s.event(corev1.EventTypeNormal, "ModuleDeployStarted", "Published revision %s", rev)
+		s.event(corev1.EventTypeNormal, status.EventModuleDeployStarted, "Published revision %s", rev)
 	}
-	// A tenant brought back (lifecycle Active again) mid-saga starts any later saga anew.
 	s.tenant.Status.Revision, s.tenant.Status.AppliedDigest, s.tenant.Status.DecommissionStep = rev, digest, ""
 	s.observed.Applied.Revision = rev
 	return nil
@@ -252,7 +244,7 @@ func (r *EvaTenantReconciler) observeKustomizations(ctx context.Context, s *scop
 		if found {
 			k.state.Ready = apimeta.FindStatusCondition(ks.Status.Conditions, "Ready")
 			k.state.LastAppliedRevision = ks.Status.LastAppliedRevision
-			k.state.Applied = r.applied(ctx, ks.Status.LastAppliedRevision, s.tenant.Status.Revision)
+			k.state.Applied, k.state.RevisionError = r.applied(ctx, s, ks.Status.LastAppliedRevision, s.tenant.Status.Revision)
 		}
 	}
 	s.observed.GitOps = g
@@ -260,10 +252,12 @@ func (r *EvaTenantReconciler) observeKustomizations(ctx context.Context, s *scop
 }
 
 // applied reports whether Flux's revision ("main@sha1:<commit>", "<tag>@sha256:<digest>")
-// includes the published one.
-func (r *EvaTenantReconciler) applied(ctx context.Context, fluxRevision, published string) bool {
+// includes the published one. When that cannot be told (the published history could not
+// be read: an expired token, an unreachable remote), it says why, and logs it: the
+// tenant's condition names it rather than waiting for the Kustomization forever.
+func (r *EvaTenantReconciler) applied(ctx context.Context, s *scope, fluxRevision, published string) (bool, string) {
 	if fluxRevision == "" || published == "" {
-		return false
+		return false, ""
 	}
 	applied := fluxRevision
 	if i := strings.LastIndex(fluxRevision, ":"); i >= 0 {
@@ -271,10 +265,14 @@ func (r *EvaTenantReconciler) applied(ctx context.Context, fluxRevision, publish
 	}
 	published = strings.TrimPrefix(published, "sha256:")
 	if applied == published {
-		return true
+		return true, ""
 	}
 	ok, err := r.GitOps.Revisions.Contains(ctx, applied, published)
-	return err == nil && ok
+	if err != nil {
+		s.log.Error(err, "reading whether the applied revision includes the published one", "applied", applied, "published", published)
+		return false, err.Error()
+	}
+	return ok, ""
 }
 
 // decommissionGitOps is the saga in GitOps mode, in pure-cluster mode's order, each
@@ -301,12 +299,6 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		}
 		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDecommissioning, msg, now)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
-	}
-	switch t.Status.AppliedDigest {
-	case legacyDigestDecommissioned:
-		t.Status.DecommissionStep, t.Status.AppliedDigest = evav1.StepNamespaceOnly, ""
-	case legacyDigestRemoved:
-		t.Status.DecommissionStep, t.Status.AppliedDigest = evav1.StepRemoved, ""
 	}
 	namespaceGone := func() (bool, error) {
 		var namespace corev1.Namespace
@@ -367,14 +359,9 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		return wait(fmt.Sprintf("published step %s; waiting for it to be applied", step), nil)
 	}
 
-	step := t.Status.DecommissionStep
-	if last, ok := r.GitOps.lastSubmitted(t.UID); step != "" && ok && !strings.HasPrefix(last, sagaDigestPrefix) {
-		// The live files were submitted after this step was (the tenant was brought back
-		// and decommissioned again before that publish was recorded): publish the step
-		// again before waiting on it. (The next step in flight is no reason to.)
-		return publish(step)
-	}
-	switch step {
+	// A saga never goes back: lifecycle cannot leave Decommissioned (the CRD's rule) and
+	// a deleted tenant stays deleted, so no live publish follows a step.
+	switch step := t.Status.DecommissionStep; step {
 	case "":
 		// Never published (deleted before its first publish landed) and nothing of it in
 		// the cluster: nothing to take apart.

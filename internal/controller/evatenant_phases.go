@@ -93,7 +93,7 @@ func (r *EvaTenantReconciler) startPhase(_ context.Context, s *scope) (ctrl.Resu
 		now := metav1.NewTime(r.now())
 		t.Status.ProvisioningStartedAt = &now
 		t.Status.FirstTrue = nil
-		s.event(corev1.EventTypeNormal, "ProvisioningStarted", "Provisioning tenant %s (%s, wave %d)", t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault())
+		s.event(corev1.EventTypeNormal, status.EventProvisioningStarted, "Provisioning tenant %s (%s, wave %d)", t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.WaveOrDefault())
 	}
 	return ctrl.Result{}, nil
 }

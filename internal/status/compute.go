@@ -106,6 +106,9 @@ func deliveryVerdict(k DeliveryState, published string) *Verdict {
 		v = wait(ReasonProgressing, name+": not reconciled yet")
 	case k.Ready.Status != metav1.ConditionTrue:
 		v = wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, k.Ready.Reason, k.Ready.Message))
+	case k.RevisionError != "":
+		v = wait(ReasonProgressing, fmt.Sprintf("%s: applied %s; cannot tell whether it includes %s: %s",
+			name, firstNonEmpty(k.LastAppliedRevision), published, k.RevisionError))
 	default:
 		v = wait(ReasonProgressing, fmt.Sprintf("%s: applied %s, waiting for %s", name, firstNonEmpty(k.LastAppliedRevision), published))
 	}

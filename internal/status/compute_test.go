@@ -80,6 +80,14 @@ func TestCompute(t *testing.T) {
 			o.GitOps.Workloads.Applied, o.GitOps.Workloads.LastAppliedRevision = false, "main@sha1:old"
 		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing,
 			"Kustomization flux-system/eva-tenant-devusr-workloads: applied main@sha1:old, waiting for sha256:abc"}},
+		// Whether the applied revision includes the published one could not be read (an
+		// expired token): said, not waited on in silence.
+		"gitops history unreadable": {func(o *Observed) {
+			o.GitOps = gitOps(applied("eva-tenant-devusr"))
+			o.GitOps.Workloads.Applied, o.GitOps.Workloads.LastAppliedRevision = false, "main@sha1:new"
+			o.GitOps.Workloads.RevisionError = "fetching: authentication required"
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing,
+			"applied main@sha1:new; cannot tell whether it includes sha256:abc: fetching: authentication required"}},
 		// Flux works on a later commit (anyone's): the applied revision still includes
 		// the tenant's, so nothing flaps.
 		"gitops reconciling a later commit": {func(o *Observed) {

@@ -61,6 +61,10 @@ type DeliveryState struct {
 	// revision the operator published.
 	LastAppliedRevision string
 	Applied             bool
+	// RevisionError says why it could not be told whether the applied revision includes
+	// the published one (the source could not be read): the verdict names it instead of
+	// waiting in silence.
+	RevisionError string
 }
 
 // NamespaceState is what matters of the namespace.

@@ -52,3 +52,24 @@ const (
 	ReasonStepFailed           = "DecommissionStepFailed"
 	ReasonNamespaceTerminating = "NamespaceTerminating"
 )
+
+// The reasons of a tenant's events that no condition carries: its life's milestones, in
+// the order they happen. What users match on in `kubectl get events` and alerts.
+const (
+	EventProvisioningStarted  = "ProvisioningStarted"
+	EventNamespaceCreated     = "NamespaceCreated"
+	EventModuleDeployStarted  = "ModuleDeployStarted"
+	EventSeedLoaded           = "SeedLoaded"
+	EventModuleDeployComplete = "ModuleDeployComplete"
+	EventIngressProvisioned   = "IngressProvisioned"
+	EventProvisioningComplete = "ProvisioningComplete"
+	// EventProvisioningFailed: the tenant entered phase Failed.
+	EventProvisioningFailed = "ProvisioningFailed"
+	// EventDriftCorrected: objects changed outside Eva were applied again.
+	EventDriftCorrected      = "DriftCorrected"
+	EventDeprovisionRefused  = "DeprovisionRefused"
+	EventDeprovisionStarted  = "DeprovisionStarted"
+	EventDeprovisionComplete = "DeprovisionComplete"
+	// EventDeletionHeld: an EvaRollout's deletion waits (its finalizer).
+	EventDeletionHeld = "DeletionHeld"
+)
