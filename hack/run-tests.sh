@@ -9,7 +9,14 @@ flags=${GO_TEST_FLAGS:--race -count=1 -timeout=30m -parallel=4}
 KUBEBUILDER_ASSETS="$(hack/envtest-binaries.sh "$root/bin")"
 export KUBEBUILDER_ASSETS
 
-hack/run-e2e.sh "$flags" &
+# Every package's result line is kept for the timing report at the end.
+logs=$(mktemp -d)
+trap 'rm -rf "$logs"' EXIT
+{
+  status=0
+  hack/run-e2e.sh "$flags" 2>&1 || status=$?
+  echo "$status" >"$logs/e2e.status"
+} | tee "$logs/e2e.log" &
 e2e=$!
 
 # internal/imagebuild runs without the race detector: its long test gzips five operator
@@ -24,11 +31,20 @@ done
 
 rest=0
 # shellcheck disable=SC2046,SC2086
-go test $flags -p 1 $(go list ./... | grep -v -e '/internal/e2e$' -e '/internal/testcluster$' -e '/internal/imagebuild$') || rest=$?
+go test $flags -p 1 $(go list ./... | grep -v -e '/internal/e2e$' -e '/internal/testcluster$' -e '/internal/imagebuild$') 2>&1 |
+  tee "$logs/packages.log" || rest=$?
 # shellcheck disable=SC2086
-go test $race_free_flags -p 1 $norace || rest=$?
-e2e_status=0
-wait "$e2e" || e2e_status=$?
+go test $race_free_flags -p 1 $norace 2>&1 | tee -a "$logs/packages.log" || rest=$?
+wait "$e2e" || true
+e2e_status=$(cat "$logs/e2e.status" 2>/dev/null || echo 1)
+
+# Where the time went: each package's own test time, slowest first (the two halves run
+# side by side, so the wall time is about the larger of the end-to-end suite and the sum
+# of the rest).
+echo
+echo "Test time per package (s), slowest first:"
+grep -hE '^(ok|FAIL)[[:space:]]+[^[:space:]]+[[:space:]]+[0-9.]+s' "$logs/packages.log" "$logs/e2e.log" |
+  awk '{sub(/s$/, "", $3); printf "%9.1f  %-4s %s\n", $3, $1, $2}' | sort -rn || true
 if [ "$e2e_status" -ne 0 ]; then echo "end-to-end suite (under hack/egress): exit $e2e_status" >&2; fi
 if [ "$rest" -ne 0 ]; then echo "package tests: exit $rest" >&2; fi
 [ "$rest" -eq 0 ] && [ "$e2e_status" -eq 0 ]
