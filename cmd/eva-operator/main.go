@@ -276,7 +276,8 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.R
 		holder, _ := os.Hostname()
 		sum := sha256.Sum256([]byte(strings.TrimPrefix(cfg.ociRef, "oci://")))
 		lock := &leaselock.Lock{Client: c, Reader: reader, Namespace: cfg.claimsNS,
-			Name: "eva-publish-" + hex.EncodeToString(sum[:8]), Holder: fmt.Sprintf("%s/%d", holder, os.Getpid())}
+			Name: "eva-publish-" + hex.EncodeToString(sum[:8]), Holder: fmt.Sprintf("%s/%d", holder, os.Getpid()),
+			Log: ctrl.Log.WithName("publish-lock")}
 		sink, revisions = &publish.Locked{Sink: o, Acquire: lock.Acquire}, o
 	default:
 		return nil, fmt.Errorf("--publish must be none, git or oci, not %q", cfg.publishMode)

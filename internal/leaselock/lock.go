@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/go-logr/logr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -29,6 +30,9 @@ type Lock struct {
 	// Duration after which a held lock counts as abandoned (default 2 minutes): longer
 	// than anything done while holding it.
 	Duration time.Duration
+	// Log is told when a release fails: the Lease then stays until Duration passes, and
+	// every other holder waits that long (the zero Logger discards).
+	Log logr.Logger
 }
 
 func (l *Lock) duration() time.Duration {
@@ -55,7 +59,10 @@ func (l *Lock) Acquire(ctx context.Context) (release func(), err error) {
 				// Only our own Lease: a process that took over an abandoned one keeps it.
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 				defer cancel()
-				_ = l.Client.Delete(ctx, lease, client.Preconditions{UID: &uid})
+				if err := l.Client.Delete(ctx, lease, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+					l.Log.Error(err, "releasing the lock failed: others wait until it counts as abandoned",
+						"lease", l.Namespace+"/"+l.Name, "after", l.duration())
+				}
 			}, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {

@@ -2,15 +2,20 @@ package leaselock
 
 import (
 	"context"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr/funcr"
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -73,4 +78,53 @@ func TestLockIsExclusiveAndSurvivesDeadHolders(t *testing.T) {
 		t.Fatalf("the dead holder's lock was not taken over: %v", err)
 	}
 	release()
+}
+
+// TestFailedReleaseIsLogged: a release the API server refuses (here, an account that
+// may take the lock but not delete it) leaves the Lease for others to wait out; it is
+// logged, never dropped.
+func TestFailedReleaseIsLogged(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	for _, obj := range []client.Object{
+		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "locks"}},
+		&rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: "locks", Name: "take-only"},
+			Rules: []rbacv1.PolicyRule{{APIGroups: []string{"coordination.k8s.io"}, Resources: []string{"leases"}, Verbs: []string{"create", "get"}}}},
+		&rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Namespace: "locks", Name: "take-only"},
+			RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: "take-only"},
+			Subjects: []rbacv1.Subject{{Kind: rbacv1.UserKind, APIGroup: rbacv1.GroupName, Name: "locker"}}},
+	} {
+		if err := env.Client.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cfg := rest.CopyConfig(env.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "locker"}
+	c, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var logged []string
+	var mu sync.Mutex
+	log := funcr.New(func(prefix, args string) { mu.Lock(); logged = append(logged, args); mu.Unlock() }, funcr.Options{})
+	l := &Lock{Client: c, Reader: c, Namespace: "locks", Name: "publish", Holder: "a", Log: log}
+	var release func()
+	deadline := time.Now().Add(10 * time.Second)
+	for release == nil {
+		// The binding reaches the authorizer a moment after it is created.
+		if release, err = l.Acquire(ctx); err != nil && time.Now().After(deadline) {
+			t.Fatal(err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	release()
+	mu.Lock()
+	defer mu.Unlock()
+	if len(logged) != 1 || !strings.Contains(logged[0], "releasing the lock failed") || !strings.Contains(logged[0], "forbidden") {
+		t.Errorf("logged %q, want the refused release", logged)
+	}
 }
