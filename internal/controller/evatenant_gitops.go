@@ -5,27 +5,21 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
-	"fmt"
 	"strings"
 	"sync"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
-	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
-	"github.com/aidonow/eva/internal/tenant"
 )
 
 // GitOps configures GitOps mode: tenants are published to git (or OCI) for Flux to
@@ -273,172 +267,4 @@ func (r *EvaTenantReconciler) applied(ctx context.Context, s *scope, fluxRevisio
 		return false, err.Error()
 	}
 	return ok, ""
-}
-
-// decommissionGitOps is the saga in GitOps mode, in pure-cluster mode's order, each
-// step a publish that Flux applies (and prunes) before the next is published:
-//  1. StreamsRemoved: the tree without streams and alert rules; wait until the
-//     foundation applied it and the Stream objects are gone (NACK deletes the streams);
-//  2. ReleasesRemoved: the workloads out too; wait until the workloads applied it and
-//     helm-controller uninstalled every release (as the deployer account the
-//     foundation still holds);
-//  3. NamespaceOnly: the Decommissioned bundle, the namespace alone (the publisher
-//     refuses to remove a tenant whose published bundle is not that); wait until the
-//     foundation applied it;
-//  4. Removed: the tenant out of the tree; wait until Flux pruned the namespace.
-//
-// status.decommissionStep records the step published, so a restarted operator resumes.
-func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
-	t := s.tenant
-	code := t.Spec.CapsuleCode
-	ns := tenant.Namespace(code)
-	now := metav1.NewTime(r.now())
-	wait := func(msg string, err error) (ctrl.Result, error) {
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDecommissioning, msg, now)
-		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
-	}
-	namespaceGone := func() (bool, error) {
-		var namespace corev1.Namespace
-		found, err := r.get(ctx, types.NamespacedName{Name: ns}, &namespace)
-		return !found, err
-	}
-	// applied says whether Flux applied the last published step through a Kustomization.
-	// A Kustomization that is not there has applied nothing: the saga waits, unless the
-	// namespace is gone too (nothing is left to order).
-	applied := func(workloads bool) (bool, string, error) {
-		if err := r.observeDelivery(ctx, s); err != nil {
-			return false, "", err
-		}
-		k := s.observed.GitOps.Foundation
-		if workloads {
-			k = s.observed.GitOps.Workloads
-		}
-		switch {
-		case k.Applied:
-			return true, "", nil
-		case !k.Found:
-			gone, err := namespaceGone()
-			return gone, "waiting for " + k.Kind + " " + k.Name + " to exist and apply " + t.Status.Revision, err
-		}
-		return false, "waiting for " + k.Kind + " " + k.Name + " to apply " + t.Status.Revision, nil
-	}
-	// The files of each step.
-	stepFiles := func(step evav1.DecommissionStep) ([]render.File, error) {
-		switch step {
-		case evav1.StepStreamsRemoved:
-			return r.Renderer.TenantFilesAt(s.rendered, render.TeardownMessaging)
-		case evav1.StepReleasesRemoved:
-			return r.Renderer.TenantFilesAt(s.rendered, render.TeardownWorkloads)
-		case evav1.StepNamespaceOnly:
-			final := s.rendered.DeepCopy()
-			final.Spec.Lifecycle = evav1.LifecycleDecommissioned
-			return r.Renderer.TenantFiles(final)
-		}
-		return nil, nil // Removed: out of the tree
-	}
-	stepDigest := func(step evav1.DecommissionStep, files []render.File) string {
-		return sagaDigestPrefix + string(step) + ":" + filesDigest(files)
-	}
-	publish := func(step evav1.DecommissionStep) (ctrl.Result, error) {
-		files, err := stepFiles(step)
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		done, rev, err := r.GitOps.publish(t, stepDigest(step, files), files)
-		if !done {
-			return wait(fmt.Sprintf("publishing step %s", step), nil)
-		}
-		if err != nil {
-			s.log.Error(err, "publishing a decommission step", "step", step)
-			return ctrl.Result{}, err
-		}
-		t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = rev, "", step
-		return wait(fmt.Sprintf("published step %s; waiting for it to be applied", step), nil)
-	}
-
-	// A saga never goes back: lifecycle cannot leave Decommissioned (the CRD's rule) and
-	// a deleted tenant stays deleted, so no live publish follows a step.
-	switch step := t.Status.DecommissionStep; step {
-	case "":
-		// Never published (deleted before its first publish landed) and nothing of it in
-		// the cluster: nothing to take apart.
-		if _, submitted := r.GitOps.lastSubmitted(t.UID); t.Status.Revision == "" && !submitted {
-			if err := r.observeDelivery(ctx, s); err != nil {
-				return ctrl.Result{}, err
-			}
-			gone, err := namespaceGone()
-			if err != nil {
-				return ctrl.Result{}, err
-			}
-			if gone && !s.observed.GitOps.Foundation.Found && !s.observed.GitOps.Workloads.Found {
-				return r.finishDecommission(ctx, s, now)
-			}
-		}
-		return publish(evav1.StepStreamsRemoved)
-	case evav1.StepStreamsRemoved:
-		if ok, msg, err := applied(false); err != nil || !ok {
-			return wait(msg, err)
-		}
-		if r.Streams != nil {
-			// Direct messaging: the streams live in JetStream only, the operator deletes them.
-			if err := r.deleteStreams(ctx, code); err != nil {
-				s.log.Error(err, "deleting the tenant's streams")
-				return wait("deleting the streams in JetStream failed: see operator logs", nil)
-			}
-		}
-		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
-			var st nackv1beta2.Stream
-			if found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: tenant.StreamObjectName(stream)}, &st); err != nil || found {
-				return wait("waiting for Stream "+stream+" to be deleted", err)
-			}
-		}
-		return publish(evav1.StepReleasesRemoved)
-	case evav1.StepReleasesRemoved:
-		if r.argoCD() {
-			// The workloads and module Applications are out of the published tree: the
-			// root Application prunes them, and each is gone once Argo CD deleted its
-			// resources (the resources finalizer).
-			left, err := r.applicationsLeft(ctx, code)
-			if err != nil || len(left) > 0 {
-				return wait("waiting for Argo CD to delete the Applications and their resources: "+strings.Join(left, ", "), err)
-			}
-			return publish(evav1.StepNamespaceOnly)
-		}
-		if ok, msg, err := applied(true); err != nil || !ok {
-			return wait(msg, err)
-		}
-		var releases helmv2.HelmReleaseList
-		if err := r.List(ctx, &releases, client.InNamespace(ns)); err != nil {
-			return ctrl.Result{}, fmt.Errorf("listing HelmReleases in %s: %w", ns, err)
-		}
-		if len(releases.Items) > 0 {
-			names := make([]string, len(releases.Items))
-			for i, hr := range releases.Items {
-				names[i] = hr.Name
-			}
-			return wait("waiting for HelmReleases to be uninstalled: "+strings.Join(names, ", "), nil)
-		}
-		return publish(evav1.StepNamespaceOnly)
-	case evav1.StepNamespaceOnly:
-		if ok, msg, err := applied(false); err != nil || !ok {
-			return wait(msg, err)
-		}
-		return publish(evav1.StepRemoved)
-	}
-	if gone, err := namespaceGone(); err != nil || !gone {
-		if r.argoCD() && err == nil {
-			// The foundation Application's finalizer deletes the namespace once the root
-			// Application pruned it; Argo CD's root does not prune its last Application
-			// unless allowed to empty the cluster (allowEmpty).
-			if left, err := r.applicationsOf(ctx, code); err != nil || len(left) > 0 {
-				return wait("waiting for Argo CD to prune Applications "+strings.Join(left, ", ")+" and Namespace "+ns+
-					" (a root Application without allowEmpty keeps the last tenant of its tree)", err)
-			}
-		}
-		return wait("waiting for Namespace "+ns+" to be pruned", err)
-	}
-	return r.finishDecommission(ctx, s, now)
 }

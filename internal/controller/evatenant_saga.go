@@ -1,0 +1,138 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/saga"
+	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// decommissionGitOps drives the decommission saga in GitOps mode: it reads what the
+// step needs, asks saga.Next what to do, and does it. status.decommissionStep records
+// the step published, so a restarted operator resumes.
+func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
+	t := s.tenant
+	now := metav1.NewTime(r.now())
+	o, err := r.observeSaga(ctx, s)
+	if err != nil {
+		return ctrl.Result{}, err
+	}
+	d := saga.Next(o)
+	switch d.Action {
+	case saga.Finish:
+		return r.finishDecommission(ctx, s, now)
+	case saga.Publish:
+		if d.DeleteStreams {
+			// Direct messaging: the streams live in JetStream only, the operator deletes them.
+			if err := r.deleteStreams(ctx, t.Spec.CapsuleCode); err != nil {
+				s.log.Error(err, "deleting the tenant's streams")
+				d.Message = "deleting the streams in JetStream failed: " + err.Error()
+				break
+			}
+		}
+		if d.Message, err = r.publishStep(s, d.Step); err != nil {
+			return ctrl.Result{}, err
+		}
+	}
+	setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDecommissioning, d.Message, now)
+	return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+}
+
+// observeSaga reads what the saga's next step depends on: always the namespace and the
+// delivery objects, and what the step waits on (the Stream objects, the HelmReleases or
+// Argo CD's Applications).
+func (r *EvaTenantReconciler) observeSaga(ctx context.Context, s *scope) (saga.Observed, error) {
+	t := s.tenant
+	code := t.Spec.CapsuleCode
+	_, submitted := r.GitOps.lastSubmitted(t.UID)
+	o := saga.Observed{Step: t.Status.DecommissionStep, Revision: t.Status.Revision, EverPublished: t.Status.Revision != "" || submitted,
+		Namespace: tenant.Namespace(code), ArgoCD: r.argoCD(), DirectMessaging: r.Streams != nil}
+	var namespace corev1.Namespace
+	found, err := r.get(ctx, types.NamespacedName{Name: o.Namespace}, &namespace)
+	if err != nil {
+		return o, err
+	}
+	o.NamespaceGone = !found
+	if err := r.observeDelivery(ctx, s); err != nil {
+		return o, err
+	}
+	delivery := func(k status.DeliveryState) saga.Delivery {
+		return saga.Delivery{Name: k.Kind + " " + k.Name, Found: k.Found, Applied: k.Applied}
+	}
+	o.Foundation, o.Workloads = delivery(s.observed.GitOps.Foundation), delivery(s.observed.GitOps.Workloads)
+	switch {
+	case o.Step == evav1.StepStreamsRemoved:
+		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+			var st nackv1beta2.Stream
+			found, err := r.get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: tenant.StreamObjectName(stream)}, &st)
+			if err != nil {
+				return o, err
+			}
+			if found {
+				o.StreamsLeft = append(o.StreamsLeft, stream)
+			}
+		}
+	case o.ArgoCD && (o.Step == evav1.StepReleasesRemoved || o.Step == evav1.StepRemoved):
+		if o.Applications, err = r.applicationsOf(ctx, code); err != nil {
+			return o, err
+		}
+		o.WorkloadApplications = slices.DeleteFunc(slices.Clone(o.Applications), func(name string) bool { return name == render.FoundationName(code) })
+	case o.Step == evav1.StepReleasesRemoved:
+		var releases helmv2.HelmReleaseList
+		if err := r.List(ctx, &releases, client.InNamespace(o.Namespace)); err != nil {
+			return o, fmt.Errorf("listing HelmReleases in %s: %w", o.Namespace, err)
+		}
+		for _, hr := range releases.Items {
+			o.ReleasesLeft = append(o.ReleasesLeft, hr.Name)
+		}
+	}
+	return o, nil
+}
+
+// publishStep submits the tenant's files of a saga step and reports what the saga now
+// waits for; once the publish is done, the step is recorded with its revision.
+func (r *EvaTenantReconciler) publishStep(s *scope, step evav1.DecommissionStep) (string, error) {
+	t := s.tenant
+	files, err := r.stepFiles(s, step)
+	if err != nil {
+		return "", err
+	}
+	done, rev, err := r.GitOps.publish(t, sagaDigestPrefix+string(step)+":"+filesDigest(files), files)
+	if !done {
+		return fmt.Sprintf("publishing step %s", step), nil
+	}
+	if err != nil {
+		s.log.Error(err, "publishing a decommission step", "step", step)
+		return "", err
+	}
+	t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = rev, "", step
+	return fmt.Sprintf("published step %s; waiting for it to be applied", step), nil
+}
+
+// stepFiles are the tenant's files at a saga step; none once it is Removed.
+func (r *EvaTenantReconciler) stepFiles(s *scope, step evav1.DecommissionStep) ([]render.File, error) {
+	switch step {
+	case evav1.StepStreamsRemoved:
+		return r.Renderer.TenantFilesAt(s.rendered, render.TeardownMessaging)
+	case evav1.StepReleasesRemoved:
+		return r.Renderer.TenantFilesAt(s.rendered, render.TeardownWorkloads)
+	case evav1.StepNamespaceOnly:
+		final := s.rendered.DeepCopy()
+		final.Spec.Lifecycle = evav1.LifecycleDecommissioned
+		return r.Renderer.TenantFiles(final)
+	}
+	return nil, nil
+}
