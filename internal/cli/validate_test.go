@@ -541,15 +541,7 @@ func TestValidateRefusesAnotherTenantsCiphertext(t *testing.T) {
 // validate refuses an Active tenant of such a code at its capsuleCode line, and render
 // refuses to render it: its host would answer for the platform's service.
 func TestEnvironmentReservesCodes(t *testing.T) {
-	overlays := copyDir(t, filepath.Join(repoRoot, "overlays"))
-	envFile := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
-	data, err := os.ReadFile(envFile)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(envFile, append(data, []byte("reservedCodes: [ACMECO]\n")...), 0o644); err != nil {
-		t.Fatal(err)
-	}
+	overlays := devOverlaysWith(t, "reservedCodes: [ACMECO]\n")
 	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
 	code, out, _ := runValidate(t, dir, "--overlays", overlays, "--env", "dev", "--verify-charts=false")
 	want := filepath.Join(dir, "ACMECO.yaml") + ":6:16: spec.capsuleCode: capsule code ACMECO is reserved in environment dev"
@@ -566,18 +558,26 @@ func TestEnvironmentReservesCodes(t *testing.T) {
 // against; one that does not load (a setting this evactl does not know) is a usage
 // error, never a silent skip of its checks.
 func TestValidateRefusesAnEnvironmentItCannotLoad(t *testing.T) {
+	overlays := devOverlaysWith(t, "reservedCodez: [ACMECO]\n")
+	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
+	code, _, stderr := runValidate(t, dir, "--overlays", overlays, "--env", "dev", "--verify-charts=false")
+	if code != ExitUsage || !strings.Contains(stderr, "reservedCodez") {
+		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	}
+}
+
+// devOverlaysWith is a copy of the repository's overlays whose dev environment.yaml ends
+// with extra.
+func devOverlaysWith(t *testing.T, extra string) string {
+	t.Helper()
 	overlays := copyDir(t, filepath.Join(repoRoot, "overlays"))
 	envFile := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
 	data, err := os.ReadFile(envFile)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(envFile, append(data, []byte("reservedCodez: [ACMECO]\n")...), 0o644); err != nil {
+	if err := os.WriteFile(envFile, append(data, extra...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
-	code, _, stderr := runValidate(t, dir, "--overlays", overlays, "--env", "dev", "--verify-charts=false")
-	if code != ExitUsage || !strings.Contains(stderr, "reservedCodez") {
-		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
-	}
+	return overlays
 }
