@@ -298,11 +298,17 @@ type ModuleStatus struct {
 
 // EvaTenantStatus is the observed state of a tenant.
 type EvaTenantStatus struct {
-	// observedGeneration is the generation last reconciled successfully.
+	// observedGeneration is the generation whose outcome the status reports. It moves
+	// when a reconcile settles the generation: its objects judged, the tenant refused
+	// (phase Failed), or its decommission finished. A failed apply or publish that is
+	// being retried, and a decommission under way, leave it behind.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
 
-	// phase summarises the conditions.
+	// phase summarises the conditions, derived with them from the same outcome:
+	// Requested and Provisioning (Reconciling True), Active (Ready True), Failed
+	// (Stalled True: nothing will change until the spec or the cluster does),
+	// Decommissioning (Reconciling True) and Decommissioned (Ready True).
 	// +optional
 	Phase Phase `json:"phase,omitempty"`
 
@@ -338,8 +344,12 @@ type EvaTenantStatus struct {
 	// +listType=atomic
 	Inventory []ObjectRef `json:"inventory,omitempty"`
 
-	// appliedDigest is the digest of the last bundle applied; an unchanged bundle is
-	// not applied again until the periodic drift check.
+	// appliedDigest is the digest of what Eva last delivered for the tenant's spec, so
+	// that an unchanged tenant is not delivered again. In pure-cluster mode, the bundle
+	// applied (its manifests and encrypted Secrets; the periodic drift check applies it
+	// again regardless). In GitOps mode, the tenant's files published (revision names
+	// the commit or artifact they went out in). Empty while the decommission saga
+	// publishes its steps, and once the tenant is decommissioned.
 	// +optional
 	AppliedDigest string `json:"appliedDigest,omitempty"`
 

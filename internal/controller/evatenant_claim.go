@@ -8,7 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -79,13 +78,12 @@ func (r *EvaTenantReconciler) refuseImpostor(ctx context.Context, t *evav1.EvaTe
 			"holder", holder.String(), "orphaned", orphaned, "claim", lease.String())
 	}
 	r.markStalled(s, status.ReasonCapsuleCodeInUse, msg)
-	if err := r.patchStatus(ctx, s); err != nil {
+	if err := r.writeStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	r.flushEvents(s)
 	// Looked at again now and then: once the owner is deleted (or the orphaned claim is)
 	// the code is free.
-	return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
+	return ctrl.Result{RequeueAfter: r.requeueAfter(evav1.PhaseFailed)}, nil
 }
 
 // holderGone reports whether the EvaTenant a claim names no longer exists: not found,
@@ -133,21 +131,16 @@ func refusal(t *evav1.EvaTenant, holder claim.Owner, orphaned bool, lease types.
 	return fmt.Sprintf("capsule code %s is taken by an EvaTenant in another namespace; this object is ignored and changes nothing", code)
 }
 
-// markStalled reports a terminal refusal: Stalled True (kstatus reads it as Failed),
-// Ready False with the reason, phase Failed, and one warning event when the tenant
+// markStalled reports a terminal refusal: phase Failed, Stalled True (kstatus reads it
+// as Failed) and Ready False with the reason, and one warning event when the tenant
 // enters it. The five conditions are left as last observed: a refusal observes nothing
-// of the tenant's objects (they may be another owner's). observedGeneration moves: the
-// refusal is the outcome of this generation.
+// of the tenant's objects (they may be another owner's). The refusal is this
+// generation's outcome: observedGeneration moves.
 func (r *EvaTenantReconciler) markStalled(s *scope, reason, msg string) {
-	t := s.tenant
-	now := metav1.NewTime(r.now())
-	if findCondition(t, evav1.ConditionStalled).Reason != reason {
+	if findCondition(s.tenant, evav1.ConditionStalled).Reason != reason {
 		s.event(corev1.EventTypeWarning, reason, "%s", msg)
 	}
-	t.Status.Phase = evav1.PhaseFailed
-	status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: reason, Message: msg}, "", t.Generation, now)
-	setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, reason, msg, now)
-	t.Status.ObservedGeneration = t.Generation
+	s.outcome = status.Outcome{Refused: &status.Refusal{Reason: reason, Message: msg}, Settled: true}
 }
 
 // checkNamespaceOwner refuses to apply into a tenant namespace that exists and is not

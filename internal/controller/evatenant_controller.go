@@ -130,6 +130,9 @@ type scope struct {
 	// done is set by a phase that decided the reconcile's outcome (an invalid spec, a
 	// namespace that belongs to someone else): the phases after it do not run.
 	done bool
+	// outcome is what the reconcile concluded; the status patch derives the tenant's
+	// conditions, phase and observedGeneration from it (status.Record), in one place.
+	outcome status.Outcome
 	// events are recorded only once the status that explains them is written, so a
 	// reconcile that loses a race (and is retried) does not record them twice.
 	events []pendingEvent
@@ -196,7 +199,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// version still finishing) loses with a conflict and is retried, instead of
 	// overwriting newer status. Events follow the write they explain.
 	defer func() {
-		err := r.patchStatus(ctx, s)
+		err := r.writeStatus(ctx, s)
 		switch {
 		case apierrors.IsConflict(err):
 			// Another write won (a newer reconcile, or the cache was behind): not an
@@ -207,9 +210,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 			return
 		case err != nil:
 			retErr = err
-			return
 		}
-		r.flushEvents(s)
 	}()
 	if err := r.resolveRelease(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -263,22 +264,38 @@ func (r *EvaTenantReconciler) ensureMetadata(ctx context.Context, t *evav1.EvaTe
 	return nil
 }
 
+// markInvalid refuses a spec the catalog does not allow: terminal until the spec
+// changes (Stalled tells kstatus and kubectl wait that waiting will not help), judged on
+// every condition, with one warning event when the tenant enters it.
 func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
 	// Bounded, so the status that reports the problem can always be written.
-	msg = status.ProblemsMessage([]string{msg})
+	problems := status.ProblemsMessage([]string{msg})
+	if findCondition(s.tenant, evav1.ConditionReady).Reason != status.ReasonInvalidSpec {
+		s.event(corev1.EventTypeWarning, status.ReasonInvalidSpec, "Tenant spec is invalid: %s", problems)
+	}
+	s.outcome = status.Outcome{Settled: true, Refused: &status.Refusal{Reason: status.ReasonInvalidSpec,
+		Message: "the tenant spec is invalid: " + problems, Judged: true}}
+}
+
+// writeStatus records the reconcile's outcome (status.Record: conditions, phase,
+// Reconciling and Stalled, observedGeneration), queues the events and metrics of what
+// changed, writes the status if it changed, and then records the events. Writing it
+// twice in one reconcile is harmless: the second finds nothing changed.
+func (r *EvaTenantReconciler) writeStatus(ctx context.Context, s *scope) error {
 	t := s.tenant
-	now := metav1.NewTime(r.now())
-	if findCondition(t, evav1.ConditionReady).Reason != status.ReasonInvalidSpec {
-		s.event(corev1.EventTypeWarning, status.ReasonInvalidSpec, "Tenant spec is invalid: %s", msg)
+	phaseBefore, firstBefore := t.Status.Phase, len(t.Status.FirstTrue)
+	transitions := status.Record(&t.Status, s.outcome, t.Generation, metav1.NewTime(r.now()))
+	if s.outcome.Observed != nil {
+		emitTransitions(s, transitions, phaseBefore)
 	}
-	t.Status.Phase = evav1.PhaseFailed
-	for _, ct := range append(append([]string{}, status.ConditionTypes...), evav1.ConditionReady) {
-		setCondition(t, ct, metav1.ConditionFalse, status.ReasonInvalidSpec, "the tenant spec is invalid: "+msg, now)
+	if len(t.Status.FirstTrue) != firstBefore {
+		r.observeConditionTimes(s, s.base.Status.FirstTrue)
 	}
-	// Terminal until the spec changes: Stalled tells kstatus (and kubectl wait) that
-	// waiting will not help, and observedGeneration says this generation was judged.
-	status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: status.ReasonInvalidSpec, Message: "the tenant spec is invalid: " + msg}, "", t.Generation, now)
-	t.Status.ObservedGeneration = t.Generation
+	if err := r.patchStatus(ctx, s); err != nil {
+		return err
+	}
+	r.flushEvents(s)
+	return nil
 }
 
 // patchStatus writes the tenant's status if it changed since s.base.
@@ -327,15 +344,10 @@ func (r *EvaTenantReconciler) observeConditionTimes(s *scope, before map[string]
 	}
 }
 
-// setCondition sets one condition; the transition time moves only when the status does.
-func setCondition(t *evav1.EvaTenant, ct string, st metav1.ConditionStatus, reason, msg string, now metav1.Time) {
-	apimeta.SetStatusCondition(&t.Status.Conditions, metav1.Condition{
-		Type: ct, Status: st, Reason: reason, Message: msg, ObservedGeneration: t.Generation, LastTransitionTime: now,
-	})
-}
-
-func (r *EvaTenantReconciler) requeueAfter(t *evav1.EvaTenant) time.Duration {
-	if t.Status.Phase == evav1.PhaseActive {
+// requeueAfter is when a tenant in a phase is looked at again without an event: an
+// Active one at the drift check, jittered; any other soon.
+func (r *EvaTenantReconciler) requeueAfter(phase evav1.Phase) time.Duration {
+	if phase == evav1.PhaseActive {
 		every := r.resyncActive()
 		return every + time.Duration(rand.Int64N(int64(every/5)))
 	}

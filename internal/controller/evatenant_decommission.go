@@ -8,7 +8,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -30,15 +29,12 @@ import (
 // The finalizer stays while any step failed, so nothing is left behind unnoticed.
 func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
-	now := metav1.NewTime(r.now())
 	if t.Spec.DeletionProtection {
 		if findCondition(t, evav1.ConditionReady).Reason != status.ReasonDeletionProtected {
 			s.event(corev1.EventTypeWarning, status.EventDeprovisionRefused, "Decommission refused: spec.deletionProtection is true")
 		}
-		msg := "decommission refused: spec.deletionProtection is true; set it to false to proceed"
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDeletionProtected, msg, now)
-		status.SetProgress(&t.Status, evav1.PhaseFailed, &status.Verdict{Reason: status.ReasonDeletionProtected, Message: msg}, "", t.Generation, now)
-		t.Status.ObservedGeneration = t.Generation
+		s.outcome = status.Outcome{Settled: true, Refused: &status.Refusal{Reason: status.ReasonDeletionProtected,
+			Message: "decommission refused: spec.deletionProtection is true; set it to false to proceed"}}
 		return ctrl.Result{}, nil
 	}
 	if t.Status.Phase == evav1.PhaseDecommissioned {
@@ -54,10 +50,9 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		s.log.Info("Tenant recorded as Decommissioned still has objects in the cluster; running the saga again", "left", left)
 	}
 	if t.Status.Phase != evav1.PhaseDecommissioning {
-		t.Status.Phase = evav1.PhaseDecommissioning
 		s.event(corev1.EventTypeNormal, status.EventDeprovisionStarted, "Decommissioning tenant %s", t.Spec.CapsuleCode)
 	}
-	status.SetProgress(&t.Status, evav1.PhaseDecommissioning, nil, "decommission saga under way", t.Generation, now)
+	s.waiting(status.ReasonDecommissioning, "decommission saga under way")
 	if r.GitOps != nil {
 		return r.decommissionGitOps(ctx, s)
 	}
@@ -108,7 +103,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		if len(failures) > 0 {
 			msg += "; failed steps: " + strings.Join(failures, "; ")
 		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDecommissioning, msg, now)
+		s.waiting(status.ReasonDecommissioning, msg)
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 	record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}))
@@ -116,7 +111,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		if findCondition(t, evav1.ConditionReady).Reason != status.ReasonStepFailed {
 			s.event(corev1.EventTypeWarning, status.ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
 		}
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonStepFailed, "decommission steps failed (see operator logs): "+strings.Join(failures, "; "), now)
+		s.waiting(status.ReasonStepFailed, "decommission steps failed: "+strings.Join(failures, "; "))
 		return ctrl.Result{}, fmt.Errorf("decommissioning %s: %s", code, strings.Join(failures, "; "))
 	}
 	// The tenant is decommissioned only once its namespace is gone: a namespace stuck
@@ -126,17 +121,15 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	if err != nil {
 		// Said in the condition and returned (logged by the controller, retried with
 		// backoff): never a hint at logs nothing wrote.
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonNamespaceTerminating,
-			fmt.Sprintf("reading Namespace %s failed: %v", ns, err), now)
+		s.waiting(status.ReasonNamespaceTerminating, fmt.Sprintf("reading Namespace %s failed: %v", ns, err))
 		return ctrl.Result{}, fmt.Errorf("reading Namespace %s: %w", ns, err)
 	}
 	if found && ownedBy(&namespace, t) {
-		setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonNamespaceTerminating,
-			fmt.Sprintf("waiting for Namespace %s to finish terminating", ns), now)
+		s.waiting(status.ReasonNamespaceTerminating, fmt.Sprintf("waiting for Namespace %s to finish terminating", ns))
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 
-	return r.finishDecommission(ctx, s, now)
+	return r.finishDecommission(ctx, s)
 }
 
 // leftovers lists what of the tenant the cluster still holds: its namespace (in
@@ -173,21 +166,11 @@ func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant)
 
 // finishDecommission is steps 4 and 5: phase Decommissioned and an event (written
 // before the finalizer goes, so a restart never runs the saga again), then the finalizer.
-func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, now metav1.Time) (ctrl.Result, error) {
+func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
-	code := t.Spec.CapsuleCode
-	for _, ct := range status.ConditionTypes {
-		setCondition(t, ct, metav1.ConditionFalse, status.ReasonDecommissioned, "tenant decommissioned", now)
-	}
-	// Ready: the desired state (nothing left) is reached, so kstatus, Flux health checks
-	// and kubectl wait see a decommissioned tenant as done, not as forever in progress.
-	setCondition(t, evav1.ConditionReady, metav1.ConditionTrue, status.ReasonDecommissioned, "tenant decommissioned: nothing of it is left in the cluster", now)
-	t.Status.Phase = evav1.PhaseDecommissioned
-	status.SetProgress(&t.Status, evav1.PhaseDecommissioned, nil, "", t.Generation, now)
-	t.Status.Inventory, t.Status.AppliedDigest, t.Status.Modules, t.Status.DecommissionStep = nil, "", nil, ""
-	t.Status.ObservedGeneration = t.Generation
-	s.event(corev1.EventTypeNormal, status.EventDeprovisionComplete, "Tenant %s decommissioned", code)
-	if err := r.patchStatus(ctx, s); err != nil {
+	s.outcome = status.Outcome{Decommission: &status.Decommission{Done: true}, Settled: true}
+	s.event(corev1.EventTypeNormal, status.EventDeprovisionComplete, "Tenant %s decommissioned", t.Spec.CapsuleCode)
+	if err := r.writeStatus(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
 	if r.GitOps != nil {
@@ -195,9 +178,13 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope, 
 	}
 	r.memo.forget(t.UID)
 	r.lastApply.Delete(t.UID)
-	r.flushEvents(s)
 	// 5. The finalizer.
 	return ctrl.Result{}, r.releaseFinalizer(ctx, t)
+}
+
+// waiting records that the decommission saga is under way and what it waits for.
+func (s *scope) waiting(reason, msg string) {
+	s.outcome = status.Outcome{Decommission: &status.Decommission{Reason: reason, Message: msg}}
 }
 
 // releaseNames lists the releases a tenant may have: the catalog's modules of its tier,

@@ -3,13 +3,14 @@ package controller
 import (
 	"context"
 	"fmt"
-	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	"slices"
 	"testing"
 
+	kstatus "github.com/fluxcd/cli-utils/pkg/kstatus/status"
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -55,8 +56,13 @@ func TestDecommissionSaga(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, waitFor, "refusal", func() error {
-		if c := condition(getTenant(t, tn), evav1.ConditionReady); c.Reason != status.ReasonDeletionProtected {
+		got := getTenant(t, tn)
+		if c := condition(got, evav1.ConditionReady); c.Reason != status.ReasonDeletionProtected {
 			return fmt.Errorf("Ready reason %q", c.Reason)
+		}
+		// One story: refused is Failed and Stalled, never Active beside Stalled.
+		if c := condition(got, evav1.ConditionStalled); got.Status.Phase != evav1.PhaseFailed || c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("phase %s with Stalled %s", got.Status.Phase, c.Status)
 		}
 		if !slices.Contains(eventReasons(t, tn), "DeprovisionRefused") {
 			return errNot("DeprovisionRefused event")

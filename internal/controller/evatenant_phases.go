@@ -151,7 +151,7 @@ func (r *EvaTenantReconciler) delivered(s *scope, err error) (ctrl.Result, error
 	if errors.Is(err, errNamespaceInUse) {
 		r.markStalled(s, status.ReasonNamespaceInUse, err.Error())
 		s.done = true
-		return ctrl.Result{RequeueAfter: r.requeueAfter(s.tenant)}, nil
+		return ctrl.Result{RequeueAfter: r.requeueAfter(evav1.PhaseFailed)}, nil
 	}
 	s.deliverErr = err
 	return ctrl.Result{}, nil
@@ -176,21 +176,15 @@ func (r *EvaTenantReconciler) observeDeliveryPhase(ctx context.Context, s *scope
 	return ctrl.Result{}, r.observeDelivery(ctx, s)
 }
 
-// statusPhase turns what was observed into the conditions and the phase, queues the
-// events and metrics of what changed, and says when to look again.
+// statusPhase judges what was observed (status.Compute) as the reconcile's outcome,
+// written by the status patch, and says when to look again. A failed apply or publish
+// is returned for a retry with backoff: the conditions say what failed, and the
+// generation is not settled.
 func (r *EvaTenantReconciler) statusPhase(_ context.Context, s *scope) (ctrl.Result, error) {
-	t := s.tenant
-	phaseBefore := t.Status.Phase
-	firstBefore := len(t.Status.FirstTrue)
-	transitions := status.Apply(&t.Status, status.Compute(s.observed), t.Generation, metav1.NewTime(r.now()))
-	t.Status.Release = s.release
-	emitTransitions(s, transitions, phaseBefore)
-	if len(t.Status.FirstTrue) != firstBefore {
-		r.observeConditionTimes(s, s.base.Status.FirstTrue)
-	}
+	res := status.Compute(s.observed)
+	s.outcome = status.Outcome{Observed: &res, Release: s.release, Settled: s.deliverErr == nil}
 	if s.deliverErr != nil {
-		return ctrl.Result{}, s.deliverErr // retried with backoff; the condition says what failed
+		return ctrl.Result{}, s.deliverErr
 	}
-	t.Status.ObservedGeneration = t.Generation
-	return ctrl.Result{RequeueAfter: r.requeueAfter(t)}, nil
+	return ctrl.Result{RequeueAfter: r.requeueAfter(res.Phase)}, nil
 }

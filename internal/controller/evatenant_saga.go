@@ -7,7 +7,6 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -25,7 +24,6 @@ import (
 // the step published, so a restarted operator resumes.
 func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
-	now := metav1.NewTime(r.now())
 	o, err := r.observeSaga(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -33,7 +31,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 	d := saga.Next(o)
 	switch d.Action {
 	case saga.Finish:
-		return r.finishDecommission(ctx, s, now)
+		return r.finishDecommission(ctx, s)
 	case saga.Publish:
 		if d.DeleteStreams {
 			// Direct messaging: the streams live in JetStream only, the operator deletes them.
@@ -47,7 +45,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 			return ctrl.Result{}, err
 		}
 	}
-	setCondition(t, evav1.ConditionReady, metav1.ConditionFalse, status.ReasonDecommissioning, d.Message, now)
+	s.waiting(status.ReasonDecommissioning, d.Message)
 	return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 }
 

@@ -228,18 +228,18 @@ func TestCompute(t *testing.T) {
 	}
 }
 
-func TestApplyKeepsTransitionTimesAndFirstTrue(t *testing.T) {
+func TestRecordKeepsTransitionTimesAndFirstTrue(t *testing.T) {
 	var st evav1.EvaTenantStatus
 	t0 := metav1.NewTime(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 	st.ProvisioningStartedAt = &t0
 	o := healthy()
 	o.Ingress.Addresses = 0
-	ts := Apply(&st, Compute(o), 3, t0)
+	ts := Record(&st, observed(Compute(o)), 3, t0)
 	if len(ts) != 6 || st.Phase != evav1.PhaseProvisioning {
 		t.Fatalf("first apply: %d transitions, phase %s", len(ts), st.Phase)
 	}
 	t1 := metav1.NewTime(t0.Add(time.Minute))
-	ts = Apply(&st, Compute(o), 3, t1)
+	ts = Record(&st, observed(Compute(o)), 3, t1)
 	if len(ts) != 0 {
 		t.Fatalf("an unchanged result made transitions: %v", ts)
 	}
@@ -249,7 +249,7 @@ func TestApplyKeepsTransitionTimesAndFirstTrue(t *testing.T) {
 		}
 	}
 	t2 := metav1.NewTime(t0.Add(2 * time.Minute))
-	ts = Apply(&st, Compute(healthy()), 4, t2)
+	ts = Record(&st, observed(Compute(healthy())), 4, t2)
 	if !BecameTrue(ts, evav1.ConditionIngressReady) || !BecameTrue(ts, evav1.ConditionReady) || st.Phase != evav1.PhaseActive {
 		t.Fatalf("ingress ready: transitions %v, phase %s", ts, st.Phase)
 	}
@@ -284,15 +284,15 @@ func TestProgressConditionsForKstatus(t *testing.T) {
 	}
 	o := healthy()
 	o.Releases[0].Ready = cond("Ready", metav1.ConditionUnknown, "Progressing")
-	Apply(&st, Compute(o), 1, now)
+	Record(&st, observed(Compute(o)), 1, now)
 	check(map[string]string{evav1.ConditionReconciling: ReasonProgressing})
 
 	o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "InstallFailed")
 	o.Releases[0].RetriesExhausted, o.Releases[0].LastAction, o.Releases[0].Failures = true, "install", 4
-	Apply(&st, Compute(o), 1, now)
+	Record(&st, observed(Compute(o)), 1, now)
 	check(map[string]string{evav1.ConditionStalled: ReasonReleaseFailed})
 
-	Apply(&st, Compute(healthy()), 2, now)
+	Record(&st, observed(Compute(healthy())), 2, now)
 	check(map[string]string{})
 }
 
