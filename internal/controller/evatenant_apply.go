@@ -91,7 +91,7 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	if len(workloads) > 0 {
 		enforced, why, err := r.quotaEnforced(ctx, quotaFrom)
 		if err != nil {
-			s.observed.Applied.Error = "could not read the tenant's ResourceQuota: see operator logs"
+			s.observed.Applied.Error = "could not read the tenant's ResourceQuota: " + err.Error()
 			t.Status.Inventory = union(t.Status.Inventory, refsOf(foundation))
 			return err
 		}
@@ -106,7 +106,7 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 		return err
 	}
 	if err := r.prune(ctx, t, t.Status.Inventory, inventory); err != nil {
-		s.observed.Applied.Error = "could not prune objects no longer rendered: see operator logs"
+		s.observed.Applied.Error = "could not prune objects no longer rendered: " + err.Error()
 		t.Status.Inventory = union(t.Status.Inventory, inventory)
 		return err
 	}
@@ -155,7 +155,9 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 	if len(failed) == 0 {
 		return nil
 	}
-	s.observed.Applied.Error = fmt.Sprintf("could not apply %v: see operator logs", failed)
+	// The API server's answer (an admission policy's refusal, the quota) is the
+	// tenant's to read: the first one is in the condition, all are in the log.
+	s.observed.Applied.Error = fmt.Sprintf("could not apply %v: %v", failed, errs[0])
 	if findCondition(t, evav1.ConditionProvisioned).Reason != status.ReasonApplyFailed {
 		s.event(corev1.EventTypeWarning, status.ReasonApplyFailed, "Could not apply %d object(s): %v", len(failed), failed)
 	}

@@ -23,11 +23,14 @@ func (r *EvaTenantReconciler) ensureStreams(ctx context.Context, s *scope) {
 		if _, err := r.Streams.Ensure(ctx, spec); err != nil {
 			s.log.Error(err, "ensuring stream", "stream", spec.Name)
 			if errors.Is(err, messaging.ErrUnavailable) {
-				s.observed.MessagingError = "NATS JetStream unreachable while ensuring " + spec.Name + ": see operator logs"
+				s.observed.MessagingError = "NATS JetStream unreachable while ensuring " + spec.Name + ": " + err.Error()
 			} else {
-				s.observed.MessagingError = "could not ensure stream " + spec.Name + ": see operator logs"
+				s.observed.MessagingError = "could not ensure stream " + spec.Name + ": " + err.Error()
 			}
-		} else if ok, err := r.Streams.Exists(ctx, spec.Name); err == nil {
+		} else if ok, err := r.Streams.Exists(ctx, spec.Name); err != nil {
+			s.log.Error(err, "looking up stream", "stream", spec.Name)
+			s.observed.MessagingError = "could not look up stream " + spec.Name + ": " + err.Error()
+		} else {
 			state.Found = ok
 			state.Ready = readyCondition(ok)
 		}

@@ -79,7 +79,9 @@ type AppliedState struct {
 	Revision string
 	// Missing names the rendered objects that do not exist.
 	Missing []string
-	// Error is a failure to apply, already phrased for users ("see operator logs").
+	// Error is a failure to deliver, phrased for the tenant's readers: what failed and
+	// the API server's or the dependency's answer (a publish failure, whose answer may
+	// name the remote, points to the operator's log instead).
 	Error string
 	// Waiting says why the workloads were held back after the foundation was applied
 	// (the tenant's quota not yet enforced); empty when nothing was held back.
