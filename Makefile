@@ -130,9 +130,15 @@ sla: envtest e2e-binaries ## Provision SLA_TENANTS tenants per tier on the e2e c
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" EVA_SLA_REPORT=$(CURDIR)/out/sla.json EVA_SLA_TENANTS=$(SLA_TENANTS) \
 	  EVA_E2E_POD_START_DELAY=$(SLA_POD_START_DELAY) go test ./internal/e2e -run '^TestSLAReport$$' -count=1 -v -timeout 40m
 
+BENCHCOUNT ?= 3
+BENCH ?= .
+
 .PHONY: bench
-bench: envtest ## Run the benchmarks (custom metrics: tenants/s, MB/s, ...).
-	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test ./... -run '^$$' -bench . -benchtime 1x -benchmem -timeout 30m
+bench: envtest ## Run the benchmarks BENCH (default all) BENCHCOUNT times (default 3) and write their figures to docs/performance.md.
+	@mkdir -p out
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test ./... -run '^$$' -bench '$(BENCH)' \
+	  -benchtime 1x -count $(BENCHCOUNT) -benchmem -timeout 120m | tee out/bench.txt
+	go run ./hack/perfpage -out docs/performance.md out/bench.txt
 
 ##@ Tools
 
