@@ -64,6 +64,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 1
 	}
+	testenv.TuneChildGC()
 	bins, err := Binaries()
 	if err != nil {
 		return nil, err
