@@ -64,7 +64,6 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 	if opts.Nodes == 0 {
 		opts.Nodes = 1
 	}
-	testenv.TuneChildGC()
 	bins, err := Binaries()
 	if err != nil {
 		return nil, err
@@ -91,7 +90,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
-	if c.Config, err = c.env.Start(); err != nil {
+	if c.Config, err = testenv.StartEnvironment(c.env); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: scheme.Scheme}); err != nil {
@@ -195,7 +194,7 @@ func (c *Cluster) start(name, bin string, args ...string) error {
 // startWith starts a component with its own environment variables (besides the test
 // process's).
 func (c *Cluster) startWith(name, bin string, env []string, args ...string) error {
-	p, err := testenv.StartProcess(name, bin, c.Dir, env, args...)
+	p, err := testenv.StartProcess(name, bin, c.Dir, append(testenv.ControlPlaneEnv(), env...), args...)
 	if err != nil {
 		return err
 	}

@@ -46,25 +46,36 @@ type Env struct {
 	Client client.Client
 }
 
-// ProcessGOGC is the garbage collector target of the processes a test starts (the API
-// server, etcd, controllers, operators), unless GOGC is set already: a test's control
-// plane holds a few hundred objects, so memory is cheap and collector CPU is not. With
-// Go's default (100) a fifth of the end-to-end API server's CPU went to collection
-// (a CPU profile during the suite), on a 2-core machine where make test is CPU-bound.
-const ProcessGOGC = "400"
+// ControlPlaneGOGC is the garbage collector target of the test's control plane (the
+// API server, etcd, and in the end-to-end cluster its controllers and Flux's), unless
+// GOGC is set: a test's control plane holds a few hundred objects, so memory is cheap
+// and collector CPU is not. With Go's default (100) a fifth of the end-to-end API
+// server's CPU went to collection (a CPU profile during the suite), on a 2-core machine
+// where make test is CPU-bound. Eva's own binaries run as deployed, with their own
+// setting (cmd/eva-operator/gc.go).
+const ControlPlaneGOGC = "400"
 
-// TuneChildGC sets GOGC for the processes started from now on (ProcessGOGC), unless
-// the environment sets it. This process's own collector is unaffected: Go reads GOGC
-// when a program starts.
-func TuneChildGC() {
-	if _, set := os.LookupEnv("GOGC"); !set {
-		_ = os.Setenv("GOGC", ProcessGOGC)
+// ControlPlaneEnv is the environment a control-plane process gets besides the test
+// process's: GOGC=ControlPlaneGOGC unless the test process has GOGC set.
+func ControlPlaneEnv() []string {
+	if _, set := os.LookupEnv("GOGC"); set {
+		return nil
 	}
+	return []string{"GOGC=" + ControlPlaneGOGC}
+}
+
+// StartEnvironment starts envtest's API server and etcd with ControlPlaneEnv: envtest
+// gives them the test process's environment, so GOGC is set for the start alone.
+func StartEnvironment(e *envtest.Environment) (*rest.Config, error) {
+	if env := ControlPlaneEnv(); len(env) > 0 {
+		_ = os.Setenv("GOGC", ControlPlaneGOGC)
+		defer os.Unsetenv("GOGC")
+	}
+	return e.Start()
 }
 
 // Start starts an API server with Eva's CRD and the CRDs in extraCRDDirs installed.
 func Start(extraCRDDirs ...string) (*Env, error) {
-	TuneChildGC()
 	assets, err := AssetsDir()
 	if err != nil {
 		return nil, err
@@ -77,7 +88,7 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
-	cfg, err := e.Start()
+	cfg, err := StartEnvironment(e)
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest from %s: %w", assets, err)
 	}
