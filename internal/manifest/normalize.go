@@ -1,6 +1,7 @@
 package manifest
 
 import (
+	"bytes"
 	"fmt"
 	"reflect"
 
@@ -9,8 +10,8 @@ import (
 
 // ToMap converts a typed object into the JSON data model and strips what a rendered
 // manifest must not carry: status, an empty creationTimestamp.
-// It builds what runtime.DefaultUnstructuredConverter builds, with the typed encoder's
-// cached field plans (see toPlain).
+// It builds what runtime.DefaultUnstructuredConverter builds, with cached field plans
+// (see toPlain).
 func ToMap(obj runtime.Object) (map[string]any, error) { return ToMapKnown(obj, nil) }
 
 // ToMapKnown is ToMap for an object whose raw JSON fields may be known as plain data
@@ -34,6 +35,16 @@ func ToMapKnown(obj runtime.Object, known KnownJSON) (map[string]any, error) {
 	}
 	Clean(m)
 	return m, nil
+}
+
+// EncodeObject writes a typed object as Encode writes its plain form (ToMap): the one
+// way an object Eva builds is written.
+func EncodeObject(buf *bytes.Buffer, obj runtime.Object) error {
+	m, err := ToMap(obj)
+	if err != nil {
+		return err
+	}
+	return Encode(buf, m)
 }
 
 // Clean removes status and null creationTimestamp from an object in place.

@@ -6,10 +6,10 @@ import (
 	"reflect"
 )
 
-// toPlain converts a typed struct into the JSON data model with the typed encoder's
-// cached field plans: the same maps runtime.DefaultUnstructuredConverter builds (numbers
-// as int64 where integral, float64 otherwise; byte slices base64), without the
-// converter's generic reflection, which dominated rendering an environment's patches.
+// toPlain converts a typed struct into the JSON data model with cached field plans: the
+// same maps runtime.DefaultUnstructuredConverter builds (numbers as int64 where integral,
+// float64 otherwise; byte slices base64), without the converter's generic reflection,
+// which dominated rendering an environment's patches.
 func toPlain(v reflect.Value, known KnownJSON) (map[string]any, error) {
 	e := getArena(known)
 	e.copyKnown = true

@@ -264,35 +264,6 @@ func Apply(patches []Patch, objects []map[string]any) ([]map[string]any, error) 
 	return objects, nil
 }
 
-// MergeMap returns the patch as plain data when it is a strategic-merge patch of maps
-// and scalars only, which merges into an object as a recursive map merge (see merge.go),
-// and nil otherwise. The map belongs to the patch: it must not be changed.
-func (p *Patch) MergeMap() map[string]any { return p.merge }
-
-// DirectOps returns how many operations the patch has when it is a JSON 6902 patch the
-// direct path takes whole (adds, replaces and removes below the document root), and 0
-// otherwise.
-func (p *Patch) DirectOps() int { return len(p.direct) }
-
-// DirectOp returns the i-th of those operations: its kind, its path split and unescaped,
-// and the value an add or replace puts there. They belong to the patch: not to be
-// changed.
-func (p *Patch) DirectOp(i int) (kind string, path []string, value any) {
-	op := &p.direct[i]
-	return op.kind, op.path, op.value
-}
-
-// ApplyDirectOp applies the i-th operation to doc, the plain data found after the first
-// depth segments of its path, copying what it changes (doc itself is not changed); false
-// when the direct path does not take it there.
-func (p *Patch) ApplyDirectOp(i int, doc any, depth int) (any, bool) {
-	op := &p.direct[i]
-	if depth >= len(op.path) {
-		return nil, false
-	}
-	return applyOp(doc, op.path[depth:], op)
-}
-
 // Apply applies the patch to one object.
 func (p *Patch) Apply(obj map[string]any) (map[string]any, error) {
 	if p.ops != nil {

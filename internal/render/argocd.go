@@ -110,7 +110,7 @@ func (r *Renderer) argoFilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]Fi
 		if i > 0 {
 			delivery.WriteString("---\n")
 		}
-		if err := manifest.EncodeTyped(&delivery, o); err != nil {
+		if err := manifest.EncodeObject(&delivery, o); err != nil {
 			return nil, fmt.Errorf("encoding the Argo CD objects of %s: %w", b.Code, err)
 		}
 	}

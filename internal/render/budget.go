@@ -6,8 +6,6 @@ import (
 	"maps"
 	"path"
 	"slices"
-
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 )
 
 // MaxTenantManifestBytes bounds what one tenant renders: its objects encoded as
@@ -50,9 +48,8 @@ func (r *Renderer) checkBudget(b *Bundle, max int) error {
 // delivery file whose Applications carry the module releases.
 func (r *Renderer) fileOf(code string, o object) string {
 	dir := path.Join(TenantsDir, DirName(code))
-	kind := o.typed.GetObjectKind().GroupVersionKind().Kind
 	switch {
-	case r.ArgoCD() && kind == "HelmRelease":
+	case r.ArgoCD() && o.kind == "HelmRelease":
 		return path.Join(ArgoCDDir, DirName(code)+".yaml")
 	case o.layer == Workloads:
 		return path.Join(dir, WorkloadsDir, ManifestsFile)
@@ -62,9 +59,5 @@ func (r *Renderer) fileOf(code string, o object) string {
 
 // describeObject names an object of a bundle: its kind and name.
 func describeObject(o object) string {
-	kind := o.typed.GetObjectKind().GroupVersionKind().Kind
-	if meta, err := apimeta.Accessor(o.typed); err == nil {
-		return kind + " " + meta.GetName()
-	}
-	return kind
+	return o.kind + " " + o.name
 }

@@ -126,12 +126,12 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 		return nil, fmt.Errorf("encoding the applier account of %s: %w", b.Code, err)
 	}
 	flux.WriteString("---\n")
-	if err := manifest.EncodeTyped(&flux, r.applierBinding(t)); err != nil {
+	if err := manifest.EncodeObject(&flux, r.applierBinding(t)); err != nil {
 		return nil, fmt.Errorf("encoding the applier binding of %s: %w", b.Code, err)
 	}
 	for _, ks := range r.FluxKustomizations(t) {
 		flux.WriteString("---\n")
-		if err := manifest.EncodeTyped(&flux, ks); err != nil {
+		if err := manifest.EncodeObject(&flux, ks); err != nil {
 			return nil, fmt.Errorf("encoding Flux Kustomization %s: %w", ks.Name, err)
 		}
 	}

@@ -59,9 +59,6 @@ type Bundle struct {
 	Code      string
 	Namespace string
 	objects   []object
-	// known holds the Helm values the releases were marshalled from, so that writing
-	// them does not decode their JSON again.
-	known manifest.KnownJSON
 	// secrets are the tenant's encrypted Secrets to publish, as Eva writes them.
 	secrets []EncryptedSecret
 	// encoded holds every object's manifest document, encoded once (encode), one after
@@ -70,17 +67,15 @@ type Bundle struct {
 	offsets []int
 }
 
-// object is one rendered object: typed as built, and as plain data once something
-// (a patch, a caller of Objects) needed that form.
+// object is one rendered object: its plain form (the JSON data model), converted once
+// when the bundle is rendered and patched by the environment, which is what every
+// manifest of the bundle is written from.
 type object struct {
-	typed runtime.Object
 	plain map[string]any
-	// pending are the patches that target the typed object and are not applied to it
-	// yet: folded into edits, written in while it is written (manifest.EncodeTypedEdited),
-	// or applied in order when the plain form is made. Only set while plain is nil.
-	pending []*overlay.Patch
-	edits   *manifest.Edits
-	layer   Layer
+	// kind and name are the object's as built, before any patch: what selects it for a
+	// layer manifest or a kind, and names it in messages.
+	kind, name string
+	layer      Layer
 }
 
 // Layer says which of a tenant's two Flux Kustomizations applies an object in GitOps
@@ -119,37 +114,27 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	if err != nil {
 		return nil, err
 	}
-	b := &Bundle{Code: code, Namespace: tenant.Namespace(code), known: manifest.KnownJSON{}, secrets: secrets}
-	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier], known: b.known}
+	b := &Bundle{Code: code, Namespace: tenant.Namespace(code), secrets: secrets}
+	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier], known: manifest.KnownJSON{}}
 
-	type builder struct {
-		build func() (runtime.Object, error)
-		layer Layer
+	built, err := s.build()
+	if err != nil {
+		return nil, fmt.Errorf("rendering tenant %s: %w", code, err)
 	}
-	builders := []builder{{s.namespace, Foundation}}
-	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
-		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.resourceQuota,
-			s.limitRange, s.networkPolicy, s.chartRepository, s.eventsStream, s.commandsStream, s.alertRules} {
-			builders = append(builders, builder{build, Foundation})
-		}
-		for _, module := range s.tier.Modules {
-			builders = append(builders, builder{func() (runtime.Object, error) { return s.helmRelease(module) }, Workloads})
-		}
-		builders = append(builders, builder{s.seedJob, Workloads}, builder{s.ingress, Workloads})
-	}
-	for _, bl := range builders {
-		obj, err := bl.build()
+	b.objects = make([]object, 0, len(built))
+	for _, bl := range built {
+		id, err := identityOf(bl.obj)
 		if err != nil {
 			return nil, fmt.Errorf("rendering tenant %s: %w", code, err)
 		}
-		if obj == nil {
-			continue
+		plain, err := manifest.ToMapKnown(bl.obj, s.known)
+		if err != nil {
+			return nil, fmt.Errorf("rendering tenant %s: %w", code, err)
 		}
-		o := object{typed: obj, layer: bl.layer}
-		if err := o.patch(r.Env.Patches, b.known); err != nil {
+		if plain, err = patch(plain, id, r.Env.Patches); err != nil {
 			return nil, fmt.Errorf("tenant %s, environment %s: %w", code, r.Env.Name, err)
 		}
-		b.objects = append(b.objects, o)
+		b.objects = append(b.objects, object{plain: plain, kind: id.Kind, name: id.Name, layer: bl.layer})
 	}
 	if err := b.encode(); err != nil {
 		return nil, err
@@ -165,83 +150,68 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	return b, nil
 }
 
-// patch applies the environment's patches that target the object; only a targeted
-// object is converted to plain data.
-func (o *object) patch(patches []overlay.Patch, known manifest.KnownJSON) error {
-	if len(patches) == 0 {
-		return nil
+// built is an object as a builder made it, typed, with the layer that applies it.
+type built struct {
+	obj   runtime.Object
+	layer Layer
+}
+
+// build makes the tenant's objects, typed, in apply order: a decommissioned tenant keeps
+// its namespace alone.
+func (s *scope) build() ([]built, error) {
+	type builder struct {
+		build func() (runtime.Object, error)
+		layer Layer
 	}
-	meta, err := apimeta.Accessor(o.typed)
+	builders := []builder{{s.namespace, Foundation}}
+	if s.t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
+		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.resourceQuota,
+			s.limitRange, s.networkPolicy, s.chartRepository, s.eventsStream, s.commandsStream, s.alertRules} {
+			builders = append(builders, builder{build, Foundation})
+		}
+		for _, module := range s.tier.Modules {
+			builders = append(builders, builder{func() (runtime.Object, error) { return s.helmRelease(module) }, Workloads})
+		}
+		builders = append(builders, builder{s.seedJob, Workloads}, builder{s.ingress, Workloads})
+	}
+	out := make([]built, 0, len(builders))
+	for _, bl := range builders {
+		obj, err := bl.build()
+		if err != nil {
+			return nil, err
+		}
+		if obj != nil {
+			out = append(out, built{obj, bl.layer})
+		}
+	}
+	return out, nil
+}
+
+// identityOf is what the environment's patches select a built object by.
+func identityOf(obj runtime.Object) (overlay.Identity, error) {
+	meta, err := apimeta.Accessor(obj)
 	if err != nil {
-		return err
+		return overlay.Identity{}, err
 	}
-	apiVersion, kind := o.typed.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
-	id := overlay.Identity{APIVersion: apiVersion, Kind: kind, Name: meta.GetName(), Namespace: meta.GetNamespace(),
-		Labels: meta.GetLabels(), Annotations: meta.GetAnnotations()}
+	apiVersion, kind := obj.GetObjectKind().GroupVersionKind().ToAPIVersionAndKind()
+	return overlay.Identity{APIVersion: apiVersion, Kind: kind, Name: meta.GetName(), Namespace: meta.GetNamespace(),
+		Labels: meta.GetLabels(), Annotations: meta.GetAnnotations()}, nil
+}
+
+// patch applies, in order, the patches that target the object as built (id) to its
+// plain form.
+func patch(plain map[string]any, id overlay.Identity, patches []overlay.Patch) (map[string]any, error) {
 	for i := range patches {
 		p := &patches[i]
 		if !p.Targets(id) {
 			continue
 		}
-		if o.plain == nil && o.fold(p, known) {
-			o.pending = append(o.pending, p)
-			continue
-		}
-		if err := o.makePlain(known); err != nil {
-			return fmt.Errorf("applying to %s: %w", overlay.Describe(id), err)
-		}
-		if o.plain, err = p.Apply(o.plain); err != nil {
-			return fmt.Errorf("%s: applying to %s: %w", p.Source, overlay.Describe(id), err)
+		var err error
+		if plain, err = p.Apply(plain); err != nil {
+			return nil, fmt.Errorf("%s: applying to %s: %w", p.Source, overlay.Describe(id), err)
 		}
 	}
-	return nil
-}
-
-// fold folds a patch into the typed object's edits, or says it cannot: a patch that is
-// not a map-only strategic merge or a JSON 6902 patch of adds, replaces and removes, or
-// one that reaches into a typed map or list. Once a patch cannot, the object goes the
-// plain way with all its patches.
-func (o *object) fold(p *overlay.Patch, known manifest.KnownJSON) bool {
-	if o.edits == nil {
-		ed, err := manifest.NewEdits(o.typed, known)
-		if err != nil {
-			return false
-		}
-		o.edits = ed
-	}
-	ok := false
-	if m := p.MergeMap(); m != nil {
-		ok = o.edits.Merge(m)
-	} else if n := p.DirectOps(); n > 0 {
-		ok = true
-		for i := 0; i < n && ok; i++ {
-			kind, path, value := p.DirectOp(i)
-			ok = o.edits.Op(kind, path, value, func(doc any, depth int) (any, bool) { return p.ApplyDirectOp(i, doc, depth) })
-		}
-	}
-	if !ok {
-		o.edits = nil // half folded, perhaps: of no use
-	}
-	return ok
-}
-
-// makePlain converts the object to plain data, with its pending patches applied in
-// order, unless it is already; known is the bundle's plain form of its Helm values.
-func (o *object) makePlain(known manifest.KnownJSON) error {
-	if o.plain != nil {
-		return nil
-	}
-	m, err := manifest.ToMapKnown(o.typed, known)
-	if err != nil {
-		return err
-	}
-	for _, p := range o.pending {
-		if m, err = p.Apply(m); err != nil {
-			return fmt.Errorf("%s: %w", p.Source, err)
-		}
-	}
-	o.plain, o.pending, o.edits = m, nil, nil
-	return nil
+	return plain, nil
 }
 
 // ReleaseSpecDigests maps each rendered HelmRelease (by name) to its spec digest
@@ -266,32 +236,21 @@ func (b *Bundle) ReleaseSpecDigests() map[string]string {
 func (b *Bundle) Objects() []map[string]any {
 	out := make([]map[string]any, len(b.objects))
 	for i := range b.objects {
-		out[i] = b.objects[i].plainData(b.known)
+		out[i] = b.objects[i].plain
 	}
 	return out
 }
 
-// ObjectsOfKind returns the bundle's objects of one kind as plain data, in apply
-// order, converting only those (the chart check reads the HelmReleases alone). The
-// maps belong to the bundle: copy before changing them.
+// ObjectsOfKind returns the bundle's objects of one kind (as built) as plain data, in
+// apply order. The maps belong to the bundle: copy before changing them.
 func (b *Bundle) ObjectsOfKind(kind string) []map[string]any {
 	var out []map[string]any
 	for i := range b.objects {
-		if b.objects[i].typed.GetObjectKind().GroupVersionKind().Kind == kind {
-			out = append(out, b.objects[i].plainData(b.known))
+		if b.objects[i].kind == kind {
+			out = append(out, b.objects[i].plain)
 		}
 	}
 	return out
-}
-
-// plainData is the object as plain data, converted once.
-func (o *object) plainData(known manifest.KnownJSON) map[string]any {
-	if err := o.makePlain(known); err != nil {
-		// Every rendered type converts, and the pending patches were folded, so they apply;
-		// a failure here is a programming error.
-		panic(fmt.Sprintf("converting %T: %v", o.typed, err))
-	}
-	return o.plain
 }
 
 // Len returns the number of objects in the bundle.
@@ -308,7 +267,7 @@ func (b *Bundle) Manifest() ([]byte, error) {
 // a multi-document YAML stream (empty when none is left).
 func (b *Bundle) LayerManifest(layer Layer, without ...string) ([]byte, error) {
 	return b.manifest(func(o object) bool {
-		return o.layer == layer && !slices.Contains(without, o.typed.GetObjectKind().GroupVersionKind().Kind)
+		return o.layer == layer && !slices.Contains(without, o.kind)
 	})
 }
 
@@ -351,16 +310,7 @@ func (b *Bundle) encode() error {
 	defer func() { buf.Reset(); bufPool.Put(buf) }()
 	for i, o := range b.objects {
 		buf.WriteString("---\n")
-		var err error
-		switch {
-		case o.plain != nil:
-			err = manifest.Encode(buf, o.plain)
-		case o.edits != nil:
-			err = manifest.EncodeTypedEdited(buf, o.typed, o.edits, b.known)
-		default:
-			err = manifest.EncodeTypedKnown(buf, o.typed, b.known)
-		}
-		if err != nil {
+		if err := manifest.Encode(buf, o.plain); err != nil {
 			return fmt.Errorf("encoding tenant %s: %w", b.Code, err)
 		}
 		b.offsets[i+1] = buf.Len()
@@ -404,7 +354,8 @@ type scope struct {
 	tier tenant.TierSpec
 	// token is tenantToken's result, computed once for all of the tenant's releases.
 	token string
-	// known is the bundle's: the plain form of the values each release carries as JSON.
+	// known is the plain form of the values each release carries as JSON, so that
+	// converting the releases does not decode that JSON again.
 	known manifest.KnownJSON
 }
 

@@ -97,7 +97,7 @@ func (r *Renderer) withSecretsRoleBinding(foundation []byte, t *evav1.EvaTenant)
 	}
 	buf := bytes.NewBuffer(bytes.Clone(foundation))
 	buf.WriteString("---\n")
-	if err := manifest.EncodeTyped(buf, binding); err != nil {
+	if err := manifest.EncodeObject(buf, binding); err != nil {
 		return nil, fmt.Errorf("encoding the Secrets RoleBinding of %s: %w", code, err)
 	}
 	return buf.Bytes(), nil

@@ -1,8 +1,10 @@
 package manifest
 
+// This file holds the field plans toPlain converts typed objects with: each struct
+// type's JSON fields (name, omitempty, inline) and how each type is written, looked up
+// once per type; the values of types with their own JSON encoding resolved to plain data.
+
 import (
-	"bytes"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -17,17 +19,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
-
-// EncodeTyped writes a typed Kubernetes object as YAML, byte for byte what Encode
-// writes for ToMap(obj), without building the intermediate maps: rendering a fleet
-// spends most of its time and memory on those maps otherwise.
-func EncodeTyped(buf *bytes.Buffer, obj any) error { return EncodeTypedKnown(buf, obj, nil) }
-
-// EncodeTypedKnown is EncodeTyped for an object whose raw JSON fields may be known as
-// plain data already (known): those are written from it, not decoded.
-func EncodeTypedKnown(buf *bytes.Buffer, obj any, known KnownJSON) error {
-	return EncodeTypedEdited(buf, obj, nil, known) // no edits: the object's own fields
-}
 
 // arena holds the fields being written, as a stack: each struct's fields are
 // appended while it is written and dropped after, so encoding allocates no per-struct
@@ -167,7 +158,7 @@ func kindOf(t reflect.Type) typeKind {
 // as their MarshalJSON would write them; pointers and interfaces are followed.
 //
 // What a MarshalJSON writes is decoded as the apimachinery converter decodes it (whole
-// numbers as int64, others as float64), so EncodeTyped and ToMap agree on every number.
+// numbers as int64, others as float64).
 func (e *arena) resolve(v reflect.Value) (value, error) {
 	return e.resolveKind(v, kindOf(v.Type()))
 }
@@ -394,165 +385,6 @@ func isNull(r value) bool {
 		return r.v.IsNil()
 	}
 	return false
-}
-
-func (e *arena) writeFields(buf *bytes.Buffer, fields []namedValue, depth int) error {
-	for _, f := range fields {
-		indent(buf, depth)
-		if err := e.writeTypedEntry(buf, f.name, f.value, depth); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-// writeTypedEntry writes "key: value" for a typed value, mirroring writeEntry.
-func (e *arena) writeTypedEntry(buf *bytes.Buffer, key string, val value, depth int) error {
-	if val.isPlain {
-		return writeEntry(buf, key, val.plain, depth)
-	}
-	v := val.v
-	switch v.Kind() {
-	case reflect.Struct:
-		mark := len(e.items)
-		defer func() { e.items = e.items[:mark] }()
-		fields, err := e.collect(v, false)
-		if err != nil {
-			return err
-		}
-		writeString(buf, key)
-		if len(fields) == 0 {
-			buf.WriteString(": {}\n")
-			return nil
-		}
-		buf.WriteString(":\n")
-		return e.writeFields(buf, fields, depth+1)
-	case reflect.Map:
-		writeString(buf, key)
-		if v.IsNil() {
-			buf.WriteString(": null\n")
-			return nil
-		}
-		if v.Len() == 0 {
-			buf.WriteString(": {}\n")
-			return nil
-		}
-		buf.WriteString(":\n")
-		return e.writeTypedMap(buf, v, depth+1)
-	case reflect.Slice, reflect.Array:
-		if v.Kind() == reflect.Slice && !v.IsNil() && v.Type().Elem().Kind() == reflect.Uint8 {
-			// Bytes are base64, as encoding/json (and ToMap) write them.
-			return writeEntry(buf, key, base64.StdEncoding.EncodeToString(v.Bytes()), depth)
-		}
-		writeString(buf, key)
-		if v.Kind() == reflect.Slice && v.IsNil() {
-			buf.WriteString(": null\n")
-			return nil
-		}
-		if v.Len() == 0 {
-			buf.WriteString(": []\n")
-			return nil
-		}
-		buf.WriteString(":\n")
-		return e.writeTypedList(buf, v, depth)
-	}
-	p, err := scalarOf(v)
-	if err != nil {
-		return fmt.Errorf("%s: %w", key, err)
-	}
-	return writeEntry(buf, key, p, depth)
-}
-
-func (e *arena) writeTypedMap(buf *bytes.Buffer, v reflect.Value, depth int) error {
-	if v.Type().Key().Kind() != reflect.String {
-		return fmt.Errorf("map with %s keys has no JSON form", v.Type().Key())
-	}
-	keys := make([]string, 0, v.Len())
-	iter := v.MapRange()
-	values := make(map[string]reflect.Value, v.Len())
-	for iter.Next() {
-		k := iter.Key().String()
-		keys = append(keys, k)
-		values[k] = iter.Value()
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		r, err := e.resolve(values[k])
-		if err != nil {
-			return err
-		}
-		if k == "creationTimestamp" && isNull(r) {
-			continue // as ToMap's Clean
-		}
-		indent(buf, depth)
-		if err := e.writeTypedEntry(buf, k, r, depth); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (e *arena) writeTypedList(buf *bytes.Buffer, v reflect.Value, depth int) error {
-	for i := range v.Len() {
-		r, err := e.resolve(v.Index(i))
-		if err != nil {
-			return err
-		}
-		if r.isPlain {
-			if err := writeList(buf, []any{r.plain}, depth); err != nil {
-				return err
-			}
-			continue
-		}
-		indent(buf, depth)
-		buf.WriteString("- ")
-		item := r.v
-		switch item.Kind() {
-		case reflect.Struct:
-			mark := len(e.items)
-			fields, err := e.collect(item, false)
-			if err != nil {
-				return err
-			}
-			if len(fields) == 0 {
-				buf.WriteString("{}\n")
-			}
-			for j, f := range fields {
-				if j > 0 {
-					indent(buf, depth+1)
-				}
-				if err := e.writeTypedEntry(buf, f.name, f.value, depth+1); err != nil {
-					return err
-				}
-			}
-			e.items = e.items[:mark]
-		case reflect.Map, reflect.Slice:
-			// Rare in Kubernetes types: go through the plain form.
-			buf.Truncate(buf.Len() - len("- ") - 2*depth)
-			raw, err := json.Marshal(item.Interface())
-			if err != nil {
-				return err
-			}
-			var plain any
-			if err := json.Unmarshal(raw, &plain); err != nil {
-				return err
-			}
-			cleanTemplates(plain)
-			if err := writeList(buf, []any{plain}, depth); err != nil {
-				return err
-			}
-		default:
-			p, err := scalarOf(item)
-			if err != nil {
-				return err
-			}
-			if err := writeScalar(buf, p); err != nil {
-				return err
-			}
-			buf.WriteByte('\n')
-		}
-	}
-	return nil
 }
 
 func scalarOf(v reflect.Value) (any, error) {
