@@ -25,22 +25,14 @@ import (
 // slices.
 type arena struct {
 	items []namedValue
-	// known is the plain form of raw JSON fields, when the caller has it; copyKnown
-	// says to copy it rather than share it (when building plain data, not writing).
-	known     KnownJSON
-	copyKnown bool
 }
 
 var arenaPool = sync.Pool{New: func() any { return &arena{items: make([]namedValue, 0, 256)} }}
 
-func getArena(known KnownJSON) *arena {
-	e := arenaPool.Get().(*arena)
-	e.known = known
-	return e
-}
+func getArena() *arena { return arenaPool.Get().(*arena) }
 
 func (e *arena) release() {
-	e.items, e.known, e.copyKnown = e.items[:0], nil, false
+	e.items = e.items[:0]
 	arenaPool.Put(e)
 }
 
@@ -207,12 +199,6 @@ func (e *arena) resolveKind(v reflect.Value, k typeKind) (value, error) {
 			raw := v.Interface().(apiextensionsv1.JSON).Raw
 			if len(raw) == 0 {
 				return value{isPlain: true}, nil
-			}
-			if plain, ok := e.known.lookup(raw); ok {
-				if e.copyKnown {
-					plain = decoded(plain) // plain data is handed out: a copy of its own
-				}
-				return value{plain: plain, isPlain: true}, nil
 			}
 			var plain any
 			if err := utiljson.Unmarshal(raw, &plain); err != nil {

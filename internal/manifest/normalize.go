@@ -12,11 +12,7 @@ import (
 // manifest must not carry: status, an empty creationTimestamp.
 // It builds what runtime.DefaultUnstructuredConverter builds, with cached field plans
 // (see toPlain).
-func ToMap(obj runtime.Object) (map[string]any, error) { return ToMapKnown(obj, nil) }
-
-// ToMapKnown is ToMap for an object whose raw JSON fields may be known as plain data
-// already (known): those are copied, not decoded.
-func ToMapKnown(obj runtime.Object, known KnownJSON) (map[string]any, error) {
+func ToMap(obj runtime.Object) (map[string]any, error) {
 	if u, ok := obj.(runtime.Unstructured); ok {
 		m := runtime.DeepCopyJSON(u.UnstructuredContent())
 		Clean(m)
@@ -29,7 +25,7 @@ func ToMapKnown(obj runtime.Object, known KnownJSON) (map[string]any, error) {
 	if v.Kind() != reflect.Struct {
 		return nil, fmt.Errorf("converting %T: not a struct", obj)
 	}
-	m, err := toPlain(v, known)
+	m, err := toPlain(v)
 	if err != nil {
 		return nil, fmt.Errorf("converting %T: %w", obj, err)
 	}

@@ -10,9 +10,8 @@ import (
 // same maps runtime.DefaultUnstructuredConverter builds (numbers as int64 where integral,
 // float64 otherwise; byte slices base64), without the converter's generic reflection,
 // which dominated rendering an environment's patches.
-func toPlain(v reflect.Value, known KnownJSON) (map[string]any, error) {
-	e := getArena(known)
-	e.copyKnown = true
+func toPlain(v reflect.Value) (map[string]any, error) {
+	e := getArena()
 	defer e.release()
 	return e.plainStruct(v, true)
 }

@@ -16,7 +16,6 @@ import (
 	"k8s.io/utils/ptr"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
-	"github.com/aidonow/eva/internal/manifest"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -65,9 +64,6 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 		return nil, fmt.Errorf("values of %s: %w", module, err)
 	}
 	hr.Spec.Values = &apiextensionsv1.JSON{Raw: raw}
-	if s.known != nil && len(raw) > 0 && manifest.JSONFaithful(values) {
-		s.known[&raw[0]] = values // nothing changes values from here on
-	}
 	spec, err := json.Marshal(hr.Spec)
 	if err != nil {
 		return nil, fmt.Errorf("spec of %s: %w", module, err)

@@ -115,7 +115,7 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 		return nil, err
 	}
 	b := &Bundle{Code: code, Namespace: tenant.Namespace(code), secrets: secrets}
-	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier], known: manifest.KnownJSON{}}
+	s := &scope{r: r, t: t, code: code, ns: b.Namespace, tier: r.Catalog.Tiers[t.Spec.Tier]}
 
 	built, err := s.build()
 	if err != nil {
@@ -127,7 +127,7 @@ func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 		if err != nil {
 			return nil, fmt.Errorf("rendering tenant %s: %w", code, err)
 		}
-		plain, err := manifest.ToMapKnown(bl.obj, s.known)
+		plain, err := manifest.ToMap(bl.obj)
 		if err != nil {
 			return nil, fmt.Errorf("rendering tenant %s: %w", code, err)
 		}
@@ -354,9 +354,6 @@ type scope struct {
 	tier tenant.TierSpec
 	// token is tenantToken's result, computed once for all of the tenant's releases.
 	token string
-	// known is the plain form of the values each release carries as JSON, so that
-	// converting the releases does not decode that JSON again.
-	known manifest.KnownJSON
 }
 
 // labels returns the labels every object of the tenant carries, plus extra pairs.
