@@ -132,13 +132,14 @@ sla: envtest e2e-binaries ## Provision SLA_TENANTS tenants per tier on the e2e c
 
 BENCHCOUNT ?= 3
 BENCH ?= .
+# BENCHNOTE, when set, is printed under the page's header: how the figures were measured (a subset, a busy machine).
 
 .PHONY: bench
 bench: envtest ## Run the benchmarks BENCH (default all) BENCHCOUNT times (default 3) and write their figures to docs/performance.md.
 	@mkdir -p out
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test ./... -run '^$$' -bench '$(BENCH)' \
 	  -benchtime 1x -count $(BENCHCOUNT) -benchmem -timeout 120m | tee out/bench.txt
-	go run ./hack/perfpage -out docs/performance.md out/bench.txt
+	go run ./hack/perfpage -out docs/performance.md -note "$(BENCHNOTE)" out/bench.txt
 
 ##@ Tools
 

@@ -21,18 +21,19 @@ import (
 
 func main() {
 	out := flag.String("out", "docs/performance.md", "the page to write")
+	note := flag.String("note", "", "a sentence on how the figures were measured, printed under the header (a busy machine, a subset)")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: perfpage [-out FILE] BENCH-OUTPUT...")
 		os.Exit(2)
 	}
-	if err := run(*out, flag.Args()); err != nil {
+	if err := run(*out, *note, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "perfpage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out string, inputs []string) error {
+func run(out, note string, inputs []string) error {
 	var runs []Run
 	var machine Machine
 	for _, name := range inputs {
@@ -51,7 +52,7 @@ func run(out string, inputs []string) error {
 	if len(runs) == 0 {
 		return errors.New("no benchmark results in the input")
 	}
-	page := Page{Machine: machine, Benchmarks: Summarise(runs), Generated: time.Now().UTC(), Commit: commit()}
+	page := Page{Machine: machine, Benchmarks: Summarise(runs), Generated: time.Now().UTC(), Commit: commit(), Note: note}
 	page.Docs = docComments(page.Benchmarks)
 	return os.WriteFile(out, []byte(page.Markdown()), 0o644)
 }

@@ -77,6 +77,9 @@ type Page struct {
 	Docs      map[string]string
 	Generated time.Time
 	Commit    string
+	// Note says how the figures were measured, when that is not the whole suite on a
+	// quiet machine.
+	Note string
 }
 
 // Markdown renders the page.
@@ -94,6 +97,9 @@ func (p Page) Markdown() string {
 	b.WriteString(". Each figure is the median of the runs, with the lowest and highest beside it; " +
 		"on these shared 2-core VMs runs of the same code differ by 20% or more, so compare medians of " +
 		"several runs, made on the same machine the same day.\n")
+	if p.Note != "" {
+		b.WriteString("\n**" + p.Note + "**\n")
+	}
 	lastTop := ""
 	for _, bm := range p.Benchmarks {
 		top, _, _ := strings.Cut(bm.Name, "/")
