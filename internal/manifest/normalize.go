@@ -1,20 +1,33 @@
 package manifest
 
+// This file turns objects into the plain data a manifest is written from (ToMap, Clean)
+// and writes a typed object that way (EncodeObject).
+
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"reflect"
 
 	"k8s.io/apimachinery/pkg/runtime"
+	utiljson "k8s.io/apimachinery/pkg/util/json"
 )
 
-// ToMap converts a typed object into the JSON data model and strips what a rendered
-// manifest must not carry: status, an empty creationTimestamp.
-// It builds what runtime.DefaultUnstructuredConverter builds, with cached field plans
-// (see toPlain).
+// ToMap converts an object into the JSON data model, a copy of its own, and strips what
+// a rendered manifest must not carry (Clean). For a typed object it builds what
+// runtime.DefaultUnstructuredConverter builds (see toPlain).
 func ToMap(obj runtime.Object) (map[string]any, error) {
 	if u, ok := obj.(runtime.Unstructured); ok {
-		m := runtime.DeepCopyJSON(u.UnstructuredContent())
+		// A copy through JSON: whole numbers come back as int64 whatever their Go type
+		// (runtime.DeepCopyJSON panics on an int), and what has no JSON form is an error.
+		raw, err := json.Marshal(u.UnstructuredContent())
+		if err != nil {
+			return nil, fmt.Errorf("converting %T: %w", obj, err)
+		}
+		m := map[string]any{}
+		if err := utiljson.Unmarshal(raw, &m); err != nil {
+			return nil, fmt.Errorf("converting %T: %w", obj, err)
+		}
 		Clean(m)
 		return m, nil
 	}
@@ -43,23 +56,20 @@ func EncodeObject(buf *bytes.Buffer, obj runtime.Object) error {
 	return Encode(buf, m)
 }
 
-// Clean removes status and null creationTimestamp from an object in place.
+// Clean removes from an object, in place, what a rendered manifest must not carry: its
+// status, every null creationTimestamp (the object's own and those of the object
+// templates it holds, a Job's pod template's among them), and then a spec left empty
+// (a Namespace's), which says nothing.
 func Clean(m map[string]any) {
 	delete(m, "status")
+	dropNullTimestamps(m)
 	if spec, ok := m["spec"].(map[string]any); ok && len(spec) == 0 {
-		delete(m, "spec") // an empty spec (a Namespace's) says nothing
+		delete(m, "spec")
 	}
-	if meta, ok := m["metadata"].(map[string]any); ok {
-		if ts, ok := meta["creationTimestamp"]; ok && ts == nil {
-			delete(meta, "creationTimestamp")
-		}
-	}
-	cleanTemplates(m)
 }
 
-// cleanTemplates removes null creationTimestamp from nested object templates (a Job's
-// pod template carries its own metadata).
-func cleanTemplates(v any) {
+// dropNullTimestamps removes every null creationTimestamp from plain data.
+func dropNullTimestamps(v any) {
 	switch x := v.(type) {
 	case map[string]any:
 		for k, item := range x {
@@ -67,11 +77,11 @@ func cleanTemplates(v any) {
 				delete(x, k)
 				continue
 			}
-			cleanTemplates(item)
+			dropNullTimestamps(item)
 		}
 	case []any:
 		for _, item := range x {
-			cleanTemplates(item)
+			dropNullTimestamps(item)
 		}
 	}
 }
