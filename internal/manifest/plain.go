@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"reflect"
 	"time"
+	"unicode/utf8"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -175,7 +176,11 @@ func plainOwnJSON(v reflect.Value, k typeKind) (any, error) {
 		if x.Type == intstr.Int {
 			return int64(x.IntVal), nil
 		}
-		return x.StrVal, nil
+		if utf8.ValidString(x.StrVal) {
+			return x.StrVal, nil
+		}
+		// Not UTF-8: through its MarshalJSON, as the converter does, which replaces each
+		// invalid byte with U+FFFD.
 	case kindTime:
 		x := v.Interface().(metav1.Time)
 		if x.IsZero() {
