@@ -169,8 +169,15 @@ func (f *filler) string() string {
 func (f *filler) fill(v reflect.Value) {
 	switch v.Type() {
 	case quantityType:
-		if q, err := resource.ParseQuantity(f.string()); err == nil {
-			v.Set(reflect.ValueOf(q))
+		switch b := f.byte(); b % 4 {
+		case 0:
+			if q, err := resource.ParseQuantity(f.string()); err == nil {
+				v.Set(reflect.ValueOf(q))
+			}
+		default: // any whole number at any scale, in any of the three formats
+			q := resource.NewScaledQuantity(int64(f.uint64()), resource.Scale(int8(f.byte())%24))
+			q.Format = []resource.Format{resource.DecimalSI, resource.BinarySI, resource.DecimalExponent}[b%4-1]
+			v.Set(reflect.ValueOf(*q))
 		}
 		return
 	case intstrType:
