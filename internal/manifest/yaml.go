@@ -11,6 +11,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -32,7 +33,33 @@ func Encode(buf *bytes.Buffer, obj map[string]any) error {
 		buf.WriteString("{}\n")
 		return nil
 	}
-	return writeMapBody(buf, obj, 0)
+	e := encoderPool.Get().(*encoder)
+	e.buf = buf
+	defer func() {
+		e.buf, e.keys = nil, e.keys[:0]
+		encoderPool.Put(e)
+	}()
+	return e.mapBody(obj, 0)
+}
+
+// encoder writes plain data to buf. keys is a stack of map keys: each map's keys are
+// pushed, sorted, written and popped, so that writing allocates no slice per map (which
+// was a good part of rendering's time).
+type encoder struct {
+	buf  *bytes.Buffer
+	keys []string
+}
+
+var encoderPool = sync.Pool{New: func() any { return &encoder{keys: make([]string, 0, 64)} }}
+
+// pushSorted pushes m's keys, sorted, and returns where they start.
+func (e *encoder) pushSorted(m map[string]any) int {
+	start := len(e.keys)
+	for k := range m {
+		e.keys = append(e.keys, k)
+	}
+	slices.Sort(e.keys[start:])
+	return start
 }
 
 func indent(buf *bytes.Buffer, n int) {
@@ -41,35 +68,38 @@ func indent(buf *bytes.Buffer, n int) {
 	}
 }
 
-func sortedKeys(m map[string]any) []string {
-	if len(m) == 1 {
-		for k := range m {
-			return []string{k}
+// mapInline writes m as the body of a list item: its first key continues the "- "
+// line, the rest are indented to line up with it.
+func (e *encoder) mapInline(m map[string]any, depth int) error {
+	start := e.pushSorted(m)
+	end := len(e.keys)
+	for i := start; i < end; i++ {
+		if i > start {
+			indent(e.buf, depth)
 		}
-	}
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// writeMapInline writes m as the body of a list item: its first key continues the
-// "- " line, the rest are indented to line up with it.
-func writeMapInline(buf *bytes.Buffer, m map[string]any, depth int) error {
-	for i, k := range sortedKeys(m) {
-		if i > 0 {
-			indent(buf, depth)
-		}
-		if err := writeEntry(buf, k, m[k], depth); err != nil {
+		if err := e.entry(e.keys[i], m[e.keys[i]], depth); err != nil {
 			return err
 		}
 	}
+	e.keys = e.keys[:start]
 	return nil
 }
 
-func writeEntry(buf *bytes.Buffer, key string, v any, depth int) error {
+func (e *encoder) mapBody(m map[string]any, depth int) error {
+	start := e.pushSorted(m)
+	end := len(e.keys)
+	for i := start; i < end; i++ {
+		indent(e.buf, depth)
+		if err := e.entry(e.keys[i], m[e.keys[i]], depth); err != nil {
+			return err
+		}
+	}
+	e.keys = e.keys[:start]
+	return nil
+}
+
+func (e *encoder) entry(key string, v any, depth int) error {
+	buf := e.buf
 	writeString(buf, key)
 	buf.WriteByte(':')
 	switch x := v.(type) {
@@ -79,7 +109,7 @@ func writeEntry(buf *bytes.Buffer, key string, v any, depth int) error {
 			return nil
 		}
 		buf.WriteByte('\n')
-		return writeMapBody(buf, x, depth+1)
+		return e.mapBody(x, depth+1)
 	case []any:
 		if len(x) == 0 {
 			buf.WriteString(" []\n")
@@ -87,7 +117,7 @@ func writeEntry(buf *bytes.Buffer, key string, v any, depth int) error {
 		}
 		buf.WriteByte('\n')
 		// Lists sit at their key's indentation, as kubectl writes them.
-		return writeList(buf, x, depth)
+		return e.list(x, depth)
 	default:
 		buf.WriteByte(' ')
 		if err := writeScalar(buf, v); err != nil {
@@ -98,17 +128,8 @@ func writeEntry(buf *bytes.Buffer, key string, v any, depth int) error {
 	}
 }
 
-func writeMapBody(buf *bytes.Buffer, m map[string]any, depth int) error {
-	for _, k := range sortedKeys(m) {
-		indent(buf, depth)
-		if err := writeEntry(buf, k, m[k], depth); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func writeList(buf *bytes.Buffer, items []any, depth int) error {
+func (e *encoder) list(items []any, depth int) error {
+	buf := e.buf
 	for _, item := range items {
 		indent(buf, depth)
 		buf.WriteString("- ")
@@ -118,7 +139,7 @@ func writeList(buf *bytes.Buffer, items []any, depth int) error {
 				buf.WriteString("{}\n")
 				continue
 			}
-			if err := writeMapInline(buf, x, depth+1); err != nil {
+			if err := e.mapInline(x, depth+1); err != nil {
 				return err
 			}
 		case []any:
@@ -129,7 +150,7 @@ func writeList(buf *bytes.Buffer, items []any, depth int) error {
 			// A list directly inside a list: start it on the next line.
 			buf.Truncate(buf.Len() - 1)
 			buf.WriteByte('\n')
-			if err := writeList(buf, x, depth+1); err != nil {
+			if err := e.list(x, depth+1); err != nil {
 				return err
 			}
 		default:
