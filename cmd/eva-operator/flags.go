@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/aidonow/eva/internal/status"
 )
 
 // bindFlags defines every command-line flag of the operator on fs, into cfg, the logging
@@ -41,6 +43,7 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
 	fs.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
 	fs.DurationVar(&cfg.depthInterval, "queue-depth-interval", 30*time.Second, "how often queue depth is read")
+	fs.DurationVar(&cfg.blockedGrace, "blocked-grace", status.DefaultBlockedGrace, "how long a module release may wait on something only a person can fix (a chart version its source lacks, missing values) before its tenant is Failed")
 	printVersion = fs.Bool("version", false, "print the version and exit")
 	logOpts = &zap.Options{}
 	logOpts.BindFlags(fs)

@@ -72,6 +72,7 @@ type config struct {
 	// tenantPublishInterval is GitOps.MinInterval.
 	tenantPublishInterval time.Duration
 	depthInterval         time.Duration
+	blockedGrace          time.Duration
 }
 
 func main() {
@@ -157,6 +158,9 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" && cfg.nats.URL == "" {
 		return fmt.Errorf("--messaging=direct needs --nats-url")
 	}
+	if cfg.blockedGrace <= 0 {
+		return fmt.Errorf("--blocked-grace must be positive, not %s", cfg.blockedGrace)
+	}
 	m, err := metrics.New(ctrlmetrics.Registry, mgr.GetClient())
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
@@ -185,6 +189,7 @@ func run(cfg config) error {
 		APIReader:        mgr.GetAPIReader(),
 		Claims:           &claim.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.claimsNS},
 		TenantNamespaces: splitList(cfg.tenantNS),
+		BlockedGrace:     cfg.blockedGrace,
 	}
 	if cfg.messagingMode == "direct" {
 		r.Streams = streams

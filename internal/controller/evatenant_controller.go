@@ -83,6 +83,9 @@ type EvaTenantReconciler struct {
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).
 	Now func() time.Time
+	// BlockedGrace is how long a release may wait on something only a person can fix
+	// before the tenant is Failed; zero is status.DefaultBlockedGrace.
+	BlockedGrace time.Duration
 
 	// lastApply remembers when each tenant's bundle was last applied in full or checked
 	// for drift, for the periodic drift check.

@@ -25,7 +25,7 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 	code := t.Spec.CapsuleCode
 	ns := tenant.Namespace(code)
 	o := &s.observed
-	o.Now = r.now()
+	o.Now, o.BlockedGrace = r.now(), r.BlockedGrace
 	o.Generation = t.Generation
 	o.SeedsVersion = t.Spec.SeedsVersion
 	o.SeedAnnotation = t.Annotations[tenant.AnnotationSeedLoaded]

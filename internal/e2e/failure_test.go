@@ -137,12 +137,16 @@ func setSpec(t *testing.T, tn *unstructured.Unstructured, value any, field strin
 }
 
 // conditionOf returns a condition of an object's status, empty when it has none.
-func conditionOf(u *unstructured.Unstructured, ct string) (c struct{ Status, Reason, Message string }) {
+func conditionOf(u *unstructured.Unstructured, ct string) (c struct {
+	Status, Reason, Message string
+	At                      time.Time // lastTransitionTime
+}) {
 	raw, _, _ := unstructured.NestedSlice(u.Object, "status", "conditions")
 	for _, item := range raw {
 		m, _ := item.(map[string]any)
 		if m["type"] == ct {
 			c.Status, c.Reason, c.Message = fmt.Sprint(m["status"]), fmt.Sprint(m["reason"]), fmt.Sprint(m["message"])
+			c.At, _ = time.Parse(time.RFC3339, fmt.Sprint(m["lastTransitionTime"]))
 		}
 	}
 	return c
@@ -169,16 +173,20 @@ func countEvents(t *testing.T, ns, name, reason string) (n int, seen []string) {
 	return n, seen
 }
 
+// blockedGrace is the operator's --blocked-grace in the scenario that waits it out,
+// shorter than status.DefaultBlockedGrace.
+const blockedGrace = 20 * time.Second
+
 // TestMissingChartVersionFailsTenant: a tenant pins crm to a chart version the chart
 // repository does not have. helm-controller only ever retries (SourceNotReady, with
-// source-controller's reason); once that has lasted status.BlockedGrace the tenant is
-// Failed, Stalled for kstatus, with that message. Pinning an existing version brings it
-// back to Active.
+// source-controller's reason); once that has lasted the operator's --blocked-grace the
+// tenant is Failed, Stalled for kstatus, with that message. Pinning an existing version
+// brings it back to Active.
 func TestMissingChartVersionFailsTenant(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-missing-chart")
-	startOperator(t, ns)
+	startOperator(t, ns, "--blocked-grace="+blockedGrace.String())
 	const code = "NOCHRT"
 	tn := evaTenant(ns, code, evav1.TierStarter)
 	if err := unstructured.SetNestedField(tn.Object, map[string]any{"crm": "9.9.9"}, "spec", "versions"); err != nil {
@@ -195,16 +203,27 @@ func TestMissingChartVersionFailsTenant(t *testing.T) {
 }
 
 // waitBlocked waits until the tenant is Failed because its crm release is blocked: once
-// helm-controller's reason (SourceNotReady, for example) has lasted status.BlockedGrace,
+// helm-controller's reason (SourceNotReady, for example) has lasted blockedGrace,
 // ModulesDeployed is ReleaseBlocked with that reason and a message mentioning what is
-// missing, and kstatus computes Failed.
+// missing, and kstatus computes Failed. The tenant turned Stalled at least blockedGrace
+// and less than the default grace after the release was blocked: the operator's flag,
+// not the default, decided.
 func waitBlocked(t *testing.T, tn *unstructured.Unstructured, reason, mentions string) {
 	t.Helper()
-	failed := waitFailed(t, tn, status.BlockedGrace+3*time.Minute)
+	failed := waitFailed(t, tn, status.DefaultBlockedGrace+3*time.Minute)
 	modules := conditionOf(failed, evav1.ConditionModulesDeployed)
-	if modules.Reason != status.ReasonReleaseBlocked || !strings.Contains(modules.Message, "/crm: "+reason+" since ") ||
-		!strings.Contains(modules.Message, mentions) {
-		t.Errorf("ModulesDeployed %+v: want helm-controller's %s naming %s", modules, reason, mentions)
+	_, sinceText, found := strings.Cut(modules.Message, "/crm: "+reason+" since ")
+	if modules.Reason != status.ReasonReleaseBlocked || !found || !strings.Contains(modules.Message, mentions) {
+		t.Fatalf("ModulesDeployed %+v: want helm-controller's %s naming %s", modules, reason, mentions)
+	}
+	sinceText, _, _ = strings.Cut(sinceText, "Z: ")
+	since, err := time.Parse(time.RFC3339, sinceText+"Z")
+	if err != nil {
+		t.Fatalf("ModulesDeployed %q: the time the release was blocked since: %v", modules.Message, err)
+	}
+	if waited := conditionOf(failed, "Stalled").At.Sub(since); waited < blockedGrace || waited >= status.DefaultBlockedGrace {
+		t.Errorf("the tenant was Stalled %s after its release was blocked (%s), want at least --blocked-grace=%s and less than the default %s",
+			waited, since, blockedGrace, status.DefaultBlockedGrace)
 	}
 	if res, err := kstatus.Compute(failed); err != nil || res.Status != kstatus.FailedStatus {
 		t.Errorf("kstatus of the blocked tenant: %v (%v), want Failed", res, err)

@@ -117,7 +117,7 @@ func TestApplicationReleaseVerdicts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ApplicationRelease("crm", "argocd/m", "1.4.0", tc.digest, tc.app)
-			v := releaseVerdict(r, now)
+			v := releaseVerdict(r, now, DefaultBlockedGrace)
 			if v.Status != tc.status || v.Reason != tc.reason || v.Terminal != tc.terminal || !strings.Contains(v.Message, tc.mentions) {
 				t.Errorf("got %+v, want %s %s terminal=%v mentioning %q", v, tc.status, tc.reason, tc.terminal, tc.mentions)
 			}

@@ -145,7 +145,7 @@ func ModulesDeployed(o Observed) Verdict {
 	}
 	var waiting []string
 	for _, r := range o.Releases {
-		v := releaseVerdict(r, o.Now)
+		v := releaseVerdict(r, o.Now, o.blockedGrace())
 		if v.Terminal {
 			return v
 		}
@@ -159,18 +159,27 @@ func ModulesDeployed(o Observed) Verdict {
 	return ok(ReasonReady, fmt.Sprintf("%d module(s) deployed", len(o.Releases)))
 }
 
-// BlockedGrace is how long a release may wait on something only a person can fix (a
-// chart version its source does not have, a valuesFrom object an environment patch
-// names that does not exist) before the tenant is Failed. Shorter waits are normal: a
-// new release waits seconds for its chart to be fetched.
-const BlockedGrace = 2 * time.Minute
+// DefaultBlockedGrace is how long a release may wait on something only a person can fix
+// (a chart version its source does not have, a valuesFrom object an environment patch
+// names that does not exist) before the tenant is Failed, unless the operator is told
+// otherwise (Observed.BlockedGrace, --blocked-grace). Shorter waits are normal: a new
+// release waits seconds for its chart to be fetched.
+const DefaultBlockedGrace = 2 * time.Minute
+
+// blockedGrace is o's grace, or the default.
+func (o *Observed) blockedGrace() time.Duration {
+	if o.BlockedGrace > 0 {
+		return o.BlockedGrace
+	}
+	return DefaultBlockedGrace
+}
 
 // blockedReasons are helm-controller's Ready reasons for a release that cannot start
 // and is only retried, never given up on (helm-controller v1.4,
 // internal/controller/helmrelease_controller.go).
 var blockedReasons = map[string]bool{"SourceNotReady": true, "ValuesError": true, "ArtifactFailed": true, "AccessDenied": true}
 
-func releaseVerdict(r ReleaseState, now time.Time) Verdict {
+func releaseVerdict(r ReleaseState, now time.Time, grace time.Duration) Verdict {
 	name := kindOr(r.Kind, "HelmRelease") + " " + r.Name
 	switch {
 	case !r.Found:
@@ -208,7 +217,7 @@ func releaseVerdict(r ReleaseState, now time.Time) Verdict {
 		return wait(ReasonProgressing, name+": Ready is for an older generation")
 	case r.Ready.Status == metav1.ConditionFalse && blockedReasons[r.Ready.Reason] && !now.IsZero() &&
 		(r.Ready.ObservedGeneration == 0 || r.Ready.ObservedGeneration == r.Generation) &&
-		!r.Ready.LastTransitionTime.IsZero() && now.Sub(r.Ready.LastTransitionTime.Time) >= BlockedGrace:
+		!r.Ready.LastTransitionTime.IsZero() && now.Sub(r.Ready.LastTransitionTime.Time) >= grace:
 		// Stable text (the time it started, not how long): no status churn while it lasts.
 		return fail(ReasonReleaseBlocked, fmt.Sprintf("%s: %s since %s: %s", name, r.Ready.Reason,
 			r.Ready.LastTransitionTime.UTC().Format(time.RFC3339), r.Ready.Message))
@@ -310,7 +319,7 @@ func Compute(o Observed) Result {
 		}
 	}
 	for _, r := range o.Releases {
-		v := releaseVerdict(r, o.Now)
+		v := releaseVerdict(r, o.Now, o.blockedGrace())
 		res.Modules = append(res.Modules, evav1.ModuleStatus{
 			Name: r.Module, Version: r.Version, Ready: v.Status == metav1.ConditionTrue,
 			Reason: v.Reason, Message: v.Message,

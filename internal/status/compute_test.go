@@ -127,14 +127,24 @@ func TestCompute(t *testing.T) {
 		"chart version missing from the source for longer than the grace": {func(o *Observed) {
 			o.Now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "SourceNotReady")
-			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-BlockedGrace))
+			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-DefaultBlockedGrace))
 		}, want{evav1.PhaseFailed, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonReleaseBlocked,
 			"HelmRelease eva-tenant-devusr/crm: SourceNotReady since 2026-11-23T09:58:00Z: SourceNotReady message"}},
 		"an environment patch's valuesFrom missing for less than the grace": {func(o *Observed) {
 			o.Now = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC)
 			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "ValuesError")
-			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-BlockedGrace + time.Second))
+			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-DefaultBlockedGrace + time.Second))
 		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "ValuesError"}},
+		"a shorter grace the operator was given, passed": {func(o *Observed) {
+			o.Now, o.BlockedGrace = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), 20*time.Second
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "SourceNotReady")
+			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-20 * time.Second))
+		}, want{evav1.PhaseFailed, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonReleaseBlocked, "since 2026-11-23T09:59:40Z"}},
+		"a longer grace the operator was given, not yet passed": {func(o *Observed) {
+			o.Now, o.BlockedGrace = time.Date(2026, 11, 23, 10, 0, 0, 0, time.UTC), time.Hour
+			o.Releases[0].Ready = cond("Ready", metav1.ConditionFalse, "SourceNotReady")
+			o.Releases[0].Ready.LastTransitionTime = metav1.NewTime(o.Now.Add(-DefaultBlockedGrace))
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "SourceNotReady"}},
 		// Right after a fix, the release in the cluster (or the cache) still has the old
 		// spec and its exhausted retries: not a verdict on the new spec.
 		"outdated release keeps its old failure to itself": {func(o *Observed) {

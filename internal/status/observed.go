@@ -14,6 +14,9 @@ type Observed struct {
 	// Now is when it was observed (how long a release has been blocked is judged
 	// against it; zero never judges a release blocked).
 	Now time.Time
+	// BlockedGrace is how long a release may wait on something only a person can fix
+	// before the tenant is Failed; zero is DefaultBlockedGrace.
+	BlockedGrace time.Duration
 	// Generation of the tenant.
 	Generation int64
 	// Namespace of the tenant; nil when missing.
