@@ -19,22 +19,10 @@ trap 'rm -rf "$logs"' EXIT
 } | tee "$logs/e2e.log" &
 e2e=$!
 
-# internal/imagebuild runs without the race detector: its long test gzips five operator
-# binaries (~330 MB through compress/flate, one goroutine; the package starts none of
-# its own), which the detector slows from 40 s to 3.5 minutes alone and to 7-8 minutes
-# beside the end-to-end suite, a third of make test. Every other package keeps -race.
-norace=./internal/imagebuild
-race_free_flags=
-for flag in $flags; do
-  case "$flag" in -race | -race=*) ;; *) race_free_flags+=" $flag" ;; esac
-done
-
 rest=0
 # shellcheck disable=SC2046,SC2086
-go test $flags -p 1 $(go list ./... | grep -v -e '/internal/e2e$' -e '/internal/testcluster$' -e '/internal/imagebuild$') 2>&1 |
+go test $flags -p 1 $(go list ./... | grep -v -e '/internal/e2e$' -e '/internal/testcluster$') 2>&1 |
   tee "$logs/packages.log" || rest=$?
-# shellcheck disable=SC2086
-go test $race_free_flags -p 1 $norace 2>&1 | tee -a "$logs/packages.log" || rest=$?
 wait "$e2e" || true
 e2e_status=$(cat "$logs/e2e.status" 2>/dev/null || echo 1)
 
