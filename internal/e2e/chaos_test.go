@@ -15,8 +15,10 @@ import (
 	"github.com/aidonow/eva/internal/testenv"
 )
 
-// chaosRounds is how many tenants go through the three kill points.
-const chaosRounds = 5
+// chaosRounds is how many tenants go through the three kill points: one per tier, the
+// modes alternating, so each tier is killed once and each mode twice (a fifth round
+// would repeat the first's tier and mode).
+var chaosRounds = len(evav1.Tiers)
 
 // onceEvents are the events a tenant's life records at most once, whatever happens to
 // the operator: each marks a transition the status records before the event is sent.
@@ -24,7 +26,7 @@ var onceEvents = []string{"ProvisioningStarted", "NamespaceCreated", "SeedLoaded
 	"IngressProvisioned", "ProvisioningComplete", "DeprovisionStarted", "DeprovisionComplete"}
 
 // TestOperatorSurvivesSIGKILL kills the operator process with SIGKILL at three moments of
-// a tenant's life, five rounds (one tenant and one operator each, the tiers in turn,
+// a tenant's life, one round per tier (one tenant and one operator each, the tiers in turn,
 // pure-cluster and GitOps mode alternating, the rounds side by side), while the real
 // Flux controllers work on the same objects: right after NamespaceReady turns True,
 // right after Provisioned turns True, and in the middle of the decommission saga (while
