@@ -54,8 +54,10 @@ type Cluster struct {
 	// Dir holds the cluster's files (kubeconfig, kwok's stages, controller state).
 	Dir string
 
-	env   *envtest.Environment
-	procs []*testenv.Process
+	env *envtest.Environment
+	// stopEnv stops the API server and etcd (testenv.StartEnvironment).
+	stopEnv func() error
+	procs   []*testenv.Process
 }
 
 // Start starts the API server, etcd, kube-controller-manager, kube-scheduler and kwok
@@ -90,7 +92,7 @@ func Start(ctx context.Context, opts Options) (c *Cluster, err error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
-	if c.Config, err = testenv.StartEnvironment(c.env); err != nil {
+	if c.Config, c.stopEnv, err = testenv.StartEnvironment(c.env); err != nil {
 		return nil, fmt.Errorf("starting kube-apiserver and etcd: %w", err)
 	}
 	if c.Client, err = client.New(c.Config, client.Options{Scheme: scheme.Scheme}); err != nil {
@@ -256,8 +258,8 @@ func (c *Cluster) Stop() {
 			_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(p.Output()), 0o644)
 		}
 	}
-	if c.env != nil && c.Config != nil {
-		_ = c.env.Stop()
+	if c.stopEnv != nil {
+		_ = c.stopEnv()
 	}
 	_ = os.RemoveAll(c.Dir)
 }

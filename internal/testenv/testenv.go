@@ -41,6 +41,7 @@ func AssetsDir() (string, error) {
 // Env is a running API server.
 type Env struct {
 	env    *envtest.Environment
+	stop   func() error
 	Config *rest.Config
 	// Client is an uncached client that knows Eva's types.
 	Client client.Client
@@ -64,16 +65,6 @@ func ControlPlaneEnv() []string {
 	return []string{"GOGC=" + ControlPlaneGOGC}
 }
 
-// StartEnvironment starts envtest's API server and etcd with ControlPlaneEnv: envtest
-// gives them the test process's environment, so GOGC is set for the start alone.
-func StartEnvironment(e *envtest.Environment) (*rest.Config, error) {
-	if env := ControlPlaneEnv(); len(env) > 0 {
-		_ = os.Setenv("GOGC", ControlPlaneGOGC)
-		defer os.Unsetenv("GOGC")
-	}
-	return e.Start()
-}
-
 // Start starts an API server with Eva's CRD and the CRDs in extraCRDDirs installed.
 func Start(extraCRDDirs ...string) (*Env, error) {
 	assets, err := AssetsDir()
@@ -88,20 +79,20 @@ func Start(extraCRDDirs ...string) (*Env, error) {
 		ErrorIfCRDPathMissing: true,
 		BinaryAssetsDirectory: assets,
 	}
-	cfg, err := StartEnvironment(e)
+	cfg, stop, err := StartEnvironment(e)
 	if err != nil {
 		return nil, fmt.Errorf("starting envtest from %s: %w", assets, err)
 	}
 	c, err := client.New(cfg, client.Options{Scheme: scheme.Scheme})
 	if err != nil {
-		_ = e.Stop()
+		_ = stop()
 		return nil, fmt.Errorf("creating client: %w", err)
 	}
-	return &Env{env: e, Config: cfg, Client: c}, nil
+	return &Env{env: e, stop: stop, Config: cfg, Client: c}, nil
 }
 
 // Stop stops the API server and etcd.
-func (e *Env) Stop() error { return e.env.Stop() }
+func (e *Env) Stop() error { return e.stop() }
 
 // GVK returns the GroupVersionKind of an Eva kind.
 func GVK(kind string) schema.GroupVersionKind { return evav1.GroupVersion.WithKind(kind) }
