@@ -11,6 +11,10 @@ import (
 	"github.com/aidonow/eva/internal/testenv"
 )
 
+// operatorFleets counts the fleets BenchmarkOperatorProcess has created in this test
+// process, for codes no earlier fleet claimed.
+var operatorFleets int
+
 // BenchmarkOperatorProcess runs the eva-operator binary as deployed: its own process,
 // pure-cluster mode, dev environment, --concurrency=8, against the envtest API server,
 // with the stand-in (in the benchmark's process) playing helm-controller and the other
@@ -56,8 +60,11 @@ func BenchmarkOperatorProcess(b *testing.B) {
 				}
 				cost := startCPUCost(b)
 				start := time.Now()
-				// Codes of their own per sub-benchmark: a purged tenant's claim stays.
-				createFleet(b, ns, string(rune('O'+i))+"P", fleet, func(i int) []tenantOpt {
+				// Codes of their own per sub-benchmark and per run (-count runs them again in
+				// the same API server): a purged tenant's claim stays, and refuses its code.
+				prefix := fmt.Sprintf("%c%c", 'O'+i, 'A'+operatorFleets%26)
+				operatorFleets++
+				createFleet(b, ns, prefix, fleet, func(i int) []tenantOpt {
 					if shards == 1 {
 						return nil
 					}
