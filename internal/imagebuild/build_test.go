@@ -320,14 +320,22 @@ func checkSBOM(t *testing.T, index name.Digest, reg registry.Options, built *Res
 	if len(info.Deps) == 0 {
 		t.Fatal("the binary links no module: the SBOM check would check nothing")
 	}
-	// Every module the binary links, at the version go.mod resolves.
+	// Every module the binary links, at the version go.mod resolves (one go list for all).
+	args := []string{"list", "-m", "-f", "{{.Path}} {{.Version}}"}
 	for _, dep := range info.Deps {
-		out, err := exec.Command("go", "list", "-m", "-f", "{{.Version}}", dep.Path).Output()
-		if err != nil {
-			t.Fatalf("go list -m %s: %v", dep.Path, err)
-		}
-		if resolved := strings.TrimSpace(string(out)); components[dep.Path] != resolved {
-			t.Errorf("SBOM lists %s at %q, go.mod resolves %s", dep.Path, components[dep.Path], resolved)
+		args = append(args, dep.Path)
+	}
+	out, err := exec.Command("go", args...).Output()
+	if err != nil {
+		t.Fatalf("go %s: %v", strings.Join(args, " "), err)
+	}
+	resolved := strings.Fields(string(out))
+	if len(resolved) != 2*len(info.Deps) {
+		t.Fatalf("go list -m of %d modules printed %q", len(info.Deps), out)
+	}
+	for i := 0; i < len(resolved); i += 2 {
+		if path, version := resolved[i], resolved[i+1]; components[path] != version {
+			t.Errorf("SBOM lists %s at %q, go.mod resolves %s", path, components[path], version)
 		}
 	}
 }

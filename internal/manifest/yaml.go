@@ -39,7 +39,7 @@ func Encode(buf *bytes.Buffer, obj map[string]any) error {
 		e.buf, e.keys = nil, e.keys[:0]
 		encoderPool.Put(e)
 	}()
-	return e.mapBody(obj, 0)
+	return e.mapBody(obj, 0, false)
 }
 
 // encoder writes plain data to buf. keys is a stack of map keys: each map's keys are
@@ -68,28 +68,16 @@ func indent(buf *bytes.Buffer, n int) {
 	}
 }
 
-// mapInline writes m as the body of a list item: its first key continues the "- "
-// line, the rest are indented to line up with it.
-func (e *encoder) mapInline(m map[string]any, depth int) error {
+// mapBody writes m's entries, sorted by key, each on its own line at depth; inline is
+// the body of a list item, whose first key continues the "- " line (the rest line up
+// with it).
+func (e *encoder) mapBody(m map[string]any, depth int, inline bool) error {
 	start := e.pushSorted(m)
 	end := len(e.keys)
 	for i := start; i < end; i++ {
-		if i > start {
+		if !inline || i > start {
 			indent(e.buf, depth)
 		}
-		if err := e.entry(e.keys[i], m[e.keys[i]], depth); err != nil {
-			return err
-		}
-	}
-	e.keys = e.keys[:start]
-	return nil
-}
-
-func (e *encoder) mapBody(m map[string]any, depth int) error {
-	start := e.pushSorted(m)
-	end := len(e.keys)
-	for i := start; i < end; i++ {
-		indent(e.buf, depth)
 		if err := e.entry(e.keys[i], m[e.keys[i]], depth); err != nil {
 			return err
 		}
@@ -109,7 +97,7 @@ func (e *encoder) entry(key string, v any, depth int) error {
 			return nil
 		}
 		buf.WriteByte('\n')
-		return e.mapBody(x, depth+1)
+		return e.mapBody(x, depth+1, false)
 	case []any:
 		if len(x) == 0 {
 			buf.WriteString(" []\n")
@@ -139,7 +127,7 @@ func (e *encoder) list(items []any, depth int) error {
 				buf.WriteString("{}\n")
 				continue
 			}
-			if err := e.mapInline(x, depth+1); err != nil {
+			if err := e.mapBody(x, depth+1, true); err != nil {
 				return err
 			}
 		case []any:

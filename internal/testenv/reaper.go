@@ -35,23 +35,18 @@ func StartEnvironment(e *envtest.Environment) (cfg *rest.Config, stop func() err
 		return nil, nil, err
 	}
 	after, err := childPIDs()
+	var reaper *exec.Cmd
 	if err == nil {
-		var started []int
-		for _, pid := range after {
-			if !slices.Contains(before, pid) {
-				started = append(started, pid)
-			}
-		}
-		var reaper *exec.Cmd
-		if reaper, err = startReaper(started); err == nil {
-			return cfg, func() error {
-				_ = syscall.Kill(-reaper.Process.Pid, syscall.SIGKILL)
-				_ = reaper.Wait()
-				return e.Stop()
-			}, nil
-		}
+		reaper, err = startReaper(slices.DeleteFunc(after, func(pid int) bool { return slices.Contains(before, pid) }))
 	}
-	return nil, nil, errors.Join(fmt.Errorf("guarding the control plane: %w", err), e.Stop())
+	if err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("guarding the control plane: %w", err), e.Stop())
+	}
+	return cfg, func() error {
+		_ = syscall.Kill(-reaper.Process.Pid, syscall.SIGKILL)
+		_ = reaper.Wait()
+		return e.Stop()
+	}, nil
 }
 
 // childPIDs lists the test process's child processes (every thread's: a process is
