@@ -29,9 +29,13 @@ go build -o "$bin/egress" ./hack/egress
 mkdir -p out
 scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
+# The test binaries stay in bin/ (go test leaves an up-to-date one as it is), and the run
+# inside finds them built.
+testbin="$bin/testbin/e2e"
+mkdir -p "$testbin"
 # shellcheck disable=SC2086
-go test $flags -c -o "$scratch/" ./internal/testcluster/... ./internal/e2e/...
+go test $flags -c -o "$testbin/" ./internal/testcluster/... ./internal/e2e/...
 # shellcheck disable=SC2086
 "$bin/egress" -report out/egress.json -- bash -c \
-  '"$1" render --tenants tenants --env prod --out "$2/gitops" && go test $3 -p 1 ./internal/testcluster/... ./internal/e2e/...' \
-  egress-run "$bin/evactl" "$scratch" "$flags"
+  '"$1" render --tenants tenants --env prod --out "$2/gitops" && go test $3 -p 1 -o "$4/" ./internal/testcluster/... ./internal/e2e/...' \
+  egress-run "$bin/evactl" "$scratch" "$flags" "$testbin"

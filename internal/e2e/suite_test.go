@@ -127,11 +127,8 @@ func run(m *testing.M) (int, error) {
 	go testcluster.RunNACKStandIn(stop, standIns, jetstream)
 	go testcluster.RunIngressStandIn(stop, standIns)
 
-	evactl = filepath.Join(cluster.Dir, "evactl")
-	build := exec.Command("go", "build", "-o", evactl, "./cmd/evactl")
-	build.Dir = root
-	if out, err := build.CombinedOutput(); err != nil {
-		return 0, fmt.Errorf("building evactl: %v\n%s", err, out)
+	if evactl, err = testenv.Binary("./cmd/evactl", "evactl-test"); err != nil {
+		return 0, err
 	}
 	if err := publishCharts(root); err != nil {
 		return 0, err

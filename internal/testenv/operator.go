@@ -1,12 +1,8 @@
 package testenv
 
 import (
-	"fmt"
 	"net"
-	"os"
-	"os/exec"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -18,42 +14,15 @@ import (
 // admission policy a cluster gives it.
 const OperatorServiceAccount = "system:serviceaccount:eva-system:eva-operator"
 
-var (
-	buildOnce   sync.Once
-	operatorBin string
-	buildErr    error
-)
-
-// OperatorBinary builds cmd/eva-operator once per test process, as a user builds it,
-// and returns its path: bin/eva-operator-test, replaced atomically, so test processes
-// running side by side share one file and nothing piles up in the temporary folder.
+// OperatorBinary builds cmd/eva-operator, as a user builds it, into
+// bin/eva-operator-test (see Binary) and returns its path.
 func OperatorBinary(t testing.TB) string {
 	t.Helper()
-	buildOnce.Do(func() {
-		binDir := filepath.Join(RepoRoot(), "bin")
-		if buildErr = os.MkdirAll(binDir, 0o755); buildErr != nil {
-			return
-		}
-		tmp, err := os.MkdirTemp(binDir, ".eva-operator-build-")
-		if err != nil {
-			buildErr = err
-			return
-		}
-		defer os.RemoveAll(tmp)
-		built := filepath.Join(tmp, "eva-operator")
-		cmd := exec.Command("go", "build", "-o", built, "./cmd/eva-operator")
-		cmd.Dir = RepoRoot()
-		if out, err := cmd.CombinedOutput(); err != nil {
-			buildErr = fmt.Errorf("building eva-operator: %v\n%s", err, out)
-			return
-		}
-		operatorBin = filepath.Join(binDir, "eva-operator-test")
-		buildErr = os.Rename(built, operatorBin)
-	})
-	if buildErr != nil {
-		t.Fatal(buildErr)
+	path, err := Binary("./cmd/eva-operator", "eva-operator-test")
+	if err != nil {
+		t.Fatal(err)
 	}
-	return operatorBin
+	return path
 }
 
 // KubeConfigAs writes a kubeconfig for the API server that impersonates user (with the
