@@ -36,29 +36,46 @@ var (
 // inCluster is how Argo CD names its own cluster.
 const inCluster = "https://kubernetes.default.svc"
 
-var (
-	argoOnce sync.Once
-	argoErr  error
-)
+// argo is Argo CD on the suite's cluster: started for the first scenario that needs it
+// and stopped when the last one running ends. Its application controller watches every
+// kind in the cluster, and once idle it cost the suite a tenth of a core for minutes.
+var argo struct {
+	sync.Mutex
+	users int
+	stop  func()
+}
 
-// startArgoCD starts Argo CD on the suite's cluster once, for the tests that need it,
-// with what the platform adds for Argo CD (deploy/argocd/tenant_applier.yaml: the role
-// its root Application binds the tenants' appliers with).
+// startArgoCD starts Argo CD on the suite's cluster unless it runs, for the tests that
+// need it, with what the platform adds for Argo CD (deploy/argocd/tenant_applier.yaml:
+// the role its root Application binds the tenants' appliers with); it stops when the
+// last test using it ends.
 func startArgoCD(t *testing.T) {
 	t.Helper()
-	argoOnce.Do(func() {
-		// Redis stops with the test process; the controllers with the cluster.
-		if _, argoErr = cluster.StartArgoCD(context.Background()); argoErr != nil {
-			return
+	argo.Lock()
+	defer argo.Unlock()
+	if argo.users == 0 {
+		stop, err := cluster.StartArgoCD(context.Background())
+		if err != nil {
+			t.Fatal(err)
 		}
-		var fence []byte
-		if fence, argoErr = os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "argocd", "tenant_applier.yaml")); argoErr == nil {
-			argoErr = applyYAML(context.Background(), string(fence))
+		fence, err := os.ReadFile(filepath.Join(testenv.RepoRoot(), "deploy", "argocd", "tenant_applier.yaml"))
+		if err == nil {
+			err = applyYAML(context.Background(), string(fence))
+		}
+		if err != nil {
+			stop()
+			t.Fatal(err)
+		}
+		argo.stop = stop
+	}
+	argo.users++
+	t.Cleanup(func() {
+		argo.Lock()
+		defer argo.Unlock()
+		if argo.users--; argo.users == 0 {
+			argo.stop()
 		}
 	})
-	if argoErr != nil {
-		t.Fatal(argoErr)
-	}
 }
 
 // serveChartRepository packages the suite's charts with the helm CLI into a classic

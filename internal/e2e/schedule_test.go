@@ -19,6 +19,8 @@ var longestFirst = []string{
 	"TestRolloutByWaveOnRealFlux",
 	"TestFailedReleaseFailsTenantAndRecovers",
 	"TestArgoCDOperatorGitOpsMode",
+	// Next, so that Argo CD (started for both) stops early (startArgoCD).
+	"TestArgoCDDeliversTenantsPublishedByEvactl",
 	"TestGitOpsFleetWithStuckRelease",
 	"TestMissingChartVersionFailsTenant",
 	"TestMissingValuesSecretFailsTenant",

@@ -33,7 +33,8 @@ const ArgoCDResync = 5 * time.Second
 // Argo CD's cache is a Redis server; the suite runs miniredis, a Redis implementation,
 // in the test process (the one component here that is not what production runs: Redis
 // is Argo CD's cache only, it holds no state of record). The returned function stops
-// it after the controllers (Stop stops those).
+// the controllers and Redis (Stop stops the controllers too); StartArgoCD may then be
+// called again.
 func (c *Cluster) StartArgoCD(ctx context.Context) (stop func(), err error) {
 	bins, err := Binaries()
 	if err != nil {
@@ -112,25 +113,29 @@ func (c *Cluster) StartArgoCD(ctx context.Context) (stop func(), err error) {
 			"ARGOCD_SSH_DATA_PATH=" + filepath.Join(home, "ssh"), "ARGOCD_GNUPGHOME=" + filepath.Join(home, "gnupg"),
 		}
 	}
+	stop = func() {
+		c.stopProcesses("argocd-application-controller", "argocd-repo-server")
+		stopRedis()
+	}
 	port := freePort()
 	repoServer := fmt.Sprintf("127.0.0.1:%d", port)
 	if err := c.startWith("argocd-repo-server", bins.ArgoCD, env("argocd-repo-server"),
 		"--address=127.0.0.1", fmt.Sprintf("--port=%d", port), "--disable-tls", "--redis="+redis.Addr(),
 		fmt.Sprintf("--metrics-port=%d", freePort()), "--loglevel=info"); err != nil {
-		stopRedis()
+		stop()
 		return nil, err
 	}
 	if err := c.startWith("argocd-application-controller", bins.ArgoCD, env("argocd-application-controller"),
 		"--namespace="+ArgoCDNamespace, "--repo-server="+repoServer, "--repo-server-plaintext", "--redis="+redis.Addr(),
 		fmt.Sprintf("--metrics-port=%d", freePort()), fmt.Sprintf("--app-resync=%d", int(ArgoCDResync.Seconds())),
 		"--status-processors=4", "--operation-processors=4", "--loglevel=info"); err != nil {
-		stopRedis()
+		stop()
 		return nil, err
 	}
 	time.Sleep(2 * time.Second)
 	if err := c.Check(); err != nil {
-		stopRedis()
+		stop()
 		return nil, err
 	}
-	return stopRedis, nil
+	return stop, nil
 }

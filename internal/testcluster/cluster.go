@@ -17,7 +17,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -57,7 +59,9 @@ type Cluster struct {
 	env *envtest.Environment
 	// stopEnv stops the API server and etcd (testenv.StartEnvironment).
 	stopEnv func() error
-	procs   []*testenv.Process
+	// mu guards procs: components start and stop while scenarios run (Argo CD).
+	mu    sync.Mutex
+	procs []*testenv.Process
 }
 
 // Start starts the API server, etcd, kube-controller-manager, kube-scheduler and kwok
@@ -200,7 +204,9 @@ func (c *Cluster) startWith(name, bin string, env []string, args ...string) erro
 	if err != nil {
 		return err
 	}
+	c.mu.Lock()
 	c.procs = append(c.procs, p)
+	c.mu.Unlock()
 	time.Sleep(300 * time.Millisecond)
 	if p.Exited() {
 		return fmt.Errorf("%s exited at start:\n%s", name, p.Tail(3000))
@@ -211,7 +217,7 @@ func (c *Cluster) startWith(name, bin string, env []string, args ...string) erro
 // Check returns an error naming every component that is no longer running.
 func (c *Cluster) Check() error {
 	var errs []error
-	for _, p := range c.procs {
+	for _, p := range c.processes() {
 		if p.Exited() {
 			errs = append(errs, fmt.Errorf("%s exited:\n%s", p.Name, p.Tail(3000)))
 		}
@@ -219,13 +225,51 @@ func (c *Cluster) Check() error {
 	return errors.Join(errs...)
 }
 
+func (c *Cluster) processes() []*testenv.Process {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.procs)
+}
+
 func (c *Cluster) proc(name string) *testenv.Process {
-	for _, p := range c.procs {
+	for _, p := range c.processes() {
 		if p.Name == name {
 			return p
 		}
 	}
 	return nil
+}
+
+// stopProcesses kills the named components and forgets them: Check no longer expects
+// them to run.
+func (c *Cluster) stopProcesses(names ...string) {
+	c.mu.Lock()
+	var stopped []*testenv.Process
+	c.procs = slices.DeleteFunc(c.procs, func(p *testenv.Process) bool {
+		if slices.Contains(names, p.Name) {
+			stopped = append(stopped, p)
+			return true
+		}
+		return false
+	})
+	c.mu.Unlock()
+	for _, p := range stopped {
+		p.Kill()
+	}
+	saveLogs(stopped)
+}
+
+// saveLogs keeps the output of stopped components in the folder EVA_CLUSTER_LOGS names,
+// if any, for looking into a failure.
+func saveLogs(procs []*testenv.Process) {
+	dir := os.Getenv("EVA_CLUSTER_LOGS")
+	if dir == "" {
+		return
+	}
+	_ = os.MkdirAll(dir, 0o755)
+	for _, p := range procs {
+		_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(p.Output()), 0o644)
+	}
 }
 
 // Logs returns the last n bytes of a component's output.
@@ -248,16 +292,11 @@ func (c *Cluster) Output(name string) string {
 // Stop kills every component (SIGKILL), stops the API server and etcd and removes the
 // cluster's files.
 func (c *Cluster) Stop() {
-	for i := len(c.procs) - 1; i >= 0; i-- {
-		c.procs[i].Kill()
+	procs := c.processes()
+	for i := len(procs) - 1; i >= 0; i-- {
+		procs[i].Kill()
 	}
-	// EVA_CLUSTER_LOGS keeps every component's output, for looking into a failure.
-	if dir := os.Getenv("EVA_CLUSTER_LOGS"); dir != "" {
-		_ = os.MkdirAll(dir, 0o755)
-		for _, p := range c.procs {
-			_ = os.WriteFile(filepath.Join(dir, p.Name+".log"), []byte(p.Output()), 0o644)
-		}
-	}
+	saveLogs(procs)
 	if c.stopEnv != nil {
 		_ = c.stopEnv()
 	}
