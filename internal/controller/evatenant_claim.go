@@ -36,6 +36,22 @@ func (r *EvaTenantReconciler) namespaceAllowed(ns string) bool {
 	return namespaceAccepted(r.TenantNamespaces, ns)
 }
 
+// ignoreOutsideNamespaces leaves a tenant outside the accepted namespaces alone. It
+// warns with an event only while no operator serves the tenant (it has no finalizer): a
+// tenant that an operator accepting its namespace has taken up is not ignored, and
+// otherwise every operator for other namespaces would warn about each such tenant each
+// time it starts.
+func (r *EvaTenantReconciler) ignoreOutsideNamespaces(ctx context.Context, t *evav1.EvaTenant) {
+	log := ctrl.LoggerFrom(ctx)
+	if controllerutil.ContainsFinalizer(t, tenant.Finalizer) {
+		log.V(1).Info("Leaving a tenant another operator serves", "accepted", r.TenantNamespaces)
+		return
+	}
+	log.V(1).Info("Ignoring a tenant outside the accepted namespaces", "accepted", r.TenantNamespaces)
+	r.event(t, corev1.EventTypeWarning, status.ReasonNamespaceNotAllowed,
+		"EvaTenants are not accepted in namespace %s; this object is ignored", t.Namespace)
+}
+
 // namespaceAccepted reports whether ns is one of accepted, or accepted is empty.
 func namespaceAccepted(accepted []string, ns string) bool {
 	return len(accepted) == 0 || slices.Contains(accepted, ns)

@@ -178,9 +178,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		return ctrl.Result{}, nil
 	}
 	if !r.namespaceAllowed(t.Namespace) {
-		log.V(1).Info("Ignoring a tenant outside the accepted namespaces", "accepted", r.TenantNamespaces)
-		r.event(t, corev1.EventTypeWarning, status.ReasonNamespaceNotAllowed,
-			"EvaTenants are not accepted in namespace %s; this object is ignored", t.Namespace)
+		r.ignoreOutsideNamespaces(ctx, t)
 		return ctrl.Result{}, nil
 	}
 	// One owner per code, before anything else: an object whose code another tenant
