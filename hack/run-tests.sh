@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make test`: every test of the module. The end-to-end suite runs under hack/egress
-# (hack/run-e2e.sh, as `make e2e` does); the other packages run beside it, one package
-# at a time each side, as two cores allow.
+# (hack/run-e2e.sh, as `make e2e` does); the other packages run beside it, two at a
+# time: most of their time is spent waiting on an API server, and the end-to-end suite
+# is the longer half.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -26,7 +27,7 @@ mkdir -p "$root/bin/testbin/packages"
 # Only packages with tests: two packages of one name (api/v1alpha1 and the Argo CD types)
 # would want one binary name, and the other packages have nothing to run.
 # shellcheck disable=SC2046,SC2086
-go test $flags -p 1 -o "$root/bin/testbin/packages/" $(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... |
+go test $flags -p 2 -o "$root/bin/testbin/packages/" $(go list -f '{{if or .TestGoFiles .XTestGoFiles}}{{.ImportPath}}{{end}}' ./... |
   grep -v -e '/internal/e2e$' -e '/internal/testcluster$') 2>&1 |
   tee "$logs/packages.log" || rest=$?
 wait "$e2e" || true
