@@ -38,9 +38,8 @@ type selector struct {
 }
 
 // loadPatches reads the `patches` of the overlay's kustomization.yaml. A tenant overlay
-// is a kustomize file holding patches only: anything else in it would change what a
-// tenant is made of, which belongs in the renderer or the catalog. Patch files are read
-// inside the overlay folder (see overlayDir).
+// is a kustomize file holding patches only (checkFields). Patch files are read inside
+// the overlay folder (see overlayDir).
 func loadPatches(dir *overlayDir, read func([]byte)) ([]Patch, error) {
 	path := dir.join(KustomizationFile)
 	data, err := dir.read(KustomizationFile)
@@ -51,15 +50,12 @@ func loadPatches(dir *overlayDir, read func([]byte)) ([]Patch, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	read(data)
+	if err := checkFields(path, data); err != nil {
+		return nil, err
+	}
 	var k types.Kustomization
 	if err := sigsyaml.UnmarshalStrict(data, &k); err != nil {
 		return nil, fmt.Errorf("%s: %w", path, err)
-	}
-	//nolint:staticcheck // SA1019: overlays written with the deprecated fields must still be refused by name
-	if len(k.Resources)+len(k.Components)+len(k.PatchesStrategicMerge)+len(k.PatchesJson6902)+
-		len(k.Images)+len(k.ConfigMapGenerator)+len(k.SecretGenerator)+len(k.HelmCharts) > 0 ||
-		k.NamePrefix != "" || k.NameSuffix != "" || k.Namespace != "" {
-		return nil, fmt.Errorf("%s: a tenant overlay may only hold `patches`", path)
 	}
 	var out []Patch
 	for i, p := range k.Patches {
