@@ -64,7 +64,42 @@ func NewRootCommand() *cobra.Command {
 	})
 	root.PersistentFlags().StringVar(&opts.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
 	root.AddCommand(newValidateCommand(opts), newRenderCommand(opts), newPublishCommand(opts), newDiffCommand(opts), newImagesCommand(opts), newChartsCommand(), newRolloutCommand(opts))
+	refuseUndeclaredArgs(root)
 	return root
+}
+
+// refuseUndeclaredArgs makes every command that declares no arguments refuse them:
+// cobra lets such a command run with any, so `evactl render tenants/DEVUSR.yaml` used to
+// render every tenant as if the argument selected one, and `evactl charts pusj` printed
+// the help and succeeded. A command grouping others refuses an unknown one by name,
+// with what it may have meant.
+func refuseUndeclaredArgs(cmd *cobra.Command) {
+	switch {
+	case !cmd.Runnable() && cmd.HasSubCommands():
+		cmd.SuggestionsMinimumDistance = 2
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			msg := fmt.Sprintf("unknown command %q for %q", args[0], c.CommandPath())
+			if near := c.SuggestionsFor(args[0]); len(near) > 0 {
+				msg += fmt.Sprintf(" (did you mean %q?)", near[0])
+			}
+			return &ExitError{Code: ExitUsage, Err: errors.New(msg)}
+		}
+		cmd.RunE = func(c *cobra.Command, _ []string) error { return c.Help() }
+	case cmd.Runnable() && cmd.Args == nil:
+		cmd.Args = func(c *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return nil
+			}
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s takes no arguments, got %q: it works on what its flags name (see %s --help)",
+				c.CommandPath(), args, c.CommandPath())}
+		}
+	}
+	for _, sub := range cmd.Commands() {
+		refuseUndeclaredArgs(sub)
+	}
 }
 
 // Execute runs evactl with args and returns the process exit code.

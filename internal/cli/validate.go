@@ -22,6 +22,7 @@ func newValidateCommand(opts *options) *cobra.Command {
 	var charts chartFlags
 	cmd := &cobra.Command{
 		Use:   "validate [PATH...]",
+		Args:  cobra.ArbitraryArgs,
 		Short: "Check tenant files against the API and the catalog",
 		Long: `Check tenant files (or folders of them; default tenants/) strictly: unknown fields,
 wrong types, capsule codes, tiers, module pins, secret-looking values, and across files
