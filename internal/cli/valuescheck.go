@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"runtime"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenantfile"
@@ -61,7 +64,38 @@ func chartProblems(res *tenantfile.Result, r *render.Renderer, checker *chartche
 	close(work)
 	wg.Wait()
 	tenantfile.SortProblems(out)
-	return out
+	// A value the environment's overlay sets is refused once, not once per tenant.
+	return slices.Compact(out)
+}
+
+// patchSetting returns the last of the environment's patches that sets the values path
+// of a module's HelmRelease (the one whose value the chart saw), or nil.
+func patchSetting(env *overlay.Environment, objects []map[string]any, module string, path []string) *overlay.Patch {
+	if env == nil {
+		return nil
+	}
+	for _, obj := range objects {
+		if meta, _ := obj["metadata"].(map[string]any); obj["kind"] != "HelmRelease" || meta["name"] != module {
+			continue
+		}
+		id, full := overlay.IdentityOf(obj), append([]string{"spec", "values"}, path...)
+		for i := len(env.Patches) - 1; i >= 0; i-- {
+			if p := &env.Patches[i]; p.File != "" && p.Writes(id, full) {
+				return p
+			}
+		}
+	}
+	return nil
+}
+
+// overlayProblem blames an environment overlay's patch for a value a chart refuses.
+func overlayProblem(p *overlay.Patch, module, chart string, v chartcheck.Violation) tenantfile.Problem {
+	field := "spec.values"
+	if len(v.Path) > 0 {
+		field += "." + strings.Join(v.Path, ".")
+	}
+	return tenantfile.ProblemIn(p.File, p.Line, p.Column, "patches",
+		fmt.Sprintf("sets %s of HelmRelease %s, which chart %s refuses (values.schema.json): %s", field, module, chart, v.Message))
 }
 
 func tenantChartProblems(t *tenantfile.Tenant, r *render.Renderer, checker *chartcheck.Checker) []tenantfile.Problem {
@@ -91,6 +125,10 @@ func tenantChartProblems(t *tenantfile.Tenant, r *render.Renderer, checker *char
 			case own:
 				msg = fmt.Sprintf("refused by chart %s (values.schema.json): %s", chart, v.Message)
 			default:
+				if patch := patchSetting(r.Env, b.Objects(), rel.Module, v.Path); patch != nil {
+					out = append(out, overlayProblem(patch, rel.Module, chart, v))
+					continue
+				}
 				msg = fmt.Sprintf("refused by chart %s (values.schema.json) after merging the catalog, tier and environment values: %s", chart, v.Message)
 			}
 			out = append(out, t.ProblemAt(p.String(), msg))

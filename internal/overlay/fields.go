@@ -18,21 +18,26 @@ var (
 	patchFields         = []string{"path", "patch", "target"}
 )
 
+// at is a line and column in a file.
+type at struct{ line, column int }
+
 // checkFields refuses every field of a tenant overlay's kustomization that Eva does not
-// apply, each with the file, line and column where it is set. The document's shape and
-// the fields' values are checked by the strict decode that follows.
-func checkFields(path string, data []byte) error {
+// apply, each with the file, line and column where it is set, and returns where each
+// patch is written. The document's shape and the fields' values are checked by the
+// strict decode that follows.
+func checkFields(path string, data []byte) ([]at, error) {
 	var doc yaml.Node
 	if err := yaml.Unmarshal(data, &doc); err != nil || len(doc.Content) == 0 {
-		return nil // the strict decode reports it, or the file is empty
+		return nil, nil // the strict decode reports it, or the file is empty
 	}
+	var patches []at
 	var errs []error
 	refuse := func(n *yaml.Node, field, allowed string) {
 		errs = append(errs, fmt.Errorf("%s:%d:%d: %s: not applied by Eva; %s", path, n.Line, n.Column, field, allowed))
 	}
 	root := doc.Content[0]
 	if root.Kind != yaml.MappingNode {
-		return nil
+		return nil, nil
 	}
 	for i := 0; i+1 < len(root.Content); i += 2 {
 		k, v := root.Content[i], root.Content[i+1]
@@ -47,6 +52,7 @@ func checkFields(path string, data []byte) error {
 			continue
 		}
 		for j, p := range v.Content {
+			patches = append(patches, at{p.Line, p.Column})
 			if p.Kind != yaml.MappingNode {
 				continue
 			}
@@ -57,5 +63,5 @@ func checkFields(path string, data []byte) error {
 			}
 		}
 	}
-	return errors.Join(errs...)
+	return patches, errors.Join(errs...)
 }

@@ -62,7 +62,7 @@ func TestOverlayFieldsAcceptTheShippedOverlays(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := checkFields(p, data); err != nil {
+		if _, err := checkFields(p, data); err != nil {
 			t.Errorf("%v", err)
 		}
 	}

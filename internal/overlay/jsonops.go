@@ -45,10 +45,7 @@ func directOps(ops jsonpatch.Patch) []jsonOp {
 		if err != nil || !strings.HasPrefix(pointer, "/") {
 			return nil
 		}
-		o := jsonOp{kind: kind}
-		for _, part := range strings.Split(pointer[1:], "/") {
-			o.path = append(o.path, strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~"))
-		}
+		o := jsonOp{kind: kind, path: splitPointer(pointer)}
 		if kind != "remove" {
 			raw, ok := op["value"]
 			if !ok || raw == nil {
@@ -61,6 +58,16 @@ func directOps(ops jsonpatch.Patch) []jsonOp {
 		out = append(out, o)
 	}
 	return out
+}
+
+// splitPointer splits a JSON pointer below the document root ("/a/b~1c") into its
+// unescaped keys.
+func splitPointer(pointer string) []string {
+	parts := strings.Split(strings.TrimPrefix(pointer, "/"), "/")
+	for i, part := range parts {
+		parts[i] = strings.ReplaceAll(strings.ReplaceAll(part, "~1", "/"), "~0", "~")
+	}
+	return parts
 }
 
 // applyOps applies the operations to obj, or returns false when one of them does not

@@ -20,8 +20,12 @@ import (
 type Patch struct {
 	// Source names where the patch came from, for error messages.
 	Source string
-	target *selector
-	smp    *kyaml.RNode
+	// File, Line and Column are where the patch is written in an overlay's
+	// kustomization.yaml (its entry under patches); empty for a patch parsed alone.
+	File         string
+	Line, Column int
+	target       *selector
+	smp          *kyaml.RNode
 	// merge is the strategic-merge patch as plain data when it is made only of maps
 	// and scalars (see merge.go): applied without kustomize's YAML node round trip.
 	merge map[string]any
@@ -50,7 +54,8 @@ func loadPatches(dir *overlayDir, read func([]byte)) ([]Patch, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	read(data)
-	if err := checkFields(path, data); err != nil {
+	positions, err := checkFields(path, data)
+	if err != nil {
 		return nil, err
 	}
 	var k types.Kustomization
@@ -62,6 +67,10 @@ func loadPatches(dir *overlayDir, read func([]byte)) ([]Patch, error) {
 		patch, err := loadPatch(dir, path, i, p, read)
 		if err != nil {
 			return nil, err
+		}
+		patch.File = path
+		if i < len(positions) {
+			patch.Line, patch.Column = positions[i].line, positions[i].column
 		}
 		out = append(out, *patch)
 	}

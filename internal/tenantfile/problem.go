@@ -28,6 +28,13 @@ func (p Problem) String() string {
 	return fmt.Sprintf("%s:%d:%d: %s: %s", p.File, p.Line, p.Column, p.Field, p.Message)
 }
 
+// ProblemIn is a problem at a line and column of a file other than a tenant file (an
+// environment overlay whose value a chart refuses for every tenant), cleaned like every
+// other problem.
+func ProblemIn(file string, line, column int, fieldPath, message string) Problem {
+	return Problem{File: file, Line: max(line, 1), Column: max(column, 1), Field: fieldPath, Message: message}.clean()
+}
+
 // maxField bounds a field path in a message; key names come from the file.
 const maxField = 256
 
