@@ -385,6 +385,7 @@ type ObjectRef struct {
 // +kubebuilder:printcolumn:name="Wave",type=integer,JSONPath=`.spec.wave`
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
+// +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
 type EvaTenant struct {
 	metav1.TypeMeta `json:",inline"`
