@@ -25,6 +25,7 @@ import (
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/aidonow/eva/internal/buildinfo"
 	"github.com/aidonow/eva/internal/leaselock"
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/metrics"
@@ -216,7 +217,7 @@ func run(cfg config) error {
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}
-	log.Info("Starting manager", "version", version, "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name,
+	log.Info("Starting manager", "version", version, "build", buildinfo.Read().String(), "operatorVersion", cfg.operatorVersion, "leaderElection", cfg.leaderElect, "env", env.Name,
 		"tenantNamespaces", r.TenantNamespaces, "claimsNamespace", cfg.claimsNS, "shard", shards.String())
 	return mgr.Start(ctx)
 }
