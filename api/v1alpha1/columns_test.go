@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
@@ -20,20 +19,12 @@ import (
 // do, so a stuck tenant says why without -o yaml.
 func TestKubectlGetShowsWhy(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	u := tenantObject(ns, "devusr", validSpec())
-	if err := env.Client.Create(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	var cur evav1.EvaTenant
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), &cur); err != nil {
-		t.Fatal(err)
-	}
+	cur := createValidTenant(t)
 	why := "module crm: HelmRelease not ready: install retries exhausted"
 	cur.Status.Phase = evav1.PhaseFailed
 	cur.Status.Conditions = []metav1.Condition{{Type: evav1.ConditionReady, Status: metav1.ConditionFalse,
 		Reason: "ModuleFailed", Message: why, LastTransitionTime: metav1.Now()}}
-	if err := env.Client.Status().Update(ctx, &cur); err != nil {
+	if err := env.Client.Status().Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
 
@@ -44,7 +35,7 @@ func TestKubectlGetShowsWhy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	raw, err := rc.Get().Namespace(ns).Resource("evatenants").
+	raw, err := rc.Get().Namespace(cur.Namespace).Resource("evatenants").
 		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)

@@ -54,6 +54,21 @@ func tenantObject(ns, name string, spec map[string]any) *unstructured.Unstructur
 	return u
 }
 
+// createValidTenant creates a valid tenant in a new namespace and reads it back.
+func createValidTenant(t *testing.T) *evav1.EvaTenant {
+	t.Helper()
+	ctx := context.Background()
+	u := tenantObject(newNamespace(t), "devusr", validSpec())
+	if err := env.Client.Create(ctx, u); err != nil {
+		t.Fatal(err)
+	}
+	var got evav1.EvaTenant
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), &got); err != nil {
+		t.Fatal(err)
+	}
+	return &got
+}
+
 func validSpec() map[string]any {
 	return map[string]any{"capsuleCode": "DEVUSR", "tier": "Starter"}
 }
@@ -87,16 +102,7 @@ func TestCRDAcceptsExampleTenants(t *testing.T) {
 }
 
 func TestCRDDefaults(t *testing.T) {
-	ctx := context.Background()
-	ns := newNamespace(t)
-	u := tenantObject(ns, "devusr", validSpec())
-	if err := env.Client.Create(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	var got evav1.EvaTenant
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), &got); err != nil {
-		t.Fatal(err)
-	}
+	got := createValidTenant(t)
 	if got.Spec.Wave != 1 || got.Spec.Lifecycle != evav1.LifecycleActive {
 		t.Errorf("defaults: wave=%d lifecycle=%q, want 1 and Active", got.Spec.Wave, got.Spec.Lifecycle)
 	}
@@ -207,27 +213,19 @@ func TestCRDTransitionRules(t *testing.T) {
 
 func TestCRDStatusIsASubresource(t *testing.T) {
 	ctx := context.Background()
-	ns := newNamespace(t)
-	u := tenantObject(ns, "devusr", validSpec())
-	if err := env.Client.Create(ctx, u); err != nil {
-		t.Fatal(err)
-	}
-	var cur evav1.EvaTenant
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), &cur); err != nil {
-		t.Fatal(err)
-	}
+	cur := createValidTenant(t)
 	cur.Status.Phase = evav1.PhaseActive
-	if err := env.Client.Update(ctx, &cur); err != nil {
+	if err := env.Client.Update(ctx, cur); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(u), &cur); err != nil {
+	if err := env.Client.Get(ctx, client.ObjectKeyFromObject(cur), cur); err != nil {
 		t.Fatal(err)
 	}
 	if cur.Status.Phase != "" {
 		t.Fatalf("a spec update wrote status.phase=%q; status must be a subresource", cur.Status.Phase)
 	}
 	cur.Status.Phase = evav1.PhaseProvisioning
-	if err := env.Client.Status().Update(ctx, &cur); err != nil {
+	if err := env.Client.Status().Update(ctx, cur); err != nil {
 		t.Fatalf("status update: %v", err)
 	}
 }
