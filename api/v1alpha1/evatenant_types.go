@@ -348,8 +348,10 @@ type EvaTenantStatus struct {
 	// that an unchanged tenant is not delivered again. In pure-cluster mode, the bundle
 	// applied (its manifests and encrypted Secrets; the periodic drift check applies it
 	// again regardless). In GitOps mode, the tenant's files published (revision names
-	// the commit or artifact they went out in). Empty while the decommission saga
-	// publishes its steps, and once the tenant is decommissioned.
+	// the commit or artifact they went out in; during the decommission saga, the files
+	// of the step published): the operator compares it with what the branch or tag, and
+	// what Flux applied, hold of the tenant, so a restarted operator resumes and files
+	// that went missing are published again.
 	// +optional
 	AppliedDigest string `json:"appliedDigest,omitempty"`
 

@@ -252,9 +252,7 @@ func splitList(v string) []string {
 func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.Reader, renderer *render.Renderer) (*controller.GitOps, error) {
 	argoCD := renderer.ArgoCD()
 	var sink publish.Sink
-	var revisions interface {
-		Contains(ctx context.Context, applied, published string) (bool, error)
-	}
+	var revisions publish.Revisions
 	switch cfg.publishMode {
 	case "none":
 		return nil, nil

@@ -50,7 +50,7 @@ func (r *EvaTenantReconciler) observeApplications(ctx context.Context, s *scope)
 		}
 		*k.state = status.ApplicationDelivery(key.String(), app)
 		if app != nil {
-			k.state.Applied, k.state.RevisionError = r.applied(ctx, s, k.state.LastAppliedRevision, s.tenant.Status.Revision)
+			k.state.Applied, k.state.RevisionError = r.applied(ctx, s, k.state.LastAppliedRevision)
 		}
 	}
 	s.observed.GitOps = g

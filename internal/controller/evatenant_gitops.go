@@ -2,10 +2,8 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
-	"strings"
+	"fmt"
 	"sync"
 	"time"
 
@@ -33,10 +31,12 @@ type GitOps struct {
 	MinInterval time.Duration
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
-	// Revisions tells whether an applied revision includes a published one.
-	Revisions interface {
-		Contains(ctx context.Context, applied, published string) (bool, error)
-	}
+	// Revisions reads what the branch or tag holds of each tenant: whether what Flux
+	// applied holds a tenant's publish, and whether what is published still does.
+	Revisions publish.Revisions
+	// HeadMaxAge is how long one read of the published head serves every tenant's check
+	// (10 s when zero); a publish of this process moves it at once.
+	HeadMaxAge time.Duration
 
 	// A reconcile submits its tenant's files and returns; the batch's outcome waits in
 	// publications until the tenant's next reconcile (woken through wake) collects it.
@@ -48,6 +48,10 @@ type GitOps struct {
 	submitted map[types.UID]submission
 	wakeOnce  sync.Once
 	wake      chan event.GenericEvent
+
+	headMu     sync.Mutex
+	head       string
+	headReadAt time.Time
 }
 
 // submission is when a tenant's files of a digest were last submitted.
@@ -106,6 +110,9 @@ func (g *GitOps) publish(t *evav1.EvaTenant, digest string, files []render.File)
 		g.mu.Lock()
 		p.done, p.revision, p.err = true, revision, err
 		g.mu.Unlock()
+		if err == nil {
+			g.published(revision)
+		}
 		select {
 		case wake <- event.GenericEvent{Object: who}:
 		default: // never hold up the publisher; the tenant's periodic requeue covers it
@@ -146,6 +153,25 @@ func (g *GitOps) lastSubmitted(uid types.UID) (string, bool) {
 	return "", false
 }
 
+// settled reports whether the tenant's status (digest published as revision) is all
+// there is to know of its publishes: this process submitted none since it started, or
+// the last it submitted is that one, done. Otherwise publish has an outcome to hand out
+// or a submission under way.
+func (g *GitOps) settled(uid types.UID, digest, revision string) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	p := g.publications[uid]
+	return p == nil || p.digest == digest && p.done && p.err == nil && p.revision == revision
+}
+
+// resubmit drops the tenant's last publication, so that the next publish of the same
+// files submits them again (they went missing from the branch or tag).
+func (g *GitOps) resubmit(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.publications, uid)
+}
+
 // forget drops a decommissioned tenant's record.
 func (g *GitOps) forget(uid types.UID) {
 	g.mu.Lock()
@@ -157,32 +183,73 @@ func (g *GitOps) forget(uid types.UID) {
 // sagaDigestPrefix marks the digests of decommission steps among a tenant's submissions.
 const sagaDigestPrefix = "saga/"
 
-func filesDigest(files []render.File) string {
-	h := sha256.New()
-	for _, f := range files {
-		h.Write([]byte(f.Path))
-		h.Write([]byte{0})
-		h.Write(f.Data)
+// stepDigest is how a decommission step's files (of TenantDigest digest) are known among
+// a tenant's submissions.
+func stepDigest(step evav1.DecommissionStep, digest string) string {
+	return sagaDigestPrefix + string(step) + ":" + digest
+}
+
+// published records a revision this process published as the head.
+func (g *GitOps) published(revision string) {
+	g.headMu.Lock()
+	defer g.headMu.Unlock()
+	g.head, g.headReadAt = revision, g.now()
+}
+
+// publishedHead returns the revision published now, read again once HeadMaxAge passed.
+func (g *GitOps) publishedHead(ctx context.Context) (string, error) {
+	g.headMu.Lock()
+	defer g.headMu.Unlock()
+	maxAge := g.HeadMaxAge
+	if maxAge <= 0 {
+		maxAge = 10 * time.Second
 	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	if !g.headReadAt.IsZero() && g.now().Sub(g.headReadAt) < maxAge {
+		return g.head, nil
+	}
+	head, err := g.Revisions.Head(ctx)
+	if err != nil {
+		return "", fmt.Errorf("reading the published head: %w", err)
+	}
+	g.head, g.headReadAt = head, g.now()
+	return head, nil
+}
+
+// headHolds reports whether the revision published now holds the tenant's files of
+// digest: false when another writer, a force-push or a shard move dropped or changed
+// them since they were published.
+func (g *GitOps) headHolds(ctx context.Context, code, digest string) (bool, string, error) {
+	head, err := g.publishedHead(ctx)
+	if err != nil {
+		return false, "", err
+	}
+	held := publish.EmptyTenantDigest
+	if head != "" {
+		if held, err = g.Revisions.TenantDigest(ctx, head, render.DirName(code)); err != nil {
+			return false, head, err
+		}
+	}
+	return held == digest, head, nil
 }
 
 // publishTenant publishes the tenant's files (through the batcher, so tenants changing
 // together share commits) unless what is published is already current. It does not wait
 // for the batch: until the publish is done, no revision is observed.
-func (r *EvaTenantReconciler) publishTenant(s *scope) error {
+func (r *EvaTenantReconciler) publishTenant(ctx context.Context, s *scope) error {
 	t := s.tenant
 	// The bundle renderPhase rendered: one render per reconcile.
 	files, err := r.Renderer.FilesOf(s.rendered, s.bundle, render.TeardownNone)
 	if err != nil {
 		return err
 	}
-	digest := filesDigest(files)
-	if s.tenant.Status.AppliedDigest == digest && s.tenant.Status.Revision != "" {
-		if last, ok := r.GitOps.lastSubmitted(t.UID); !ok || last == digest {
-			s.observed.Applied.Revision = s.tenant.Status.Revision
-			return nil
+	digest := publish.TenantDigest(files)
+	if t.Status.AppliedDigest == digest && t.Status.Revision != "" && r.GitOps.settled(t.UID, digest, t.Status.Revision) {
+		held, err := r.stillPublished(ctx, s, digest)
+		if err != nil || held {
+			s.observed.Applied.Revision = t.Status.Revision
+			return err
 		}
+		r.GitOps.resubmit(t.UID)
 	}
 	if wait := r.GitOps.holdBack(t.UID, digest); wait > 0 {
 		// Coalesced: the reconcile after the wait publishes whatever the spec is then.
@@ -213,6 +280,22 @@ func (r *EvaTenantReconciler) publishTenant(s *scope) error {
 	return nil
 }
 
+// stillPublished reports whether the branch or tag still holds the tenant's files as
+// last published (from its content: a restarted operator answers as the one that
+// published). When it does not, the tenant is published again, with an event saying why.
+// A head that cannot be read is an error, and the tenant is taken as still published.
+func (r *EvaTenantReconciler) stillPublished(ctx context.Context, s *scope, digest string) (bool, error) {
+	held, head, err := r.GitOps.headHolds(ctx, s.tenant.Spec.CapsuleCode, digest)
+	if err != nil {
+		return true, fmt.Errorf("checking the tenant's files are still published: %w", err)
+	}
+	if !held {
+		s.event(corev1.EventTypeWarning, status.EventRepublished,
+			"Published files missing or changed in revision %s (another writer or a force-push); publishing them again", head)
+	}
+	return held, nil
+}
+
 // observeDelivery reads what the GitOps tool applied of the tenant: its two Flux
 // Kustomizations, or its foundation and workloads Argo CD Applications.
 func (r *EvaTenantReconciler) observeDelivery(ctx context.Context, s *scope) error {
@@ -238,33 +321,27 @@ func (r *EvaTenantReconciler) observeKustomizations(ctx context.Context, s *scop
 		if found {
 			k.state.Ready = apimeta.FindStatusCondition(ks.Status.Conditions, "Ready")
 			k.state.LastAppliedRevision = ks.Status.LastAppliedRevision
-			k.state.Applied, k.state.RevisionError = r.applied(ctx, s, ks.Status.LastAppliedRevision, s.tenant.Status.Revision)
+			k.state.Applied, k.state.RevisionError = r.applied(ctx, s, ks.Status.LastAppliedRevision)
 		}
 	}
 	s.observed.GitOps = g
 	return nil
 }
 
-// applied reports whether Flux's revision ("main@sha1:<commit>", "<tag>@sha256:<digest>")
-// includes the published one. When that cannot be told (the published history could not
-// be read: an expired token, an unreachable remote), it says why, and logs it: the
-// tenant's condition names it rather than waiting for the Kustomization forever.
-func (r *EvaTenantReconciler) applied(ctx context.Context, s *scope, fluxRevision, published string) (bool, string) {
-	if fluxRevision == "" || published == "" {
+// applied reports whether the revision the GitOps tool applied ("main@sha1:<commit>",
+// "<tag>@sha256:<digest>", a commit) holds the tenant's files as last published
+// (status.appliedDigest), read from the branch or tag itself. When that cannot be told
+// (an expired token, an unreachable remote), it says why, and logs it: the tenant's
+// condition names it rather than waiting for the Kustomization forever.
+func (r *EvaTenantReconciler) applied(ctx context.Context, s *scope, revision string) (bool, string) {
+	published := s.tenant.Status.AppliedDigest
+	if revision == "" || published == "" {
 		return false, ""
 	}
-	applied := fluxRevision
-	if i := strings.LastIndex(fluxRevision, ":"); i >= 0 {
-		applied = fluxRevision[i+1:]
-	}
-	published = strings.TrimPrefix(published, "sha256:")
-	if applied == published {
-		return true, ""
-	}
-	ok, err := r.GitOps.Revisions.Contains(ctx, applied, published)
+	held, err := r.GitOps.Revisions.TenantDigest(ctx, revision, render.DirName(s.tenant.Spec.CapsuleCode))
 	if err != nil {
-		s.log.Error(err, "reading whether the applied revision includes the published one", "applied", applied, "published", published)
+		s.log.Error(err, "reading what the applied revision holds of the tenant", "revision", revision)
 		return false, err.Error()
 	}
-	return ok, ""
+	return held == published, ""
 }

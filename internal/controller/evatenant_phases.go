@@ -139,8 +139,8 @@ func (r *EvaTenantReconciler) applyPhase(ctx context.Context, s *scope) (ctrl.Re
 }
 
 // publishPhase publishes the tenant's files for Flux (GitOps mode), like applyPhase.
-func (r *EvaTenantReconciler) publishPhase(_ context.Context, s *scope) (ctrl.Result, error) {
-	res, err := r.delivered(s, r.publishTenant(s))
+func (r *EvaTenantReconciler) publishPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
+	res, err := r.delivered(s, r.publishTenant(ctx, s))
 	if s.publishWait > 0 {
 		res = soonest(res, ctrl.Result{RequeueAfter: s.publishWait})
 	}

@@ -13,6 +13,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/saga"
 	"github.com/aidonow/eva/internal/status"
@@ -24,6 +25,13 @@ import (
 // the step published, so a restarted operator resumes.
 func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
+	if message, republished, err := r.republishStep(ctx, s); err != nil || republished {
+		if err != nil {
+			return ctrl.Result{}, err
+		}
+		s.waiting(status.ReasonDecommissioning, message)
+		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+	}
 	o, err := r.observeSaga(ctx, s)
 	if err != nil {
 		return ctrl.Result{}, err
@@ -108,7 +116,8 @@ func (r *EvaTenantReconciler) publishStep(s *scope, step evav1.DecommissionStep)
 	if err != nil {
 		return "", err
 	}
-	done, rev, err := r.GitOps.publish(t, sagaDigestPrefix+string(step)+":"+filesDigest(files), files)
+	digest := publish.TenantDigest(files)
+	done, rev, err := r.GitOps.publish(t, stepDigest(step, digest), files)
 	if !done {
 		return fmt.Sprintf("publishing step %s", step), nil
 	}
@@ -116,8 +125,37 @@ func (r *EvaTenantReconciler) publishStep(s *scope, step evav1.DecommissionStep)
 		s.log.Error(err, "publishing a decommission step", "step", step)
 		return "", err
 	}
-	t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = rev, "", step
+	t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = rev, digest, step
 	return fmt.Sprintf("published step %s; waiting for it to be applied", step), nil
+}
+
+// republishStep publishes the saga's recorded step again when the branch or tag does
+// not hold its files (another writer, a force-push), or when the status does not record
+// them (an operator before content checks left appliedDigest empty): the step is
+// waited for by content, so it must be there. Nothing is done while this process has a
+// publish of the tenant under way or not yet recorded. It reports whether it published.
+func (r *EvaTenantReconciler) republishStep(ctx context.Context, s *scope) (string, bool, error) {
+	t := s.tenant
+	step := t.Status.DecommissionStep
+	if step == "" {
+		return "", false, nil
+	}
+	files, err := r.stepFiles(s, step)
+	if err != nil {
+		return "", false, err
+	}
+	digest := publish.TenantDigest(files)
+	if !r.GitOps.settled(t.UID, stepDigest(step, digest), t.Status.Revision) {
+		return "", false, nil
+	}
+	if t.Status.AppliedDigest == digest {
+		if held, err := r.stillPublished(ctx, s, digest); err != nil || held {
+			return "", false, err
+		}
+	}
+	r.GitOps.resubmit(t.UID)
+	message, err := r.publishStep(s, step)
+	return message, true, err
 }
 
 // stepFiles are the tenant's files at a saga step; none once it is Removed.

@@ -51,10 +51,10 @@ type GitRemote struct {
 	// beforePush, in tests, runs between the merge and the push to stage a race.
 	beforePush func()
 
-	// mu keeps go-git operations on the cache one at a time (publishes and Contains).
+	// mu keeps go-git operations on the cache one at a time (publishes and reads).
 	mu sync.Mutex
-	// ancestry remembers answers of Contains: commit ancestry never changes.
-	ancestry map[[2]string]bool
+	// digests remembers answers of TenantDigest by commit and tenant folder.
+	digests map[[2]string]string
 }
 
 const remoteName = "origin"
@@ -345,44 +345,60 @@ func withServerMessage(err error, progress *bytes.Buffer) error {
 	return err
 }
 
-// Contains reports whether the branch's history at commit applied includes commit
-// published: Flux having applied a later commit means ours is applied too. The cache
-// is fetched first so it knows both.
-func (g *GitRemote) Contains(ctx context.Context, applied, published string) (bool, error) {
-	if applied == published {
-		return true, nil
-	}
-	key := [2]string{applied, published}
+// Head implements Revisions: the branch's commit on the remote, fetched into the cache.
+func (g *GitRemote) Head(ctx context.Context) (string, error) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if known, ok := g.ancestry[key]; ok {
-		return known, nil
+	repo, err := g.open()
+	if err != nil {
+		return "", err
+	}
+	head, err := g.fetch(ctx, repo)
+	if err != nil || head.IsZero() {
+		return "", err
+	}
+	return head.String(), nil
+}
+
+// TenantDigest implements Revisions: the tenant's folder and delivery files in the
+// commit's tree (a few tree objects, no blob), from the cache, which is fetched first
+// when it lacks the commit. Answers are cached: a commit never changes.
+func (g *GitRemote) TenantDigest(ctx context.Context, revision, dir string) (string, error) {
+	commit := revisionID(revision, "")
+	if !plumbing.IsHash(commit) {
+		return "", nil
+	}
+	prefix, err := RepoPath(g.Path)
+	if err != nil {
+		return "", err
+	}
+	key := [2]string{commit, dir}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if d, ok := g.digests[key]; ok {
+		return d, nil
 	}
 	repo, err := g.open()
 	if err != nil {
-		return false, err
+		return "", err
 	}
-	// Fetch only when a commit is not in the cache yet (the publisher's own commits are).
-	a, errA := object.GetCommit(repo.Storer, plumbing.NewHash(applied))
-	p, errP := object.GetCommit(repo.Storer, plumbing.NewHash(published))
-	if errA != nil || errP != nil {
-		if _, err := g.fetch(ctx, repo); err != nil {
-			return false, err
-		}
-		if a, err = object.GetCommit(repo.Storer, plumbing.NewHash(applied)); err != nil {
-			return false, nil // not known: not (yet) a descendant
-		}
-		if p, err = object.GetCommit(repo.Storer, plumbing.NewHash(published)); err != nil {
-			return false, nil
-		}
-	}
-	contains, err := p.IsAncestor(a)
+	c, err := object.GetCommit(repo.Storer, plumbing.NewHash(commit))
 	if err != nil {
-		return false, err
+		if _, err := g.fetch(ctx, repo); err != nil {
+			return "", err
+		}
+		if c, err = object.GetCommit(repo.Storer, plumbing.NewHash(commit)); err != nil {
+			return "", nil // not on the branch: unknown
+		}
 	}
-	if g.ancestry == nil || len(g.ancestry) > 1<<14 {
-		g.ancestry = map[[2]string]bool{}
+	files, err := (&published{view: gitrepo.NewView(repo.Storer, c.TreeHash), prefix: prefix}).tenantFiles(dir)
+	if err != nil {
+		return "", fmt.Errorf("reading tenant %s at %s: %w", dir, commit, err)
 	}
-	g.ancestry[key] = contains
-	return contains, nil
+	d := entriesDigest(files)
+	if g.digests == nil || len(g.digests) > 1<<14 {
+		g.digests = map[[2]string]string{}
+	}
+	g.digests[key] = d
+	return d, nil
 }

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"compress/gzip"
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -64,10 +62,16 @@ type OCI struct {
 	// Transport overrides the HTTP transport (tests).
 	Transport http.RoundTripper
 
-	// published lists, oldest first, the digests this publisher put on the tag.
-	mu        sync.Mutex
-	published []string
+	// held caches, by artifact digest, the TenantDigest of each tenant the artifact
+	// holds: an artifact never changes, and those this process pushed or read need no
+	// pull to answer TenantDigest.
+	mu   sync.Mutex
+	held map[string]map[string]string
 }
+
+// heldCacheSize bounds the artifacts whose tenant digests are kept: the tag's last few
+// (what Flux applied lags what is published by a publish or two).
+const heldCacheSize = 8
 
 func (o *OCI) reference() (name.Reference, error) {
 	ref := strings.TrimPrefix(o.Ref, "oci://")
@@ -96,40 +100,66 @@ func (o *OCI) options(ctx context.Context) []remote.Option {
 
 // Publish implements Sink. The revision returned is the artifact's digest.
 func (o *OCI) Publish(ctx context.Context, u Update, s Safety) (*Result, error) {
-	res, err := o.publish(ctx, u, s)
-	if err == nil {
-		o.mu.Lock()
-		if n := len(o.published); n == 0 || o.published[n-1] != res.Revision {
-			o.published = append(o.published, res.Revision)
-			if len(o.published) > 1<<12 {
-				o.published = o.published[len(o.published)-1<<11:]
-			}
-		}
-		o.mu.Unlock()
-	}
-	return res, err
+	return o.publish(ctx, u, s)
 }
 
-// Contains reports whether the artifact Flux applied (applied, a digest) holds what was
-// published as published: the same digest, or one this publisher pushed later (each push
-// merges onto the tag's content, so it keeps every tenant of the earlier one). An
-// artifact another writer pushed is known only once Flux applies one of ours.
-func (o *OCI) Contains(_ context.Context, applied, published string) (bool, error) {
-	// Digests as Flux reports them may lack the algorithm.
-	full := func(d string) string {
-		if strings.Contains(d, ":") {
-			return d
+// Head implements Revisions: the digest the tag points at.
+func (o *OCI) Head(ctx context.Context) (string, error) {
+	ref, err := o.reference()
+	if err != nil {
+		return "", err
+	}
+	return o.head(ctx, ref)
+}
+
+// TenantDigest implements Revisions: the artifact of that digest in the tag's
+// repository is pulled (once; answers are cached) and its files read.
+func (o *OCI) TenantDigest(ctx context.Context, revision, dir string) (string, error) {
+	digest := revisionID(revision, "sha256")
+	o.mu.Lock()
+	digests, ok := o.held[digest]
+	o.mu.Unlock()
+	if !ok {
+		ref, err := o.reference()
+		if err != nil {
+			return "", err
 		}
-		return "sha256:" + d
+		at := ref.Context().Digest(digest)
+		img, err := remote.Image(at, o.options(ctx)...)
+		var terr *transport.Error
+		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+			return "", nil
+		}
+		if err != nil {
+			return "", fmt.Errorf("reading %s: %w", at, err)
+		}
+		tree, err := untarArtifact(at, img)
+		if err != nil {
+			return "", err
+		}
+		digests = tenantDigests(tree)
+		o.remember(digest, digests)
 	}
-	applied, published = full(applied), full(published)
-	if applied == published {
-		return true, nil
+	if d, ok := digests[dir]; ok {
+		return d, nil
 	}
+	return EmptyTenantDigest, nil
+}
+
+// remember caches the tenant digests of an artifact.
+func (o *OCI) remember(digest string, digests map[string]string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	a, p := slices.Index(o.published, applied), slices.Index(o.published, published)
-	return a >= 0 && p >= 0 && a > p, nil
+	if o.held == nil {
+		o.held = map[string]map[string]string{}
+	}
+	for d := range o.held {
+		if len(o.held) < heldCacheSize {
+			break
+		}
+		delete(o.held, d) // any: a lookup missed here pulls the artifact again
+	}
+	o.held[digest] = digests
 }
 
 func (o *OCI) publish(ctx context.Context, u Update, s Safety) (*Result, error) {
@@ -141,6 +171,7 @@ func (o *OCI) publish(ctx context.Context, u Update, s Safety) (*Result, error) 
 		// A full render identical to what is published is recognised from the manifest's
 		// digest: nothing is pulled or pushed.
 		if rev, same := o.unchanged(ctx, ref, u); same {
+			o.remember(rev, tenantDigests(fullTree(u)))
 			return &Result{Plan: &Plan{}, Revision: rev}, nil
 		}
 	}
@@ -214,6 +245,10 @@ func (o *OCI) publishOnce(ctx context.Context, ref name.Reference, u Update, s S
 		return nil, false, err
 	}
 	res = &Result{Plan: plan, Revision: digest.String()}
+	if base != "" {
+		o.remember(base, tenantDigests(old))
+	}
+	o.remember(res.Revision, tenantDigests(tree))
 	now, err := o.head(ctx, ref)
 	switch {
 	case err != nil:
@@ -316,18 +351,14 @@ func Tarball(tree map[string][]byte) ([]byte, error) {
 	return buf.Bytes(), nil
 }
 
-// treeDigest is a digest of a tree's paths and contents.
+// treeDigest is a digest of a tree's paths and contents (as TenantDigest's, over the
+// whole tree).
 func treeDigest(tree map[string][]byte) string {
-	paths := make([]string, 0, len(tree))
-	for p := range tree {
-		paths = append(paths, p)
+	entries := make(gitrepo.Files, len(tree))
+	for p, data := range tree {
+		entries[p] = gitrepo.Entry{Hash: gitrepo.BlobHash(data)}
 	}
-	slices.Sort(paths)
-	h := sha256.New()
-	for _, p := range paths {
-		fmt.Fprintf(h, "%s\x00%s\n", p, gitrepo.BlobHash(tree[p]))
-	}
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	return entriesDigest(entries)
 }
 
 // unchanged reports whether the published artifact is exactly the one Eva builds from

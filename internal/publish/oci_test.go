@@ -200,34 +200,3 @@ func TestOCIWritersDoNotLoseEachOther(t *testing.T) {
 		}
 	}
 }
-
-// TestOCIContainsLaterOwnPushes: an artifact this publisher pushed later holds what it
-// pushed earlier; one it never pushed is not known to.
-func TestOCIContainsLaterOwnPushes(t *testing.T) {
-	ctx := context.Background()
-	reg := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
-	t.Cleanup(reg.Close)
-	o := &OCI{Ref: "oci://" + strings.TrimPrefix(reg.URL, "http://") + "/eva/tenants:dev", Insecure: true}
-	first, err := o.Publish(ctx, renderUpdate(t, false, codes("CONA", 1)...), Safety{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	second, err := o.Publish(ctx, renderUpdate(t, false, codes("CONB", 1)...), Safety{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	bare := func(d string) string { return strings.TrimPrefix(d, "sha256:") }
-	for _, tc := range []struct {
-		applied, published string
-		want               bool
-	}{
-		{second.Revision, first.Revision, true},
-		{bare(second.Revision), first.Revision, true}, // as Flux reports it
-		{first.Revision, second.Revision, false},
-		{"sha256:" + strings.Repeat("0", 64), first.Revision, false},
-	} {
-		if got, err := o.Contains(ctx, tc.applied, tc.published); err != nil || got != tc.want {
-			t.Errorf("Contains(%s, %s) = %v, %v; want %v", tc.applied, tc.published, got, err, tc.want)
-		}
-	}
-}

@@ -66,7 +66,10 @@ const (
 	// EventProvisioningFailed: the tenant entered phase Failed.
 	EventProvisioningFailed = "ProvisioningFailed"
 	// EventDriftCorrected: objects changed outside Eva were applied again.
-	EventDriftCorrected      = "DriftCorrected"
+	EventDriftCorrected = "DriftCorrected"
+	// EventRepublished: the tenant's published files were missing or changed in the
+	// branch or tag (another writer, a force-push), and were published again.
+	EventRepublished         = "Republished"
 	EventDeprovisionRefused  = "DeprovisionRefused"
 	EventDeprovisionStarted  = "DeprovisionStarted"
 	EventDeprovisionComplete = "DeprovisionComplete"
