@@ -261,6 +261,10 @@ func (r *EvaTenantReconciler) publishTenant(ctx context.Context, s *scope) error
 	}
 	done, rev, err := r.GitOps.publish(t, digest, files)
 	if !done {
+		if t.Status.AppliedDigest == digest {
+			// The same files again (they went missing): what was applied still holds them.
+			s.observed.Applied.Revision = t.Status.Revision
+		}
 		return nil // not published yet: Provisioned waits for the revision
 	}
 	if err != nil {
