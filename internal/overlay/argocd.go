@@ -77,6 +77,9 @@ func (s *Settings) checkArgoCD() error {
 	if a == nil {
 		return fmt.Errorf("argocd: required with applier: argocd (namespace, repoURL, chartRepository)")
 	}
+	if s.FluxShards != nil {
+		return fmt.Errorf("fluxShards: only with applier: flux (Argo CD shards its application controller by cluster)")
+	}
 	if msgs := validation.IsDNS1123Label(a.Namespace); len(msgs) > 0 {
 		return fmt.Errorf("argocd.namespace: %q: %s", a.Namespace, msgs[0])
 	}

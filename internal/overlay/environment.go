@@ -113,6 +113,9 @@ type Settings struct {
 	// ArgoCD configures the Argo CD output; required with applier argocd, refused
 	// otherwise.
 	ArgoCD *ArgoCD `json:"argocd,omitempty"`
+	// FluxShards spreads the tenants' Flux objects over Flux controller shards
+	// (applier flux only); without it they carry no shard key.
+	FluxShards *FluxShards `json:"fluxShards,omitempty"`
 }
 
 // Reserves reports whether the environment reserves the capsule code (reservedCodes).
@@ -314,6 +317,9 @@ func (s *Settings) checkFlux() error {
 		if err := s.Secrets.check(); err != nil {
 			return fmt.Errorf("secrets.%w", err)
 		}
+	}
+	if s.FluxShards != nil {
+		return s.FluxShards.check()
 	}
 	return nil
 }

@@ -187,7 +187,7 @@ func (r *Renderer) FluxKustomizations(t *evav1.EvaTenant) []*kustomizev1.Kustomi
 	one := func(name, path string, wait bool) *kustomizev1.Kustomization {
 		return &kustomizev1.Kustomization{
 			TypeMeta:   metav1.TypeMeta{APIVersion: kustomizev1.GroupVersion.String(), Kind: kustomizev1.KustomizationKind},
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: env.FluxNamespace, Labels: s.labels()},
+			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: env.FluxNamespace, Labels: s.fluxLabels()},
 			Spec: kustomizev1.KustomizationSpec{
 				Interval: env.KustomizationInterval,
 				Path:     path,

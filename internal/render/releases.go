@@ -16,6 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -30,11 +31,11 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 	rollback := helmv2.RollbackRemediationStrategy
 	hr := &helmv2.HelmRelease{
 		TypeMeta:   metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
-		ObjectMeta: s.meta(module, tenant.LabelModule, module),
+		ObjectMeta: metav1.ObjectMeta{Name: module, Namespace: s.ns, Labels: s.fluxLabels(tenant.LabelModule, module)},
 		Spec: helmv2.HelmReleaseSpec{
 			Interval:    env.ReleaseInterval,
 			ReleaseName: module,
-			Chart: &helmv2.HelmChartTemplate{Spec: helmv2.HelmChartTemplateSpec{
+			Chart: &helmv2.HelmChartTemplate{ObjectMeta: s.chartMeta(), Spec: helmv2.HelmChartTemplateSpec{
 				Chart:     mod.Chart,
 				Version:   s.r.Catalog.ModuleVersion(s.t, module),
 				SourceRef: s.chartSourceRef(),
@@ -100,6 +101,15 @@ func (s *scope) tenantToken() (string, error) {
 	return s.token, nil
 }
 
+// chartMeta labels the HelmChart helm-controller makes for a release with the tenant's
+// Flux shard, so that the shard's source-controller builds it (nil without one).
+func (s *scope) chartMeta() *helmv2.HelmChartTemplateObjectMeta {
+	if key := s.fluxShard(); key != "" {
+		return &helmv2.HelmChartTemplateObjectMeta{Labels: map[string]string{overlay.FluxShardKey: key}}
+	}
+	return nil
+}
+
 // chartSourceRef points a release at the environment's chart source: the tenant's own
 // HelmRepository (chartSource.url) or the platform's shared one.
 func (s *scope) chartSourceRef() helmv2.CrossNamespaceObjectReference {
@@ -121,7 +131,7 @@ func (s *scope) chartRepository() (runtime.Object, error) {
 	}
 	return &sourcev1.HelmRepository{
 		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmRepositoryKind},
-		ObjectMeta: s.meta(src.Name),
+		ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: s.ns, Labels: s.fluxLabels()},
 		Spec: sourcev1.HelmRepositorySpec{
 			URL: src.URL, Type: sourcev1.HelmRepositoryTypeOCI, Insecure: src.Insecure,
 			Interval: s.r.Env.Settings.ReleaseInterval,

@@ -374,6 +374,22 @@ func (s *scope) labels(extra ...string) map[string]string {
 	return l
 }
 
+// fluxShard is the Flux controller shard of the tenant's Flux objects ("" for the main
+// controllers): overlay.FluxShards.ShardOf.
+func (s *scope) fluxShard() string {
+	return s.r.Env.Settings.FluxShards.ShardOf(s.code, s.t.Labels[shard.Label])
+}
+
+// fluxLabels are the labels of one of the tenant's Flux objects: its labels and, when
+// the environment shards Flux, the shard key.
+func (s *scope) fluxLabels(extra ...string) map[string]string {
+	l := s.labels(extra...)
+	if key := s.fluxShard(); key != "" {
+		l[overlay.FluxShardKey] = key
+	}
+	return l
+}
+
 // DirName returns the folder of a tenant in the GitOps tree: its code in lower case.
 func DirName(code string) string { return strings.ToLower(code) }
 

@@ -55,32 +55,68 @@ func (c *Cluster) StartFlux(ctx context.Context) error {
 	if err := c.Client.Create(ctx, ns); err != nil && !apierrors.IsAlreadyExists(err) {
 		return err
 	}
-	storage := filepath.Join(c.Dir, "source-controller")
-	if err := os.MkdirAll(storage, 0o755); err != nil {
-		return err
-	}
-	common := func() []string {
-		return []string{
-			"--watch-all-namespaces=true", "--enable-leader-election=false",
-			fmt.Sprintf("--metrics-addr=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-addr=127.0.0.1:%d", freePort()),
-			"--log-level=info", "--requeue-dependency=5s",
-		}
-	}
-	artifacts := fmt.Sprintf("127.0.0.1:%d", freePort())
-	if err := c.start("source-controller", bins.SourceController, append(common(),
-		"--storage-path="+storage, "--storage-addr="+artifacts, "--storage-adv-addr="+artifacts)...); err != nil {
-		return err
-	}
-	// Lockdown mode, as Flux recommends for multi-tenant clusters: no object may refer
-	// to a source or dependency in another namespace.
-	if err := c.start("kustomize-controller", bins.KustomizeController, append(common(), "--concurrent=4", "--no-cross-namespace-refs=true")...); err != nil {
-		return err
-	}
-	if err := c.start("helm-controller", bins.HelmController, append(common(),
-		fmt.Sprintf("--concurrent=%d", HelmControllerConcurrency), "--no-cross-namespace-refs=true")...); err != nil {
+	// The main controllers leave the objects of Flux shards (sharding.fluxcd.io/key)
+	// to the shards' own controllers (StartFluxShard), as Flux's sharding set-up does.
+	if err := c.startFluxControllers("", "!"+FluxShardKey); err != nil {
 		return err
 	}
 	// Give the controllers a moment to fail on a bad flag or a missing CRD.
 	time.Sleep(2 * time.Second)
 	return c.Check()
+}
+
+// FluxShardKey is the label Flux's controllers shard by.
+const FluxShardKey = "sharding.fluxcd.io/key"
+
+// StartFluxShard starts a Flux shard: a source-, kustomize- and helm-controller that
+// reconcile only the objects labelled sharding.fluxcd.io/key=<shard> (StartFlux's
+// controllers leave those alone). stop kills them.
+func (c *Cluster) StartFluxShard(shard string) (stop func(), err error) {
+	suffix := "-shard-" + shard
+	stop = func() {
+		c.stopProcesses("source-controller"+suffix, "kustomize-controller"+suffix, "helm-controller"+suffix)
+	}
+	if err := c.startFluxControllers(suffix, FluxShardKey+"="+shard); err != nil {
+		stop()
+		return nil, err
+	}
+	time.Sleep(2 * time.Second)
+	if err := c.Check(); err != nil {
+		stop()
+		return nil, err
+	}
+	return stop, nil
+}
+
+// startFluxControllers starts one set of Flux controllers (names ending in suffix)
+// watching the objects the label selector matches, source-controller with its own
+// artifact storage.
+func (c *Cluster) startFluxControllers(suffix, selector string) error {
+	bins, err := Binaries()
+	if err != nil {
+		return err
+	}
+	storage := filepath.Join(c.Dir, "source-controller"+suffix)
+	if err := os.MkdirAll(storage, 0o755); err != nil {
+		return err
+	}
+	common := func() []string {
+		return []string{
+			"--watch-all-namespaces=true", "--enable-leader-election=false", "--watch-label-selector=" + selector,
+			fmt.Sprintf("--metrics-addr=127.0.0.1:%d", freePort()), fmt.Sprintf("--health-addr=127.0.0.1:%d", freePort()),
+			"--log-level=info", "--requeue-dependency=5s",
+		}
+	}
+	artifacts := fmt.Sprintf("127.0.0.1:%d", freePort())
+	if err := c.start("source-controller"+suffix, bins.SourceController, append(common(),
+		"--storage-path="+storage, "--storage-addr="+artifacts, "--storage-adv-addr="+artifacts)...); err != nil {
+		return err
+	}
+	// Lockdown mode, as Flux recommends for multi-tenant clusters: no object may refer
+	// to a source or dependency in another namespace.
+	if err := c.start("kustomize-controller"+suffix, bins.KustomizeController, append(common(), "--concurrent=4", "--no-cross-namespace-refs=true")...); err != nil {
+		return err
+	}
+	return c.start("helm-controller"+suffix, bins.HelmController, append(common(),
+		fmt.Sprintf("--concurrent=%d", HelmControllerConcurrency), "--no-cross-namespace-refs=true")...)
 }
