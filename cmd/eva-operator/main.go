@@ -31,6 +31,7 @@ import (
 	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/rollout"
 	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/tenant"
 )
@@ -210,7 +211,8 @@ func run(cfg config) error {
 		return err
 	}
 	rollouts := &controller.EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
-		TenantNamespaces: r.TenantNamespaces, Metrics: m}
+		TenantNamespaces: r.TenantNamespaces, Metrics: m, Catalog: renderer.Catalog, FluxShards: env.Settings.FluxShards,
+		Delivery: rollout.Delivery{ReleasesPerMinute: env.Settings.HelmReleasesPerMinute}}
 	if depths != nil {
 		rollouts.Depths = depths
 	}

@@ -116,7 +116,7 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 		if f == target || f.Rollout.CreationTimestamp.IsZero() || f.Rollout.Status.Phase == evav1.RolloutSuperseded {
 			continue
 		}
-		d := rollout.Plan(f.Rollout, planTenants(tenants), name, stamp.Time)
+		d := rollout.Plan(f.Rollout, planTenants(tenants), rollout.Delivery{}, name, stamp.Time)
 		f.Rollout.Status = d.Status
 		st.changed = appendOnce(st.changed, f)
 		st.superseded = append(st.superseded, f.Rollout.Name)
@@ -140,7 +140,7 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 			return nil, err
 		}
 	}
-	st.decision = rollout.Plan(target.Rollout, observed, "", stamp.Time)
+	st.decision = rollout.Plan(target.Rollout, observed, rollout.Delivery{}, "", stamp.Time)
 	if !equality.Semantic.DeepEqual(st.decision.Status, target.Rollout.Status) {
 		target.Rollout.Status = st.decision.Status
 		st.changed = appendOnce(st.changed, target)

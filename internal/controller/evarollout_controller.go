@@ -23,8 +23,11 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/metrics"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/rollout"
+	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // EvaRolloutReconciler moves platform releases (EvaRollout) through the waves: it admits
@@ -44,6 +47,13 @@ type EvaRolloutReconciler struct {
 	Depths QueueDepths
 	// Now returns the current time (tests fix it).
 	Now func() time.Time
+	// Delivery, FluxShards and Catalog say how fast the tenants' releases are installed
+	// and what each admission costs its Flux shard: a rollout admits no more than the
+	// shards install within the ready timeout (rollout.Delivery). A nil Catalog counts
+	// no cost.
+	Delivery   rollout.Delivery
+	FluxShards *overlay.FluxShards
+	Catalog    *tenant.Catalog
 }
 
 // QueueDepths reads the most messages one of a capsule's streams held when last
@@ -95,7 +105,7 @@ func (r *EvaRolloutReconciler) Reconcile(ctx context.Context, req ctrl.Request) 
 	if r.Now != nil {
 		now = r.Now()
 	}
-	d := rollout.Plan(&ro, tenants, superseded, now)
+	d := rollout.Plan(&ro, tenants, r.Delivery, superseded, now)
 	if !equality.Semantic.DeepEqual(ro.Status, d.Status) {
 		base := ro.DeepCopy()
 		ro.Status = d.Status
@@ -190,6 +200,10 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 		}
 		if r.Depths != nil {
 			rt.QueueDepth, rt.QueueDepthKnown = r.Depths.QueueDepth(t.Spec.CapsuleCode)
+		}
+		rt.FluxShard = r.FluxShards.ShardOf(t.Spec.CapsuleCode, t.Labels[shard.Label])
+		if r.Catalog != nil {
+			rt.Releases = len(rollout.Changes(t, ro, r.Catalog.ModulesOf(t.Spec.Tier)))
 		}
 		out = append(out, rt)
 	}

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,16 +37,18 @@ const (
 // wave 1 and leaves waves 2 and 3 untouched (their HelmReleases' resourceVersions do not
 // move). A newer release with crm 1.5.0 supersedes it and goes wave by wave, one tenant
 // at a time in waves 1 and 2, the operator SIGKILLed and restarted in the middle of
-// wave 2; a frozen wave-3 tenant is skipped and reported. The order is asserted from the
-// HelmReleases' history as a watch saw it: no wave-3 release moves to 1.5.0 before every
-// wave-2 release is Ready on it, and never two releases of a one-at-a-time wave update
-// at once.
+// wave 2; a frozen wave-3 tenant is skipped and reported. Wave 3 allows every tenant at
+// once (maxUpdate 100%), but the environment says helm-controller installs 0.2 releases
+// a minute, one within the 5-minute ready timeout: the rollout admits one at a time and
+// says why in its status. The order is asserted from the HelmReleases' history as a
+// watch saw it: no wave-3 release moves to 1.5.0 before every wave-2 release is Ready
+// on it, and never two releases update at once.
 func TestRolloutByWaveOnRealFlux(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-rollout")
 	pushCrmVersions(t)
-	env := environment(t, map[string]any{"releaseTimeout": "45s"})
+	env := environment(t, map[string]any{"releaseTimeout": "45s", "helmReleasesPerMinute": 0.2})
 	op := startOperator(t, ns, "--overlays="+env)
 
 	var tenants []*unstructured.Unstructured
@@ -110,6 +114,7 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 		map[string]any{"wave": int64(2), "maxUpdate": int64(1), "bakeTime": "5s"},
 		map[string]any{"wave": int64(3), "maxUpdate": "100%"})
 	waitRollout(t, ns, "crm-broken", time.Minute, evav1.RolloutSuperseded)
+	messages := watchRolloutMessages(t, ns, "crm-fixed")
 	poll(t, "wave 2 under way", 6*time.Minute, func() error {
 		st := rolloutStatus(t, ns, "crm-fixed")
 		if len(st.Waves) < 2 || len(st.Waves[1].Updated) == 0 {
@@ -163,6 +168,48 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 		}
 	}
 	history.check(t, waveOf)
+	const capped = "admissions capped: 1 release(s) in flight on the main helm-controller, which installs 0.2 a minute (1 within readyTimeout 5m0s)"
+	if seen := messages(); !slices.ContainsFunc(seen, func(m string) bool { return strings.Contains(m, capped) }) {
+		t.Errorf("the rollout never said wave 3's admissions were capped (%q); its messages:\n%s", capped, strings.Join(seen, "\n"))
+	}
+}
+
+// watchRolloutMessages records every status message of a rollout until the test ends;
+// the function returned lists those seen so far.
+func watchRolloutMessages(t *testing.T, ns, name string) func() []string {
+	t.Helper()
+	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "eva.aidonow.com", Version: "v1alpha1", Kind: "EvaRolloutList"})
+	w, err := watcher.Watch(ctx, list, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []string
+	go func() {
+		for ev := range w.ResultChan() {
+			if u, ok := ev.Object.(*unstructured.Unstructured); ok {
+				msg, _, _ := unstructured.NestedString(u.Object, "status", "message")
+				mu.Lock()
+				if len(seen) == 0 || seen[len(seen)-1] != msg {
+					seen = append(seen, msg)
+				}
+				mu.Unlock()
+			}
+		}
+	}()
+	t.Cleanup(func() { w.Stop(); cancel() })
+	return func() []string {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(seen)
+	}
 }
 
 // settledReleases returns the tenants' crm releases (crmResourceVersions) once none was
@@ -433,8 +480,9 @@ func watchReleases(t *testing.T, waveOf map[string]int) *releaseHistory {
 
 // check replays the history of the fixed release: a tenant is updating from the first
 // event carrying 1.5.0 until the first one Ready on it. No wave-3 release may carry
-// 1.5.0 before every wave-2 tenant was Ready on it (nor wave 2 before wave 1), and in
-// waves 1 and 2 (maxUpdate 1) never two tenants update at once.
+// 1.5.0 before every wave-2 tenant was Ready on it (nor wave 2 before wave 1), and never
+// two tenants update at once: waves 1 and 2 by maxUpdate 1, wave 3 by helm-controller's
+// capacity.
 func (h *releaseHistory) check(t *testing.T, waveOf map[string]int) {
 	t.Helper()
 	h.stop()
@@ -454,8 +502,8 @@ func (h *releaseHistory) check(t *testing.T, waveOf map[string]int) {
 					updating = append(updating, code)
 				}
 			}
-			if waveOf[e.code] < 3 && len(updating) > 1 {
-				t.Errorf("event %d: %d tenants of wave %d updating at once under maxUpdate 1: %v", i, len(updating), waveOf[e.code], updating)
+			if len(updating) > 1 {
+				t.Errorf("event %d: %d tenants of wave %d updating at once (maxUpdate 1, or one release in flight): %v", i, len(updating), waveOf[e.code], updating)
 			}
 		}
 		if _, ok := readyOn[e.code]; !ok && e.ready {

@@ -116,6 +116,11 @@ type Settings struct {
 	// FluxShards spreads the tenants' Flux objects over Flux controller shards
 	// (applier flux only); without it they carry no shard key.
 	FluxShards *FluxShards `json:"fluxShards,omitempty"`
+	// HelmReleasesPerMinute is how many Helm releases one helm-controller (each Flux
+	// shard's, and the main one) installs or upgrades per minute, sustained, as measured
+	// for this cluster (docs/sharding.md). Rollouts admit no more tenants than their
+	// shards install within the ready timeout. Zero: no limit.
+	HelmReleasesPerMinute float64 `json:"helmReleasesPerMinute,omitempty"`
 }
 
 // Reserves reports whether the environment reserves the capsule code (reservedCodes).
@@ -270,6 +275,9 @@ func (s *Settings) check() error {
 	}
 	if s.MessagingNamespace != "" && len(validation.IsDNS1123Label(s.MessagingNamespace)) > 0 {
 		return fmt.Errorf("messagingNamespace: %q is not a namespace name", s.MessagingNamespace)
+	}
+	if s.HelmReleasesPerMinute < 0 {
+		return fmt.Errorf("helmReleasesPerMinute: %g: must not be negative", s.HelmReleasesPerMinute)
 	}
 	if d := s.ReleaseTimeout.Duration; d < 10*time.Second || d > time.Hour {
 		return fmt.Errorf("releaseTimeout: %s: must be between 10s and 1h", d)

@@ -64,8 +64,9 @@ func TestFluxShardOfRules(t *testing.T) {
 	}
 }
 
-// TestFluxShardsSettingsRefused: each malformed setting is refused, naming the field.
-func TestFluxShardsSettingsRefused(t *testing.T) {
+// TestDeliverySettingsRefused: each malformed fluxShards or helmReleasesPerMinute
+// setting is refused, naming the field.
+func TestDeliverySettingsRefused(t *testing.T) {
 	for _, tc := range []struct{ settings, want string }{
 		{"fluxShards: {}", "fluxShards: names no shard"},
 		{"fluxShards: {shards: [shard1, shard1]}", "fluxShards.shards[1]: \"shard1\" is listed twice"},
@@ -74,6 +75,7 @@ func TestFluxShardsSettingsRefused(t *testing.T) {
 		{"fluxShards: {assign: {acmeco: s}}", "fluxShards.assign: \"acmeco\" is not a capsule code"},
 		{"fluxShards: {assign: {ACMECO: 'x/y'}}", "fluxShards.assign.ACMECO: \"x/y\" is not a label value"},
 		{"fluxShards: {shard: [a]}", "unknown field \"shard\""},
+		{"helmReleasesPerMinute: -1", "helmReleasesPerMinute: -1: must not be negative"},
 		{"applier: argocd\nargocd: {namespace: argocd, repoURL: 'https://git.example.com/fleet.git', chartRepository: 'registry.example.com/charts'}\nfluxShards: {shards: [a]}",
 			"fluxShards: only with applier: flux"},
 	} {

@@ -51,6 +51,25 @@ type Tenant struct {
 	// the pull-request path, admission is a commit that waits for review and for Flux;
 	// the tenant is waited for and not timed until the release reaches it.
 	Pending bool
+	// FluxShard is the Flux shard that installs the tenant's releases ("": the main
+	// controllers), and Releases how many Helm releases this release installs or
+	// upgrades for it: what admitting it costs its shard (Delivery).
+	FluxShard string
+	Releases  int
+}
+
+// Delivery is how fast the GitOps tool installs releases: a rollout admits no more
+// tenants than their Flux shards install within the ready timeout, whatever maxUpdate
+// allows, so that no tenant times out waiting in helm-controller's queue.
+type Delivery struct {
+	// ReleasesPerMinute is how many Helm releases one helm-controller (each Flux shard's,
+	// and the main one) installs or upgrades per minute, sustained; zero: no limit.
+	ReleasesPerMinute float64
+}
+
+// capacity is how many releases one shard installs within d (at least one).
+func (d Delivery) capacity(within time.Duration) int {
+	return max(int(d.ReleasesPerMinute*within.Minutes()), 1)
 }
 
 func (t Tenant) key() string { return t.Name }
@@ -121,8 +140,11 @@ const Progress = 10 * time.Second
 // starts only when every wave before it was updated and baked; inside a wave at most
 // maxUpdate tenants are updating (admitted, not Ready on the release) at once; a tenant
 // Failed on the release, or not Ready on it within the gate's timeout, halts the rollout.
-func Plan(r *evav1.EvaRollout, tenants []Tenant, supersededBy string, now time.Time) Decision {
-	p := &planner{r: r, now: metav1.NewTime(now), st: *r.Status.DeepCopy()}
+// Admissions also wait for the tenants' Flux shards (Delivery): a tenant is admitted only
+// when the releases in flight on its shard, its own included, are installed within its
+// ready timeout at the shard's rate, or when nothing is in flight there.
+func Plan(r *evav1.EvaRollout, tenants []Tenant, delivery Delivery, supersededBy string, now time.Time) Decision {
+	p := &planner{r: r, delivery: delivery, now: metav1.NewTime(now), st: *r.Status.DeepCopy()}
 	p.st.ObservedGeneration = r.Generation
 	p.group(tenants)
 	p.run(supersededBy)
@@ -135,17 +157,21 @@ func Plan(r *evav1.EvaRollout, tenants []Tenant, supersededBy string, now time.T
 }
 
 type planner struct {
-	r      *evav1.EvaRollout
-	now    metav1.Time
-	st     evav1.EvaRolloutStatus
-	byWave map[int32][]Tenant
-	byKey  map[string]Tenant
+	r        *evav1.EvaRollout
+	delivery Delivery
+	now      metav1.Time
+	st       evav1.EvaRolloutStatus
+	byWave   map[int32][]Tenant
+	byKey    map[string]Tenant
 	// ever holds the tenants any wave of the rollout admitted: a tenant whose
 	// spec.wave changed after its admission is not admitted again.
 	ever     map[string]bool
 	admitted []Tenant
 	events   []Event
 	requeue  time.Duration
+	// held says why an admission maxUpdate allowed waits for its Flux shard ("" when
+	// none did).
+	held string
 }
 
 // group sorts the tenants by wave and code, and lines the status' waves up with the
@@ -278,7 +304,7 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 }
 
 // admit gives the release to the next tenants of the wave, in code order, while fewer
-// than limit are updating.
+// than limit are updating and their Flux shards have room (shardHolds).
 func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 	updating := 0
 	for _, e := range ws.Updated {
@@ -286,10 +312,18 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 			updating++
 		}
 	}
+	inFlight := p.inFlight()
 	for _, t := range p.byWave[ws.Wave] {
 		if p.ever[t.key()] || p.notAdmissible(t) != "" || updating >= limit {
 			continue
 		}
+		if reason := p.shardHolds(t, inFlight[t.FluxShard]); reason != "" {
+			if p.held == "" {
+				p.held = reason
+			}
+			continue
+		}
+		inFlight[t.FluxShard] += t.Releases
 		p.ever[t.key()] = true
 		ws.Updated = append(ws.Updated, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
 			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation})
@@ -298,6 +332,41 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 			fmt.Sprintf("wave %d: tenant %s gets the release", ws.Wave, t.Code)})
 		updating++
 	}
+}
+
+// inFlight counts, per Flux shard, the releases of the tenants admitted and not yet
+// Ready on the release, every wave together.
+func (p *planner) inFlight() map[string]int {
+	out := map[string]int{}
+	for _, ws := range p.st.Waves {
+		for _, e := range ws.Updated {
+			if p.waitedFor(e) {
+				t := p.byKey[e.Name]
+				out[t.FluxShard] += t.Releases
+			}
+		}
+	}
+	return out
+}
+
+// shardHolds says why the tenant waits for its Flux shard ("" when it may be admitted):
+// with inFlight releases queued there, its own would not all be installed within its
+// ready timeout at the shard's rate. A shard with nothing in flight takes any tenant.
+func (p *planner) shardHolds(t Tenant, inFlight int) string {
+	if p.delivery.ReleasesPerMinute <= 0 || inFlight == 0 {
+		return ""
+	}
+	timeout := p.readyTimeout(t.Tier)
+	capacity := p.delivery.capacity(timeout)
+	if inFlight+t.Releases <= capacity {
+		return ""
+	}
+	controller := "the main helm-controller"
+	if t.FluxShard != "" {
+		controller = "Flux shard " + t.FluxShard + "'s helm-controller"
+	}
+	return fmt.Sprintf("%d release(s) in flight on %s, which installs %g a minute (%d within readyTimeout %s); %s (%d more) waits",
+		inFlight, controller, p.delivery.ReleasesPerMinute, capacity, timeout, t.Code, t.Releases)
 }
 
 // waveDone reports whether the wave is updated and baked; when it is not, it sets the
@@ -334,6 +403,9 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 		p.st.Phase = evav1.RolloutProgressing
 		p.st.Message = fmt.Sprintf("wave %d: %d of %d tenants updated; waiting for %s to be Ready on the release",
 			w.Wave, len(ws.Updated)-len(waiting), ws.Total-int32(len(ws.Skipped)), orNone(waiting))
+		if p.held != "" {
+			p.st.Message += "; admissions capped: " + p.held
+		}
 		p.wake(Progress)
 		return false
 	}

@@ -68,7 +68,7 @@ func run(t *testing.T, r *evav1.EvaRollout, f *fleet, steps int, every time.Dura
 	var out []Decision
 	now := t0
 	for range steps {
-		d := Plan(r, f.tenants, "", now)
+		d := Plan(r, f.tenants, Delivery{}, "", now)
 		r.Status = d.Status
 		out = append(out, d)
 		f.step(r)
@@ -120,7 +120,7 @@ func TestMaxUpdateCountsUpdatingTenants(t *testing.T) {
 	// Nobody becomes Ready: only the first tenant may ever be admitted.
 	now := t0
 	for range 5 {
-		d := Plan(r, f.tenants, "", now)
+		d := Plan(r, f.tenants, Delivery{}, "", now)
 		r.Status = d.Status
 		for i := range f.tenants {
 			if Admitted(r, f.tenants[i].Name) {
@@ -173,20 +173,20 @@ func TestReadyTimeoutHalts(t *testing.T) {
 	r := release(wave(1, 1, 0), wave(2, 1, 0))
 	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
 	f := newFleet(1)
-	d := Plan(r, f.tenants, "", t0)
+	d := Plan(r, f.tenants, Delivery{}, "", t0)
 	r.Status = d.Status
 	f.tenants[0].OnRelease, f.tenants[0].Ready = true, false // updating, never Ready
 	// The first look after the admission sees the release reach the tenant: the
 	// timeout counts from then.
-	r.Status = Plan(r, f.tenants, "", t0.Add(2*time.Second)).Status
+	r.Status = Plan(r, f.tenants, Delivery{}, "", t0.Add(2*time.Second)).Status
 	if e := Admission(r, "xw1t00"); e.ReachedAt == nil || !e.ReachedAt.Time.Equal(t0.Add(2*time.Second)) {
 		t.Fatalf("reachedAt %v, want the first look after the admission", e.ReachedAt)
 	}
-	d = Plan(r, f.tenants, "", t0.Add(61*time.Second))
+	d = Plan(r, f.tenants, Delivery{}, "", t0.Add(61*time.Second))
 	if d.Status.Phase != evav1.RolloutProgressing || d.RequeueAfter > time.Second+time.Millisecond {
 		t.Fatalf("before the timeout: %s, requeue %s", d.Status.Phase, d.RequeueAfter)
 	}
-	d = Plan(r, f.tenants, "", t0.Add(63*time.Second))
+	d = Plan(r, f.tenants, Delivery{}, "", t0.Add(63*time.Second))
 	if d.Status.Phase != evav1.RolloutHalted || !strings.Contains(d.Status.Message, "not Ready on the release within 1m0s") {
 		t.Fatalf("after the timeout: %s: %s", d.Status.Phase, d.Status.Message)
 	}
@@ -222,7 +222,7 @@ func TestFrozenWaveAndPauseStopAdmission(t *testing.T) {
 	}
 	r2 := release(wave(1, 3, 0))
 	r2.Spec.Paused = true
-	d := Plan(r2, newFleet(2).tenants, "", t0)
+	d := Plan(r2, newFleet(2).tenants, Delivery{}, "", t0)
 	if d.Status.Phase != evav1.RolloutPaused || len(d.Admitted) != 0 {
 		t.Fatalf("paused: %s, admitted %d", d.Status.Phase, len(d.Admitted))
 	}
@@ -230,7 +230,7 @@ func TestFrozenWaveAndPauseStopAdmission(t *testing.T) {
 
 func TestSupersededAdmitsNothing(t *testing.T) {
 	r := release(wave(1, 3, 0))
-	d := Plan(r, newFleet(1).tenants, "r2", t0)
+	d := Plan(r, newFleet(1).tenants, Delivery{}, "r2", t0)
 	if d.Status.Phase != evav1.RolloutSuperseded || len(d.Admitted) != 0 {
 		t.Fatalf("%s, admitted %d", d.Status.Phase, len(d.Admitted))
 	}
@@ -244,7 +244,7 @@ func TestLateTenantOfAFinishedWaveIsAdmitted(t *testing.T) {
 		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
 	}
 	f.tenants = append(f.tenants, Tenant{Code: "LATECO", Name: "late", Wave: 1, Ready: true})
-	d := Plan(r, f.tenants, "", t0.Add(time.Hour))
+	d := Plan(r, f.tenants, Delivery{}, "", t0.Add(time.Hour))
 	if len(d.Admitted) != 1 || d.Admitted[0].Code != "LATECO" {
 		t.Fatalf("admitted %+v", d.Admitted)
 	}
@@ -299,14 +299,14 @@ func TestFailedBeforeTheReleaseIsJudgedByItsTimeout(t *testing.T) {
 	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
 	f := newFleet(1)
 	f.tenants[0].Failed, f.tenants[0].FailedAt, f.tenants[0].Message = true, t0.Add(-time.Hour), "old failure"
-	r.Status = Plan(r, f.tenants, "", t0).Status
+	r.Status = Plan(r, f.tenants, Delivery{}, "", t0).Status
 	// The write that records the release still carries the old Failed phase.
 	f.tenants[0].OnRelease, f.tenants[0].Ready = true, false
-	if d := Plan(r, f.tenants, "", t0.Add(10*time.Second)); d.Status.Phase == evav1.RolloutHalted {
+	if d := Plan(r, f.tenants, Delivery{}, "", t0.Add(10*time.Second)); d.Status.Phase == evav1.RolloutHalted {
 		t.Fatalf("halted on a failure older than the release: %s", d.Status.Message)
 	}
 	f.tenants[0].FailedAt = t0.Add(20 * time.Second)
-	if d := Plan(r, f.tenants, "", t0.Add(30*time.Second)); d.Status.Phase != evav1.RolloutHalted {
+	if d := Plan(r, f.tenants, Delivery{}, "", t0.Add(30*time.Second)); d.Status.Phase != evav1.RolloutHalted {
 		t.Fatalf("a failure on the release did not halt: %s: %s", d.Status.Phase, d.Status.Message)
 	}
 }
@@ -379,7 +379,7 @@ func TestTenantFailingOnAnOlderReleaseIsRolledForward(t *testing.T) {
 	r := release(wave(1, 2, 0))
 	f := newFleet(1)
 	f.tenants[0].Ready, f.tenants[0].Failed, f.tenants[0].OnOlderRelease = false, true, true
-	d := Plan(r, f.tenants, "", t0)
+	d := Plan(r, f.tenants, Delivery{}, "", t0)
 	if len(d.Admitted) != 1 {
 		t.Fatalf("admitted %d, want the tenant failing on the older release", len(d.Admitted))
 	}
@@ -401,14 +401,14 @@ func TestOwnerChangesAfterAdmissionAreNotJudged(t *testing.T) {
 			r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
 			f := newFleet(1)
 			f.tenants[0].Generation = 7
-			r.Status = Plan(r, f.tenants, "", t0).Status
+			r.Status = Plan(r, f.tenants, Delivery{}, "", t0).Status
 			if e := Admission(r, "xw1t00"); e == nil || e.Generation != 7 {
 				t.Fatalf("admission %+v, want generation 7 recorded", e)
 			}
 			f.tenants[0].OnRelease, f.tenants[0].Ready = true, false
 			change.apply(&f.tenants[0])
 			f.tenants[0].Failed, f.tenants[0].FailedAt, f.tenants[0].Message = true, t0.Add(time.Second), "ValuesError"
-			d := Plan(r, f.tenants, "", t0.Add(2*time.Minute))
+			d := Plan(r, f.tenants, Delivery{}, "", t0.Add(2*time.Minute))
 			if d.Status.Phase == evav1.RolloutHalted {
 				t.Fatalf("halted on the owner's change: %s", d.Status.Message)
 			}
@@ -428,17 +428,17 @@ func TestReadyThenNotReadyIsTimedAgain(t *testing.T) {
 	r := release(wave(1, 1, time.Hour), wave(2, 1, 0))
 	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
 	f := newFleet(1)
-	r.Status = Plan(r, f.tenants, "", t0).Status
+	r.Status = Plan(r, f.tenants, Delivery{}, "", t0).Status
 	f.tenants[0].OnRelease = true
-	r.Status = Plan(r, f.tenants, "", t0.Add(10*time.Second)).Status
+	r.Status = Plan(r, f.tenants, Delivery{}, "", t0.Add(10*time.Second)).Status
 	if r.Status.Phase != evav1.RolloutBaking {
 		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
 	}
 	f.tenants[0].Ready, f.tenants[0].NotReadySince = false, t0.Add(20*time.Second)
-	if d := Plan(r, f.tenants, "", t0.Add(79*time.Second)); d.Status.Phase != evav1.RolloutProgressing {
+	if d := Plan(r, f.tenants, Delivery{}, "", t0.Add(79*time.Second)); d.Status.Phase != evav1.RolloutProgressing {
 		t.Fatalf("within the timeout: %s: %s", d.Status.Phase, d.Status.Message)
 	}
-	d := Plan(r, f.tenants, "", t0.Add(81*time.Second))
+	d := Plan(r, f.tenants, Delivery{}, "", t0.Add(81*time.Second))
 	if d.Status.Phase != evav1.RolloutHalted || !strings.Contains(d.Status.Message, "XW1T00 not Ready on the release for more than 1m0s since") {
 		t.Fatalf("after the timeout: %s: %s", d.Status.Phase, d.Status.Message)
 	}
@@ -466,18 +466,18 @@ func TestPendingTenantIsNotTimed(t *testing.T) {
 	r := release(wave(1, 1, 0), wave(2, 1, 0))
 	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
 	f := newFleet(1)
-	r.Status = Plan(r, f.tenants, "", t0).Status
+	r.Status = Plan(r, f.tenants, Delivery{}, "", t0).Status
 	f.tenants[0].Pending = true
-	r.Status = Plan(r, f.tenants, "", t0.Add(3*time.Hour)).Status
+	r.Status = Plan(r, f.tenants, Delivery{}, "", t0.Add(3*time.Hour)).Status
 	if r.Status.Phase != evav1.RolloutProgressing || Admission(r, "xw1t00").ReachedAt != nil {
 		t.Fatalf("pending for 3h: %s: %s", r.Status.Phase, r.Status.Message)
 	}
 	f.tenants[0].Pending, f.tenants[0].OnRelease, f.tenants[0].Ready = false, true, false
-	r.Status = Plan(r, f.tenants, "", t0.Add(4*time.Hour)).Status
-	if d := Plan(r, f.tenants, "", t0.Add(4*time.Hour+59*time.Second)); d.Status.Phase != evav1.RolloutProgressing {
+	r.Status = Plan(r, f.tenants, Delivery{}, "", t0.Add(4*time.Hour)).Status
+	if d := Plan(r, f.tenants, Delivery{}, "", t0.Add(4*time.Hour+59*time.Second)); d.Status.Phase != evav1.RolloutProgressing {
 		t.Fatalf("within a minute of reaching it: %s: %s", d.Status.Phase, d.Status.Message)
 	}
-	if d := Plan(r, f.tenants, "", t0.Add(4*time.Hour+61*time.Second)); d.Status.Phase != evav1.RolloutHalted {
+	if d := Plan(r, f.tenants, Delivery{}, "", t0.Add(4*time.Hour+61*time.Second)); d.Status.Phase != evav1.RolloutHalted {
 		t.Fatalf("a minute after reaching it: %s: %s", d.Status.Phase, d.Status.Message)
 	}
 }
