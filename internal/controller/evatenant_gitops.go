@@ -35,7 +35,7 @@ type GitOps struct {
 	// applied holds a tenant's publish, and whether what is published still does.
 	Revisions publish.Revisions
 	// HeadMaxAge is how long one read of the published head serves every tenant's check
-	// (10 s when zero); a publish of this process moves it at once.
+	// (30 s when zero); a publish of this process moves it at once.
 	HeadMaxAge time.Duration
 
 	// A reconcile submits its tenant's files and returns; the batch's outcome waits in
@@ -202,7 +202,7 @@ func (g *GitOps) publishedHead(ctx context.Context) (string, error) {
 	defer g.headMu.Unlock()
 	maxAge := g.HeadMaxAge
 	if maxAge <= 0 {
-		maxAge = 10 * time.Second
+		maxAge = 30 * time.Second
 	}
 	if !g.headReadAt.IsZero() && g.now().Sub(g.headReadAt) < maxAge {
 		return g.head, nil

@@ -104,6 +104,12 @@ func TestGitOpsRepublishesWhatWentMissing(t *testing.T) {
 		if files := gitShow(t, bare, "ls-tree", "-r", "--name-only", "refs/heads/main"); !strings.Contains(files, render.TenantsDir+"/"+gone+"/") {
 			return fmt.Errorf("the branch does not hold %s's files", gone)
 		}
+		mu.Lock()
+		n := len(publishes)
+		mu.Unlock()
+		if n == 0 {
+			return fmt.Errorf("the publish is not reported yet") // OnPublish runs after the push
+		}
 		return asked.wasAsked(render.DirName("HEALAA"), render.DirName("HEALAB"))
 	})
 	mu.Lock()

@@ -53,8 +53,10 @@ type GitRemote struct {
 
 	// mu keeps go-git operations on the cache one at a time (publishes and reads).
 	mu sync.Mutex
-	// digests remembers answers of TenantDigest by commit and tenant folder.
-	digests map[[2]string]string
+	// digests remembers answers of TenantDigest by commit and tenant folder, under
+	// digestsMu alone: a known answer never waits for a publish holding mu.
+	digestsMu sync.Mutex
+	digests   map[[2]string]string
 }
 
 const remoteName = "origin"
@@ -373,11 +375,14 @@ func (g *GitRemote) TenantDigest(ctx context.Context, revision, dir string) (str
 		return "", err
 	}
 	key := [2]string{commit, dir}
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	if d, ok := g.digests[key]; ok {
+	g.digestsMu.Lock()
+	d, known := g.digests[key]
+	g.digestsMu.Unlock()
+	if known {
 		return d, nil
 	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	repo, err := g.open()
 	if err != nil {
 		return "", err
@@ -395,10 +400,12 @@ func (g *GitRemote) TenantDigest(ctx context.Context, revision, dir string) (str
 	if err != nil {
 		return "", fmt.Errorf("reading tenant %s at %s: %w", dir, commit, err)
 	}
-	d := entriesDigest(files)
+	d = entriesDigest(files)
+	g.digestsMu.Lock()
 	if g.digests == nil || len(g.digests) > 1<<14 {
 		g.digests = map[[2]string]string{}
 	}
 	g.digests[key] = d
+	g.digestsMu.Unlock()
 	return d, nil
 }
