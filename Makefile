@@ -130,6 +130,16 @@ sla: envtest e2e-binaries ## Provision SLA_TENANTS tenants per tier on the e2e c
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" EVA_SLA_REPORT=$(CURDIR)/out/sla.json EVA_SLA_TENANTS=$(SLA_TENANTS) \
 	  EVA_E2E_POD_START_DELAY=$(SLA_POD_START_DELAY) go test ./internal/e2e -run '^TestSLAReport$$' -count=1 -v -timeout 40m
 
+THROUGHPUT_SHARDS ?= 1,2,4
+THROUGHPUT_TENANTS ?= 30
+THROUGHPUT_POD_START_DELAY ?= 15s
+
+.PHONY: throughput
+throughput: envtest e2e-binaries ## Deliver THROUGHPUT_TENANTS Starter tenants and a platform release through 1, 2 and 4 Flux shards on the e2e cluster (real Flux, kwok pods Ready after THROUGHPUT_POD_START_DELAY) and write out/throughput.md.
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" EVA_THROUGHPUT_REPORT=$(CURDIR)/out/throughput.md \
+	  EVA_THROUGHPUT_SHARDS=$(THROUGHPUT_SHARDS) EVA_THROUGHPUT_TENANTS=$(THROUGHPUT_TENANTS) \
+	  EVA_E2E_POD_START_DELAY=$(THROUGHPUT_POD_START_DELAY) go test ./internal/e2e -run '^TestThroughputReport$$' -count=1 -v -timeout 150m
+
 BENCHCOUNT ?= 3
 BENCH ?= .
 # BENCHNOTE, when set, is printed under the page's header: how the figures were measured (a subset, a busy machine).

@@ -420,3 +420,19 @@ func Versions() (map[string]string, error) {
 	}
 	return out, sc.Err()
 }
+
+// CPU returns the CPU time used so far by the running components whose names start
+// with prefix ("helm-controller" counts every shard's too).
+func (c *Cluster) CPU(prefix string) (time.Duration, error) {
+	var total time.Duration
+	for _, p := range c.processes() {
+		if strings.HasPrefix(p.Name, prefix) {
+			cpu, err := p.CPUTime()
+			if err != nil {
+				return 0, err
+			}
+			total += cpu
+		}
+	}
+	return total, nil
+}
