@@ -178,18 +178,9 @@ func TestRolloutByWaveOnRealFlux(t *testing.T) {
 // the function returned lists those seen so far.
 func watchRolloutMessages(t *testing.T, ns, name string) func() []string {
 	t.Helper()
-	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(schema.GroupVersionKind{Group: "eva.aidonow.com", Version: "v1alpha1", Kind: "EvaRolloutList"})
-	w, err := watcher.Watch(ctx, list, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
+	w := watchObjects(t, list, client.InNamespace(ns), client.MatchingFields{"metadata.name": name})
 	var mu sync.Mutex
 	var seen []string
 	go func() {
@@ -204,7 +195,6 @@ func watchRolloutMessages(t *testing.T, ns, name string) func() []string {
 			}
 		}
 	}()
-	t.Cleanup(func() { w.Stop(); cancel() })
 	return func() []string {
 		mu.Lock()
 		defer mu.Unlock()
@@ -441,19 +431,10 @@ type releaseEvent struct {
 
 func watchReleases(t *testing.T, waveOf map[string]int) *releaseHistory {
 	t.Helper()
-	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(helmReleaseGVK.GroupVersion().WithKind("HelmReleaseList"))
-	w, err := watcher.Watch(ctx, list, client.MatchingFields{"metadata.name": "crm"})
-	if err != nil {
-		cancel()
-		t.Fatal(err)
-	}
-	h := &releaseHistory{stop: func() { w.Stop(); cancel() }, done: make(chan struct{})}
+	w := watchObjects(t, list, client.MatchingFields{"metadata.name": "crm"})
+	h := &releaseHistory{stop: w.Stop, done: make(chan struct{})}
 	go func() {
 		defer close(h.done)
 		for ev := range w.ResultChan() {
@@ -474,8 +455,24 @@ func watchReleases(t *testing.T, waveOf map[string]int) *releaseHistory {
 			h.mu.Unlock()
 		}
 	}()
-	t.Cleanup(h.stop)
 	return h
+}
+
+// watchObjects starts a watch of the objects of a list's kind, stopped when the test ends.
+func watchObjects(t *testing.T, list *unstructured.UnstructuredList, opts ...client.ListOption) watch.Interface {
+	t.Helper()
+	watcher, err := client.NewWithWatch(cluster.Config, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	w, err := watcher.Watch(ctx, list, opts...)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Stop(); cancel() })
+	return w
 }
 
 // check replays the history of the fixed release: a tenant is updating from the first

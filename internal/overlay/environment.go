@@ -181,6 +181,9 @@ func load(dir *overlayDir, name string) (*Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %s: %w", name, dir.join(SettingsFile), err)
 	}
+	if err := singleDocument(dir.join(SettingsFile), data); err != nil {
+		return nil, err
+	}
 	settings, err := ParseSettings(data)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", dir.join(SettingsFile), err)

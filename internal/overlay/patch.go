@@ -54,6 +54,9 @@ func loadPatches(dir *overlayDir, read func([]byte)) ([]Patch, error) {
 		return nil, fmt.Errorf("%s: %w", path, err)
 	}
 	read(data)
+	if err := singleDocument(path, data); err != nil {
+		return nil, err
+	}
 	positions, err := checkFields(path, data)
 	if err != nil {
 		return nil, err

@@ -132,9 +132,7 @@ func (c *Cluster) StartArgoCD(ctx context.Context) (stop func(), err error) {
 		stop()
 		return nil, err
 	}
-	time.Sleep(2 * time.Second)
-	if err := c.Check(); err != nil {
-		stop()
+	if err := c.settle(stop); err != nil {
 		return nil, err
 	}
 	return stop, nil

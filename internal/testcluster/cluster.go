@@ -214,6 +214,17 @@ func (c *Cluster) startWith(name, bin string, env []string, args ...string) erro
 	return nil
 }
 
+// settle gives components just started a moment to fail on a bad flag or a missing CRD;
+// if one did, it stops them (stop) and says which.
+func (c *Cluster) settle(stop func()) error {
+	time.Sleep(2 * time.Second)
+	if err := c.Check(); err != nil {
+		stop()
+		return err
+	}
+	return nil
+}
+
 // Check returns an error naming every component that is no longer running.
 func (c *Cluster) Check() error {
 	var errs []error

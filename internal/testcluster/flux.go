@@ -80,9 +80,7 @@ func (c *Cluster) StartFluxShard(shard string) (stop func(), err error) {
 		stop()
 		return nil, err
 	}
-	time.Sleep(2 * time.Second)
-	if err := c.Check(); err != nil {
-		stop()
+	if err := c.settle(stop); err != nil {
 		return nil, err
 	}
 	return stop, nil
