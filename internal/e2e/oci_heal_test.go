@@ -28,7 +28,7 @@ type ociShard struct {
 }
 
 // TestOCIModeOperatorsRestartAndHeal runs two operator processes publishing their own
-// tenants (two Starter tenants each) to one OCI tag that the real Flux applies. Each
+// tenants (one and two Starter tenants) to one OCI tag that the real Flux applies. Each
 // operator is SIGKILLed and restarted while its tenants provision (one when its first
 // tenant's namespace is ready, the other when its first tenant is Provisioned), then
 // both at once with every tenant Active: whether Flux's artifact holds a tenant is read
@@ -56,7 +56,7 @@ func TestOCIModeOperatorsRestartAndHeal(t *testing.T) {
 	for i := range shards {
 		s := &ociShard{ns: tenantNamespace(t, fmt.Sprintf("e2e-oci-heal-%d", i))}
 		s.op = startOperator(t, s.ns, args...)
-		for k := range 2 {
+		for k := range i + 1 { // one tenant for the first operator, two for the second
 			tn := evaTenant(s.ns, fmt.Sprintf("OHL%cA%c", 'A'+i, 'A'+k), evav1.TierStarter)
 			if err := cluster.Client.Create(ctx, tn); err != nil {
 				t.Fatal(err)
@@ -120,7 +120,7 @@ func TestOCIModeOperatorsRestartAndHeal(t *testing.T) {
 		}
 		return nil
 	})
-	stayReady(t, 15*time.Second, all...)
+	stayReady(t, 5*time.Second, all...)
 	for _, tn := range all {
 		assertActive(t, tn)
 		want := 0
