@@ -46,7 +46,8 @@ func checkFields(path string, data []byte) ([]at, error) {
 			continue
 		}
 		if k.Value == "kind" && v.Value != "Kustomization" {
-			refuse(v, "kind", "a tenant overlay is a Kustomization")
+			errs = append(errs, fmt.Errorf("%s:%d:%d: kind: %q: a tenant overlay is a Kustomization (kind: Kustomization)",
+				path, v.Line, v.Column, v.Value))
 		}
 		if k.Value != "patches" || v.Kind != yaml.SequenceNode {
 			continue

@@ -23,7 +23,7 @@ func TestOverlayRefusesWhatItDoesNotApply(t *testing.T) {
 		{"a merge key", "<<: {namespace: other}\n", ":3:1: <<: not applied"},
 		{"patch options", "patches:\n- patch: '{kind: Ingress, metadata: {name: x}}'\n  options: {allowNameChange: true}\n",
 			":5:3: patches[0].options: not applied by Eva; a patch has path, patch, target"},
-		{"kind", "patches: []\n", ":2:7: kind: not applied by Eva; a tenant overlay is a Kustomization"},
+		{"kind", "patches: []\n", ":2:7: kind: \"Component\": a tenant overlay is a Kustomization (kind: Kustomization)"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
