@@ -126,8 +126,7 @@ func (o *OCI) TenantDigest(ctx context.Context, revision, dir string) (string, e
 		}
 		at := ref.Context().Digest(digest)
 		img, err := remote.Image(at, o.options(ctx)...)
-		var terr *transport.Error
-		if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+		if notFound(err) {
 			return "", nil
 		}
 		if err != nil {
@@ -265,11 +264,16 @@ func (o *OCI) publishOnce(ctx context.Context, ref name.Reference, u Update, s S
 	return res, false, nil
 }
 
+// notFound reports whether the registry answered that the tag or manifest does not exist.
+func notFound(err error) bool {
+	var terr *transport.Error
+	return errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound
+}
+
 // head returns the digest the tag points at ("" when there is no such tag).
 func (o *OCI) head(ctx context.Context, ref name.Reference) (string, error) {
 	desc, err := remote.Head(ref, o.options(ctx)...)
-	var terr *transport.Error
-	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+	if notFound(err) {
 		return "", nil
 	}
 	if err != nil {
@@ -424,8 +428,7 @@ func (o *OCI) pull(ctx context.Context) (map[string][]byte, string, error) {
 		return nil, "", err
 	}
 	img, err := remote.Image(ref, o.options(ctx)...)
-	var terr *transport.Error
-	if errors.As(err, &terr) && terr.StatusCode == http.StatusNotFound {
+	if notFound(err) {
 		return map[string][]byte{}, "", nil
 	}
 	if err != nil {
