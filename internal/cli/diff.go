@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 
 	"github.com/spf13/cobra"
@@ -16,13 +15,21 @@ func newDiffCommand(opts *options) *cobra.Command {
 	var gitT gitTarget
 	var ociT ociTarget
 	var dir, output string
-	var exitCode bool
+	var exitCode, allowMassDelete, unifiedDiff, showBookkeeping bool
 	cmd := &cobra.Command{
 		Use:   "diff",
 		Short: "Show what a render would change against a folder, a git branch or an OCI artifact",
 		Long: `Render the tenants in memory and compare with what is published: the tenants added,
-changed and removed, then a unified diff of every file. With --exit-code the command
-exits 1 when something differs (for CI).`,
+changed and removed, and for each the objects and fields that differ
+(HelmRelease eva-acmeco/crm: spec.values.replicaCount 3 → 4); --unified adds a unified
+diff of every file. Fields that are Eva's bookkeeping (spec digests, Flux reconcile
+requests) are counted, and listed with --bookkeeping.
+
+The checks publish runs against the published tree run here too: a render that removes
+a tenant whose published bundle is not Decommissioned, or most of the fleet, or that
+takes a code another owner published, fails (exit 1) as its publish would. A --branch
+or --ref tag that does not exist is an error, not an empty tree. With --exit-code the
+command also exits 1 when something differs (for CI).`,
 		Example: `  evactl diff --dir out/gitops
   evactl diff --repo https://git.example.com/platform/fleet.git --branch main --exit-code
   evactl diff --ref oci://registry.example.com/eva/tenants:prod --output json`,
@@ -36,8 +43,8 @@ exits 1 when something differs (for CI).`,
 			if targets != 1 {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("name exactly one of --dir, --repo or --ref")}
 			}
-			if output != "text" && output != "json" {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--output must be text or json, not %q", output)}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			j, err := prepare(cmd, opts, &inputs)
 			if err != nil {
@@ -58,47 +65,30 @@ exits 1 when something differs (for CI).`,
 			for _, f := range files {
 				rendered[f.Path] = f.Data
 			}
-			var published map[string][]byte
-			switch {
-			case dir != "":
-				published, err = publish.ReadDir(dir)
-			case g != nil:
-				published, _, err = g.Read(cmd.Context())
-			default:
-				var o *publish.OCI
-				if o, err = ociT.sink(); err == nil {
-					published, err = o.Pull(cmd.Context())
-				}
-			}
+			published, err := readTarget(cmd, dir, g, &ociT)
 			if err != nil {
 				return err
 			}
 			// Neither side shows what the validator refuses: the published tree may
 			// hold values from before a rule existed.
 			report := treediff.Compare(published, rendered, publish.TenantOf, tenant.SecretReason)
+			// What publish would refuse after the merge, the pull request is refused now.
+			_, refused := publish.Preview(published, publish.FullUpdate(files), publish.Safety{AllowMassDelete: allowMassDelete})
 			out := cmd.OutOrStdout()
-			if output == "json" {
-				enc := json.NewEncoder(out)
-				enc.SetIndent("", "  ")
-				if err := enc.Encode(report); err != nil {
+			if output != "text" {
+				if err := writeStructured(out, output, diffOutput{Report: report, PublishRefusal: errorText(refused)}); err != nil {
 					return err
 				}
 			} else {
-				for _, c := range report.Added {
-					fmt.Fprintf(out, "+ %s (added)\n", c)
+				printSummary(out, report, showBookkeeping)
+				if unifiedDiff {
+					for _, f := range report.Files {
+						fmt.Fprint(out, "\n", f.Diff)
+					}
 				}
-				for _, c := range report.Changed {
-					fmt.Fprintf(out, "~ %s (changed)\n", c)
-				}
-				for _, c := range report.Removed {
-					fmt.Fprintf(out, "- %s (removed)\n", c)
-				}
-				if report.Empty() {
-					fmt.Fprintln(out, "no changes")
-				}
-				for _, f := range report.Files {
-					fmt.Fprint(out, "\n", f.Diff)
-				}
+			}
+			if refused != nil {
+				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("publish would refuse this render: %w", refused)}
 			}
 			if exitCode && !report.Empty() {
 				return &ExitError{Code: ExitInvalid}
@@ -113,6 +103,9 @@ exits 1 when something differs (for CI).`,
 	f.StringVar(&ociT.ref, "ref", "", "compare with an OCI artifact, oci://HOST/REPO:TAG")
 	f.BoolVar(&ociT.insecure, "insecure", false, "allow a plain-HTTP registry")
 	f.BoolVar(&exitCode, "exit-code", false, "exit 1 when something differs")
-	f.StringVarP(&output, "output", "o", "text", "output format: text or json")
+	f.BoolVar(&allowMassDelete, "allow-mass-delete", false, "as publish --allow-mass-delete: do not fail when the render removes most (or all) published tenants")
+	f.BoolVar(&unifiedDiff, "unified", false, "also print a unified diff of every file that differs")
+	f.BoolVar(&showBookkeeping, "bookkeeping", false, "also list the fields that are Eva's bookkeeping (spec digests, Flux reconcile requests)")
+	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
 	return cmd
 }

@@ -188,8 +188,8 @@ func TestPlantedSecretsNeverReachOutput(t *testing.T) {
 		if err := os.WriteFile(manifests, append(data, []byte(old)...), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		for _, format := range []string{"text", "json"} {
-			code, msg := runEvactl(t, diffArgs(good, "--output", format)...)
+		for _, format := range []string{"text", "json", "yaml"} {
+			code, msg := runEvactl(t, diffArgs(good, "--output", format, "--unified")...)
 			if code != ExitOK {
 				t.Fatalf("diff --output %s: exit %d\n%s", format, code, msg)
 			}
@@ -197,6 +197,11 @@ func TestPlantedSecretsNeverReachOutput(t *testing.T) {
 			if !strings.Contains(msg, "redacted: ") || !strings.Contains(msg, "ACMECO") {
 				t.Errorf("diff --output %s does not show the redacted removal:\n%s", format, msg)
 			}
+		}
+		code, msg = runEvactl(t, diffArgs(good, "--bookkeeping")...)
+		noPlanted(t, "diff summary", []byte(msg), values)
+		if code != ExitOK || !strings.Contains(msg, "~ ACMECO (changed)\n    - ConfigMap eva-tenant-acmeco/old-values\n") {
+			t.Errorf("diff summary: exit %d, want the removed object named:\n%s", code, msg)
 		}
 	})
 }

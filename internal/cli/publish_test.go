@@ -49,8 +49,44 @@ func TestPublishGitAndDiff(t *testing.T) {
 	data, _ := os.ReadFile(filepath.Join(tenants, "DEVUSR.yaml"))
 	_ = os.WriteFile(filepath.Join(tenants, "DEVUSR.yaml"), bytes.Replace(data, []byte("replicaCount: 1"), []byte("replicaCount: 2"), 1), 0o644)
 	code, out = runEvactl(t, diffArgs...)
-	if code != ExitInvalid || !strings.Contains(out, "~ DEVUSR (changed)") || !strings.Contains(out, "+    replicaCount: 2") {
-		t.Fatalf("diff after a change: exit %d\n%s", code, out)
+	summary := "~ DEVUSR (changed)\n    ~ HelmRelease eva-tenant-devusr/crm\n        spec.values.replicaCount: 1 → 2\n"
+	if code != ExitInvalid || !strings.Contains(out, summary) || strings.Contains(out, "spec-digest") || strings.Contains(out, "+    replicaCount: 2") {
+		t.Fatalf("diff after a change: exit %d, want %d and the field's change alone:\n%s", code, ExitInvalid, out)
+	}
+	if code, out := runEvactl(t, append(diffArgs, "--unified", "--bookkeeping")...); code != ExitInvalid ||
+		!strings.Contains(out, "+    replicaCount: 2") || !strings.Contains(out, `metadata.annotations["eva.aidonow.com/spec-digest"]: `) {
+		t.Fatalf("diff --unified --bookkeeping: exit %d\n%s", code, out)
+	}
+
+	// What publish refuses after the merge, diff refuses on the pull request, with the
+	// same reason: an Active tenant's file removed.
+	aside := t.TempDir()
+	acmeco := []string{"ACMECO.yaml", "ACMECO.crm-database.sops.yaml"}
+	for _, f := range acmeco {
+		if err := os.Rename(filepath.Join(tenants, f), filepath.Join(aside, f)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	const refusal = "refusing to remove tenant(s) ACMECO: their published bundle is not Decommissioned"
+	code, out = runEvactl(t, append(append([]string{"diff"}, common(tenants)...), target...)...)
+	if code != ExitInvalid || !strings.Contains(out, "publish would refuse this render: "+refusal) || !strings.Contains(out, "- ACMECO (removed)") {
+		t.Fatalf("diff removing an Active tenant: exit %d, want %d and publish's refusal:\n%s", code, ExitInvalid, out)
+	}
+	if code, out := runEvactl(t, append(append([]string{"publish", "git"}, common(tenants)...), target...)...); code == ExitOK || !strings.Contains(out, refusal) {
+		t.Fatalf("publish removing an Active tenant: exit %d\n%s", code, out)
+	}
+	code, out = runEvactl(t, append(append([]string{"diff", "-o", "yaml"}, common(tenants)...), target...)...)
+	if code != ExitInvalid || !strings.Contains(out, "publishRefusal: 'refusing to remove tenant(s) ACMECO:") {
+		t.Fatalf("diff -o yaml removing an Active tenant: exit %d\n%s", code, out)
+	}
+	if code, out := runEvactl(t, append(append([]string{"diff"}, common(tenants)...), "--repo", bare, "--branch", "mian", "--cache-dir", cache)...); code != ExitInvalid ||
+		!strings.Contains(out, `branch "mian" does not exist in `) {
+		t.Fatalf("diff against a branch that does not exist: exit %d\n%s", code, out)
+	}
+	for _, f := range acmeco {
+		if err := os.Rename(filepath.Join(aside, f), filepath.Join(tenants, f)); err != nil {
+			t.Fatal(err)
+		}
 	}
 
 	code, out = runEvactl(t, append(append([]string{"diff", "-o", "json"}, common(tenants)...), target...)...)
@@ -77,6 +113,11 @@ func TestPublishOCIAndDiff(t *testing.T) {
 	}
 	if code, out := runEvactl(t, append([]string{"diff", "--exit-code", "--ref", ref, "--insecure"}, common(tenants)...)...); code != ExitOK {
 		t.Fatalf("diff against the artifact: exit %d\n%s", code, out)
+	}
+	missing := strings.Replace(ref, ":dev", ":prod", 1)
+	if code, out := runEvactl(t, append([]string{"diff", "--ref", missing, "--insecure"}, common(tenants)...)...); code != ExitInvalid ||
+		!strings.Contains(out, missing+": no such tag") {
+		t.Fatalf("diff against a tag that does not exist: exit %d\n%s", code, out)
 	}
 }
 

@@ -202,38 +202,9 @@ func (o *OCI) publishOnce(ctx context.Context, ref name.Reference, u Update, s S
 	if err != nil {
 		return nil, false, err
 	}
-	content := map[string][]byte{}
-	store := func(data []byte) (gitrepo.Entry, error) {
-		h := gitrepo.BlobHash(data)
-		content[h.String()] = data
-		return gitrepo.Entry{Hash: h}, nil
-	}
-	oldFiles := gitrepo.Files{}
-	for p, data := range old {
-		e, _ := store(data)
-		oldFiles[p] = e
-	}
-	next, err := merge(oldFiles, u.clone(), store)
+	tree, plan, err := checkedTree(old, u, s)
 	if err != nil {
 		return nil, false, err
-	}
-	plan := MakePlan(oldFiles, next)
-	plan.Partial = !u.Full
-	read := func(p string) ([]byte, error) {
-		if data, ok := old[p]; ok {
-			return data, nil
-		}
-		return nil, fmt.Errorf("%s is not in the published artifact", p)
-	}
-	if err := plan.Check(s, read); err != nil {
-		return nil, false, err
-	}
-	if err := checkOwners(u, plan.Changed, read); err != nil {
-		return nil, false, err
-	}
-	tree := map[string][]byte{}
-	for p, e := range next {
-		tree[p] = content[e.Hash.String()]
 	}
 	img, err := o.Artifact(tree)
 	if err != nil {
@@ -419,6 +390,10 @@ func (o *OCI) Pull(ctx context.Context) (map[string][]byte, error) {
 	tree, _, err := o.pull(ctx)
 	return tree, err
 }
+
+// Read returns the published artifact's tree and the digest the tag points at, "" when
+// there is no such tag (as GitRemote.Read for a missing branch).
+func (o *OCI) Read(ctx context.Context) (map[string][]byte, string, error) { return o.pull(ctx) }
 
 // pull reads the published artifact's tree and the digest the tag pointed at ("" and
 // an empty tree when there is no such tag).

@@ -21,22 +21,25 @@ type FileDiff struct {
 
 // Report lists what a render changes against a published tree.
 type Report struct {
-	Added   []string   `json:"added"`
-	Changed []string   `json:"changed"`
-	Removed []string   `json:"removed"`
-	Files   []FileDiff `json:"files"`
+	Added   []string `json:"added"`
+	Changed []string `json:"changed"`
+	Removed []string `json:"removed"`
+	// Objects are the objects that differ, file by file, with their changed fields.
+	Objects []ObjectChange `json:"objects"`
+	Files   []FileDiff     `json:"files"`
 }
 
 // Empty reports whether the trees are the same.
 func (r *Report) Empty() bool { return len(r.Files) == 0 }
 
-// Compare diffs the published tree (old) against the render (new). tenantOf maps a path
+// Compare diffs the published tree (old) against the render (new), file by file and
+// object by object (compareObjects). tenantOf maps a path
 // to its tenant ("" for shared files such as the root kustomization). Whether a file
 // changed is decided on its bytes; what the diff shows of both sides goes through
 // Redact first (redact may be nil: nothing is redacted, lines are still escaped), so a
 // change of a secret shows as a change without showing the secret.
 func Compare(old, new map[string][]byte, tenantOf func(string) string, redact Redactor) *Report {
-	r := &Report{Added: []string{}, Changed: []string{}, Removed: []string{}, Files: []FileDiff{}}
+	r := &Report{Added: []string{}, Changed: []string{}, Removed: []string{}, Objects: []ObjectChange{}, Files: []FileDiff{}}
 	paths := map[string]bool{}
 	for p := range old {
 		paths[p] = true
@@ -65,15 +68,17 @@ func Compare(old, new map[string][]byte, tenantOf func(string) string, redact Re
 		default:
 			continue
 		}
-		shown := safetext.Escape(p)
-		diff := unified(shown, Redact(a, redact), Redact(b, redact), inOld, inNew)
+		shownPath := safetext.Escape(p)
+		diff := unified(shownPath, Redact(a, redact), Redact(b, redact), inOld, inNew)
 		if diff == "" {
-			diff = fmt.Sprintf("--- a/%s\n+++ b/%s\n(only redacted values differ)\n", shown, shown)
+			diff = fmt.Sprintf("--- a/%s\n+++ b/%s\n(only redacted values differ)\n", shownPath, shownPath)
 		}
-		r.Files = append(r.Files, FileDiff{Path: shown, Status: status, Diff: diff})
-		if d := tenantOf(p); d != "" {
+		r.Files = append(r.Files, FileDiff{Path: shownPath, Status: status, Diff: diff})
+		d := tenantOf(p)
+		if d != "" {
 			touched[d] = true
 		}
+		r.Objects = append(r.Objects, compareObjects(p, safetext.Escape(strings.ToUpper(d)), a, b, redact)...)
 	}
 	for d := range touched {
 		name := safetext.Escape(strings.ToUpper(d))
