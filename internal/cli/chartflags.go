@@ -16,6 +16,7 @@ import (
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/registry"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
@@ -41,38 +42,50 @@ gitopsSource: {name: gitops}
 seedImage: validate.invalid/seeder:0
 `
 
-// check adds to res the problems the module charts find. Defaults that do not exist
-// (validate run outside a checkout of the platform repository) skip the check with a
-// note; folders named explicitly must exist.
-func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *tenantfile.Result) error {
+// check adds to res the problems the module charts find: in the tenants' values, and in
+// the chart versions the release files name.
+func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *tenantfile.Result, releases []*rolloutfile.File) error {
 	if !c.verify || !res.Valid() {
 		return nil
 	}
+	checker, env, err := c.load(cmd)
+	if err != nil || checker == nil {
+		return err
+	}
+	r := &render.Renderer{Catalog: catalog, Env: env}
+	res.Problems = append(res.Problems, chartProblems(res, r, checker)...)
+	res.Problems = append(res.Problems, releaseChartProblems(releases, catalog, checker)...)
+	tenantfile.SortProblems(res.Problems)
+	return nil
+}
+
+// load loads the module charts, with the environment's chart source for the versions
+// the folder does not hold. Defaults that do not exist (run outside a checkout of the
+// platform repository) skip the check with a note (a nil checker); folders named
+// explicitly must exist.
+func (c *chartFlags) load(cmd *cobra.Command) (*chartcheck.Checker, *overlay.Environment, error) {
 	flags := cmd.Flags()
 	if _, err := os.Stat(c.charts); errors.Is(err, os.ErrNotExist) && !flags.Changed("charts") {
-		fmt.Fprintf(cmd.ErrOrStderr(), "note: module values not checked against the charts: no %s folder (pass --charts)\n", c.charts)
-		return nil
+		fmt.Fprintf(cmd.ErrOrStderr(), "note: not checked against the module charts: no %s folder (pass --charts)\n", c.charts)
+		return nil, nil, nil
 	}
 	checker, err := chartcheck.Load(c.charts)
 	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
+		return nil, nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 	}
 	env, err := overlay.Load(c.overlays, c.env)
 	if err != nil {
 		if flags.Changed("overlays") || flags.Changed("env") {
-			return &ExitError{Code: ExitUsage, Err: err}
+			return nil, nil, &ExitError{Code: ExitUsage, Err: err}
 		}
 		settings, serr := overlay.ParseSettings([]byte(validateEnvironment))
 		if serr != nil {
-			return serr
+			return nil, nil, serr
 		}
 		env = &overlay.Environment{Name: "validate", Settings: *settings}
 	}
 	checker.SetFetcher(chartFetcher(cmd.Context(), env))
-	r := &render.Renderer{Catalog: catalog, Env: env}
-	res.Problems = append(res.Problems, chartProblems(res, r, checker)...)
-	tenantfile.SortProblems(res.Problems)
-	return nil
+	return checker, env, nil
 }
 
 // chartFetcher pulls published chart versions the charts folder does not hold from the

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"strings"
 	"time"
 
@@ -20,6 +19,7 @@ import (
 	"github.com/aidonow/eva/internal/rollout"
 	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/safetext"
+	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
 
@@ -30,6 +30,8 @@ type releaseFileOptions struct {
 	namespace   string
 	kubeconfig  string
 	assumeReady bool
+	// charts check that the release's chart versions exist before a step is taken.
+	charts chartFlags
 }
 
 func (o *releaseFileOptions) bind(f *pflag.FlagSet) {
@@ -38,6 +40,25 @@ func (o *releaseFileOptions) bind(f *pflag.FlagSet) {
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the release, when two release files share its name")
 	f.StringVar(&o.kubeconfig, "kubeconfig", "", "read the tenants' health from this cluster (their HelmReleases, as Flux applied the published render)")
 	f.BoolVar(&o.assumeReady, "assume-ready", false, "without cluster access: vouch that every tenant the release reached is Ready on it (the commit says so)")
+	o.charts.bind(f)
+}
+
+// checkVersions refuses a release naming a chart version that neither the charts
+// folder nor the environment's chart source holds: promoting it would admit tenants to
+// a release no one can install.
+func (o *releaseFileOptions) checkVersions(cmd *cobra.Command, catalog *tenant.Catalog, target *rolloutfile.File) error {
+	if !o.charts.verify {
+		return nil
+	}
+	checker, _, err := o.charts.load(cmd)
+	if err != nil || checker == nil {
+		return err
+	}
+	if problems := releaseChartProblems([]*rolloutfile.File{target}, catalog, checker); len(problems) > 0 {
+		printProblems(cmd.ErrOrStderr(), problems)
+		return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the release file; nothing was promoted", len(problems))}
+	}
+	return nil
 }
 
 // step is one promotion of a release file, decided and not yet written.
@@ -54,7 +75,8 @@ type step struct {
 // decideStep decides the next step of the release called name from the tenant files,
 // the release files and the tenants' health, as the operator's rollout controller
 // decides it from the cluster's objects: the same planner, the same gates.
-func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name string, stderr io.Writer, now time.Time) (*step, error) {
+func decideStep(cmd *cobra.Command, opts *options, o *releaseFileOptions, name string, now time.Time) (*step, error) {
+	ctx, stderr := cmd.Context(), cmd.ErrOrStderr()
 	catalog, err := opts.catalog()
 	if err != nil {
 		return nil, err
@@ -75,6 +97,9 @@ func decideStep(ctx context.Context, opts *options, o *releaseFileOptions, name 
 	}
 	target, err := findRelease(files, name, o.namespace, o.rollouts)
 	if err != nil {
+		return nil, err
+	}
+	if err := o.checkVersions(cmd, catalog, target); err != nil {
 		return nil, err
 	}
 	health, err := o.health()
@@ -281,7 +306,7 @@ func newRolloutPlanCommand(opts *options) *cobra.Command {
 		Example: `  evactl rollout plan crm-1-5 --kubeconfig ~/.kube/config`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			st, err := decideStep(cmd.Context(), opts, o, args[0], cmd.ErrOrStderr(), time.Now())
+			st, err := decideStep(cmd, opts, o, args[0], time.Now())
 			if err != nil {
 				return err
 			}
@@ -331,7 +356,7 @@ and promote exits 1.`,
 			if err := checkAuthor(cmd); err != nil {
 				return err
 			}
-			st, err := decideStep(cmd.Context(), opts, o, args[0], cmd.ErrOrStderr(), time.Now())
+			st, err := decideStep(cmd, opts, o, args[0], time.Now())
 			if err != nil {
 				return err
 			}

@@ -269,3 +269,30 @@ func TestRolloutFileProblems(t *testing.T) {
 		t.Errorf("promote with a wrong release: exit %d: %s", code, msg)
 	}
 }
+
+// TestReleaseOfAMissingChartVersionRefused: a release naming a chart version that
+// neither the charts folder nor the chart source holds is refused by validate, plan and
+// promote, with the file, line and field, and promote writes and commits nothing.
+func TestReleaseOfAMissingChartVersionRefused(t *testing.T) {
+	repo, tenants, rollouts := newSourceRepo(t)
+	charts := filepath.Join(repoRoot, "charts")
+	const want = "crm-1-5.yaml:9:10: spec.versions.crm: chart eva-crm has no version 1.5.0"
+	code, out := runEvactl(t, "validate", tenants, "--rollouts", rollouts, "--charts", charts)
+	if code != ExitInvalid || !strings.Contains(out, want) {
+		t.Errorf("validate: exit %d, want %d and %q:\n%s", code, ExitInvalid, want, out)
+	}
+	head := gitOut(t, repo, "rev-parse", "HEAD")
+	for _, cmd := range [][]string{{"plan"}, {"promote", "--assume-ready"}} {
+		args := append(append([]string{"rollout"}, cmd...), "crm-1-5", "--tenants", tenants, "--rollouts", rollouts, "--charts", charts)
+		code, out := runEvactl(t, args...)
+		if code != ExitInvalid || !strings.Contains(out, want) || !strings.Contains(out, "nothing was promoted") {
+			t.Errorf("rollout %s: exit %d, want %d and %q:\n%s", cmd[0], code, ExitInvalid, want, out)
+		}
+	}
+	if got := gitOut(t, repo, "rev-parse", "HEAD"); got != head {
+		t.Errorf("a refused promote committed %s", got)
+	}
+	if status := gitOut(t, repo, "status", "--porcelain"); status != "" {
+		t.Errorf("a refused promote wrote files:\n%s", status)
+	}
+}

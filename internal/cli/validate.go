@@ -63,7 +63,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			}
 			// Release files are checked as render checks them: what validate accepts,
 			// render accepts.
-			_, releaseProblems, err := rolloutfile.Load(rollouts, catalog)
+			releases, releaseProblems, err := rolloutfile.Load(rollouts, catalog)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
@@ -78,7 +78,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			} else if len(res.Secrets) > 0 && (cmd.Flags().Changed("overlays") || cmd.Flags().Changed("env")) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
-			if err := charts.check(cmd, catalog, res); err != nil {
+			if err := charts.check(cmd, catalog, res, releases); err != nil {
 				return err
 			}
 			if err := writeProblems(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, res); err != nil {
