@@ -235,7 +235,8 @@ func TestRolloutPromoteSupersedes(t *testing.T) {
 }
 
 // TestRolloutFileProblems: a release file that is wrong is refused with its file, line
-// and field, and nothing is rendered or promoted.
+// and field, as a tenant file is (an unknown field with the nearest known name), and
+// nothing is rendered or promoted.
 func TestRolloutFileProblems(t *testing.T) {
 	_, tenants, rollouts := newSourceRepo(t)
 	bad := strings.NewReplacer("crm: 1.5.0", "crm: latest", "maxUpdate: 1", "maxUpdate: 0").Replace(crmRelease) +
@@ -256,7 +257,7 @@ func TestRolloutFileProblems(t *testing.T) {
 		file + ":9:10: spec.versions.crm: \"latest\" is not an exact semantic version",
 		file + ":13:16: spec.waves[1].maxUpdate: \"0\": a count of at least 1",
 		file + ":14:11: spec.waves[2].wave: wave 2 is listed twice",
-		filepath.Join(rollouts, "typo.yaml") + ":1:1: does not read as an EvaRollout: error unmarshaling JSON: while decoding JSON: json: unknown field \"version\"",
+		filepath.Join(rollouts, "typo.yaml") + `:5:3: spec.version: unknown field (did you mean "versions"?)`,
 	} {
 		if !strings.Contains(msg, want) {
 			t.Errorf("render output lacks %q:\n%s", want, msg)

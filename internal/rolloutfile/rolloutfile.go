@@ -21,7 +21,6 @@ import (
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation"
-	sigsyaml "sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/fileguard"
@@ -151,8 +150,8 @@ func parseFile(path string, catalog *tenant.Catalog) (*File, []tenantfile.Proble
 		return nil, fail(1, "not a YAML mapping: a release file holds one EvaRollout")
 	}
 	f := &File{Path: path, doc: &doc, raw: data, Rollout: &evav1.EvaRollout{}}
-	if err := sigsyaml.UnmarshalStrict(data, f.Rollout); err != nil {
-		return nil, []tenantfile.Problem{f.Problem("", "does not read as an EvaRollout: "+err.Error())}
+	if ps := tenantfile.DecodeStrict(path, doc.Content[0], f.Rollout); len(ps) > 0 {
+		return nil, ps
 	}
 	if ps := f.validate(catalog); len(ps) > 0 {
 		return nil, ps
