@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/go-git/go-git/v5"
+	"github.com/go-git/go-git/v5/config"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/aidonow/eva/internal/publish"
@@ -15,6 +18,7 @@ import (
 // fileCommit commits some files, and nothing else, on the current branch of the git
 // repository holding them.
 type fileCommit struct {
+	repo *git.Repository
 	wt   *git.Worktree
 	rels []string
 }
@@ -42,7 +46,7 @@ func prepareCommit(paths []string) (*fileCommit, error) {
 	if err != nil {
 		return nil, fmt.Errorf("resolving the worktree of %s: %w", paths[0], err)
 	}
-	fc := &fileCommit{wt: wt}
+	fc := &fileCommit{repo: repo, wt: wt}
 	ours := map[string]bool{}
 	for _, p := range paths {
 		abs, err := filepath.Abs(p)
@@ -94,4 +98,16 @@ func (fc *fileCommit) commit(message string, author publish.Author) (string, err
 		return "", fmt.Errorf("committing: %w", err)
 	}
 	return hash.String(), nil
+}
+
+// userIdentity is who commits in the repository as git would name them: GIT_AUTHOR_NAME
+// and GIT_AUTHOR_EMAIL, else user.name and user.email of the repository's configuration
+// (its own, the user's global one, the system's). ok is false when either is missing.
+func (fc *fileCommit) userIdentity() (a publish.Author, ok bool) {
+	a = publish.Author{Name: os.Getenv("GIT_AUTHOR_NAME"), Email: os.Getenv("GIT_AUTHOR_EMAIL")}
+	if cfg, err := fc.repo.ConfigScoped(config.SystemScope); err == nil {
+		a.Name = cmp.Or(a.Name, cfg.Author.Name, cfg.User.Name)
+		a.Email = cmp.Or(a.Email, cfg.Author.Email, cfg.User.Email)
+	}
+	return a, a.Name != "" && a.Email != ""
 }

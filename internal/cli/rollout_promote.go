@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"hash/fnv"
+	"os"
 	"strings"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/rollout"
 	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/safetext"
@@ -345,7 +347,12 @@ the tenants it admitted. Run it again to take the next step.
 The tenants' health is read from the cluster with --kubeconfig (their HelmReleases as
 Flux applied the published render); without cluster access, --assume-ready vouches for
 them, and the commit says so. One of the two is required. A halted release is recorded,
-and promote exits 1.`,
+and promote exits 1.
+
+The commit is made on your behalf and names you as git does (GIT_AUTHOR_NAME and
+GIT_AUTHOR_EMAIL, else user.name and user.email of the repository's configuration);
+--author-name and --author-email (or EVA_GIT_AUTHOR_NAME and EVA_GIT_AUTHOR_EMAIL) name
+someone else, such as a release bot.`,
 		Example: `  evactl rollout promote crm-1-5 --kubeconfig ~/.kube/config
   git push origin HEAD   # review, merge, publish: the admitted tenants move`,
 		Args: cobra.ExactArgs(1),
@@ -393,7 +400,11 @@ and promote exits 1.`,
 				}
 			}
 			if fc != nil {
-				rev, err := fc.commit(st.subject()+"\n\n"+st.body(), author.author())
+				who, err := commitAuthor(cmd, fc, author)
+				if err != nil {
+					return restore(err)
+				}
+				rev, err := fc.commit(st.subject()+"\n\n"+st.body(), who)
 				if err != nil {
 					return restore(err)
 				}
@@ -409,6 +420,25 @@ and promote exits 1.`,
 	author.bind(cmd.Flags())
 	cmd.Flags().BoolVar(&commit, "commit", true, "commit the release file in its git repository (--commit=false only writes it)")
 	return cmd
+}
+
+// commitAuthor is who a step's commit names: the --author flags or
+// EVA_GIT_AUTHOR_NAME/EMAIL when given, else the user as git names them in the release
+// files' repository (the step is theirs, made on their behalf), else Eva.
+func commitAuthor(cmd *cobra.Command, fc *fileCommit, flags authorFlags) (publish.Author, error) {
+	given := cmd.Flags().Changed("author-name") || cmd.Flags().Changed("author-email") ||
+		os.Getenv("EVA_GIT_AUTHOR_NAME") != "" || os.Getenv("EVA_GIT_AUTHOR_EMAIL") != ""
+	if given {
+		return flags.author(), nil
+	}
+	user, ok := fc.userIdentity()
+	if !ok {
+		return flags.author(), nil
+	}
+	if err := publish.CheckAuthor(user); err != nil {
+		return publish.Author{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("the git identity of the repository: %w (or pass --author-name and --author-email)", err)}
+	}
+	return user, nil
 }
 
 // haltedError makes a halted release the command's failure, once it is recorded.

@@ -297,3 +297,28 @@ func TestReleaseOfAMissingChartVersionRefused(t *testing.T) {
 		t.Errorf("a refused promote wrote files:\n%s", status)
 	}
 }
+
+// TestPromoteCommitsAsTheUser: a step's commit is made on the user's behalf and names
+// them as git does (the repository's user.name and user.email); --author-name and
+// --author-email, when given, win.
+func TestPromoteCommitsAsTheUser(t *testing.T) {
+	for _, v := range []string{"GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "EVA_GIT_AUTHOR_NAME", "EVA_GIT_AUTHOR_EMAIL"} {
+		t.Setenv(v, "") // restored when the test ends
+		os.Unsetenv(v)
+	}
+	repo, tenants, rollouts := newSourceRepo(t)
+	gitOut(t, repo, "config", "user.name", "Rel Manager")
+	gitOut(t, repo, "config", "user.email", "rel@example.com")
+	if code, out := promote(t, tenants, rollouts, "--assume-ready"); code != ExitOK {
+		t.Fatalf("promote: exit %d:\n%s", code, out)
+	}
+	if got := gitOut(t, repo, "log", "-1", "--format=%an <%ae>"); got != "Rel Manager <rel@example.com>" {
+		t.Errorf("the step's commit names %q, want the repository's user", got)
+	}
+	if code, out := promote(t, tenants, rollouts, "--assume-ready", "--author-name", "release-bot", "--author-email", "bot@example.com"); code != ExitOK {
+		t.Fatalf("second promote: exit %d:\n%s", code, out)
+	}
+	if got := gitOut(t, repo, "log", "-1", "--format=%an <%ae>"); got != "release-bot <bot@example.com>" {
+		t.Errorf("the second step's commit names %q, want the --author flags", got)
+	}
+}
