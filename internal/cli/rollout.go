@@ -7,10 +7,7 @@ import (
 	"strings"
 	"time"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/spf13/cobra"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -29,17 +26,21 @@ func newRolloutCommand(opts *options) *cobra.Command {
 }
 
 func newRolloutStatusCommand(opts *options) *cobra.Command {
-	var kubeconfig, namespace, dir string
+	var cluster clusterFlags
+	var namespace, dir, output string
 	cmd := &cobra.Command{
 		Use:   "status [NAME]",
 		Short: "Show each rollout's phase and a progress bar per wave",
 		Long: "Reads the EvaRollouts of a namespace (or the one named) from the cluster and shows, newest first, " +
 			"each one's phase and message and, per wave, how many tenants it updated, which are skipped and why.",
 		Example: `  evactl rollout status -n tenants
-  evactl rollout status crm-1-5 -n tenants --kubeconfig ~/.kube/config
+  evactl rollout status crm-1-5 -n tenants --context prod -o yaml
   evactl rollout status --rollouts rollouts`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			var items []evav1.EvaRollout
 			ns := namespace
 			if cmd.Flags().Changed("rollouts") {
@@ -62,7 +63,7 @@ func newRolloutStatusCommand(opts *options) *cobra.Command {
 				}
 				ns = dir
 			} else {
-				c, cns, err := clusterClient(kubeconfig, namespace)
+				c, cns, err := cluster.client(namespace)
 				if err != nil {
 					return &ExitError{Code: ExitUsage, Err: err}
 				}
@@ -84,50 +85,28 @@ func newRolloutStatusCommand(opts *options) *cobra.Command {
 					return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("no EvaRollout %s in %s", args[0], ns)}
 				}
 			}
+			sort.Slice(items, func(i, j int) bool { return rollout.Newer(&items[i], &items[j]) })
+			if output != "text" {
+				if items == nil {
+					items = []evav1.EvaRollout{}
+				}
+				return writeStructured(cmd.OutOrStdout(), output, items)
+			}
 			if len(items) == 0 {
 				fmt.Fprintf(cmd.OutOrStdout(), "no EvaRollout in %s\n", safetext.Escape(ns))
 				return nil
 			}
-			sort.Slice(items, func(i, j int) bool { return rollout.Newer(&items[i], &items[j]) })
 			for i := range items {
 				WriteRolloutStatus(cmd.OutOrStdout(), &items[i])
 			}
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&kubeconfig, "kubeconfig", "", "kubeconfig file (default: $KUBECONFIG, then ~/.kube/config)")
+	cluster.bind(cmd.Flags(), "kubeconfig file")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml (the EvaRollouts, status included)")
 	cmd.Flags().StringVarP(&namespace, "namespace", "n", "", "namespace of the tenants and their rollouts (default: the context's)")
 	cmd.Flags().StringVar(&dir, "rollouts", "", "read the releases kept as files in this folder instead of the cluster")
 	return cmd
-}
-
-// clusterClient builds a client for the EvaTenant API from a kubeconfig, the way kubectl
-// finds one, and the namespace to use.
-func clusterClient(kubeconfig, namespace string) (client.Client, string, error) {
-	rules := clientcmd.NewDefaultClientConfigLoadingRules()
-	rules.ExplicitPath = kubeconfig
-	cfg := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{})
-	rest, err := cfg.ClientConfig()
-	if err != nil {
-		return nil, "", fmt.Errorf("loading kubeconfig: %w", err)
-	}
-	if namespace == "" {
-		if namespace, _, err = cfg.Namespace(); err != nil {
-			return nil, "", fmt.Errorf("reading the kubeconfig's namespace: %w", err)
-		}
-	}
-	scheme := runtime.NewScheme()
-	if err := evav1.AddToScheme(scheme); err != nil {
-		return nil, "", err
-	}
-	if err := helmv2.AddToScheme(scheme); err != nil {
-		return nil, "", err
-	}
-	c, err := client.New(rest, client.Options{Scheme: scheme})
-	if err != nil {
-		return nil, "", fmt.Errorf("connecting to the cluster: %w", err)
-	}
-	return c, namespace, nil
 }
 
 // barWidth is the number of cells of a wave's progress bar.

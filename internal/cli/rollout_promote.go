@@ -14,7 +14,6 @@ import (
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/tools/clientcmd"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/publish"
@@ -30,7 +29,7 @@ type releaseFileOptions struct {
 	tenants     []string
 	rollouts    string
 	namespace   string
-	kubeconfig  string
+	cluster     clusterFlags
 	assumeReady bool
 	// charts check that the release's chart versions exist before a step is taken.
 	charts chartFlags
@@ -40,7 +39,7 @@ func (o *releaseFileOptions) bind(f *pflag.FlagSet) {
 	f.StringSliceVar(&o.tenants, "tenants", []string{DefaultTenantsDir}, "tenant files or folders")
 	f.StringVar(&o.rollouts, "rollouts", rolloutfile.DefaultDir, "folder of the release files")
 	f.StringVarP(&o.namespace, "namespace", "n", "", "namespace of the release, when two release files share its name")
-	f.StringVar(&o.kubeconfig, "kubeconfig", "", "read the tenants' health from this cluster (their HelmReleases, as Flux applied the published render)")
+	o.cluster.bind(f, "read the tenants' health from the cluster of this kubeconfig (their HelmReleases, as Flux applied the published render)")
 	f.BoolVar(&o.assumeReady, "assume-ready", false, "without cluster access: vouch that every tenant the release reached is Ready on it (the commit says so)")
 	o.charts.bind(f)
 }
@@ -224,23 +223,20 @@ func findRelease(files []*rolloutfile.File, name, namespace, dir string) (*rollo
 	return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("EvaRollout %s is in %s and %s: say which with --namespace", name, found[0].Path, found[1].Path)}
 }
 
-// health picks where the tenants' health comes from.
+// health picks where the tenants' health comes from: the cluster named by --kubeconfig,
+// --context or $KUBECONFIG, or --assume-ready.
 func (o *releaseFileOptions) health() (releaseHealth, error) {
 	switch {
-	case o.assumeReady && o.kubeconfig != "":
-		return nil, fmt.Errorf("--assume-ready and --kubeconfig: read the cluster, or vouch without it, not both")
+	case o.assumeReady && o.cluster.explicit():
+		return nil, fmt.Errorf("--assume-ready and --kubeconfig or --context: read the cluster, or vouch without it, not both")
 	case o.assumeReady:
 		return assumedHealth{}, nil
-	case o.kubeconfig != "":
-		c, _, err := clusterClient(o.kubeconfig, "default")
+	case o.cluster.named():
+		c, _, err := o.cluster.client("default")
 		if err != nil {
 			return nil, err
 		}
-		server := o.kubeconfig
-		if cfg, err := clientcmd.BuildConfigFromFlags("", o.kubeconfig); err == nil {
-			server = cfg.Host
-		}
-		return clusterHealth{c: c, server: server}, nil
+		return clusterHealth{c: c, server: o.cluster.server()}, nil
 	}
 	return unknownHealth{}, nil
 }
@@ -357,8 +353,8 @@ someone else, such as a release bot.`,
   git push origin HEAD   # review, merge, publish: the admitted tenants move`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if !o.assumeReady && o.kubeconfig == "" {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("promote needs the tenants' health: --kubeconfig (read from the cluster) or --assume-ready (vouched for, and said so in the commit)")}
+			if !o.assumeReady && !o.cluster.named() {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("promote needs the tenants' health: --kubeconfig, --context or $KUBECONFIG (read from the cluster) or --assume-ready (vouched for, and said so in the commit)")}
 			}
 			if err := checkAuthor(cmd); err != nil {
 				return err

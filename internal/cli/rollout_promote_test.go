@@ -106,6 +106,7 @@ func renderedCrm(t *testing.T, tenants, rollouts string) map[string]string {
 // without health nothing moves past the first tenants; the release manager's comments
 // stay.
 func TestRolloutPromoteStepByStep(t *testing.T) {
+	t.Setenv("KUBECONFIG", "") // a cluster named by the environment would be read
 	repo, tenants, rollouts := newSourceRepo(t)
 	file := filepath.Join(rollouts, "crm-1-5.yaml")
 

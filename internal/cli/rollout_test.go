@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -99,4 +102,36 @@ func TestRolloutStatusReadsTheCluster(t *testing.T) {
 		!strings.Contains(errOut, "no EvaRollout nope in tenants") {
 		t.Errorf("unknown rollout: exit %d, %q", code, errOut)
 	}
+
+	// As kubectl: $KUBECONFIG and --context name the cluster, -o yaml prints the objects.
+	two, real := twoContexts(t, kubeconfig)
+	t.Setenv("KUBECONFIG", two)
+	if code, _, errOut := runCLI(t, "rollout", "status", "-n", "tenants"); code == ExitOK {
+		t.Errorf("the current context (a server that is not there) was not the one read: %s", errOut)
+	}
+	code, out, errOut = runCLI(t, "rollout", "status", "-n", "tenants", "--context", real, "-o", "yaml")
+	if code != ExitOK || !strings.Contains(out, "name: crm-1-5") || !strings.Contains(out, "phase: Halted") {
+		t.Errorf("status --context %s -o yaml from $KUBECONFIG: exit %d\n%s%s", real, code, out, errOut)
+	}
+}
+
+// twoContexts writes a copy of kubeconfig with a second context, current, whose server
+// is not there; it returns the copy and the name of the working context.
+func twoContexts(t *testing.T, kubeconfig string) (string, string) {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	real := cfg.CurrentContext
+	cfg.Clusters["nowhere"] = &clientcmdapi.Cluster{Server: "https://127.0.0.1:1"}
+	ctx := *cfg.Contexts[real]
+	ctx.Cluster = "nowhere"
+	cfg.Contexts["nowhere"] = &ctx
+	cfg.CurrentContext = "nowhere"
+	file := filepath.Join(t.TempDir(), "two-contexts")
+	if err := clientcmd.WriteToFile(*cfg, file); err != nil {
+		t.Fatal(err)
+	}
+	return file, real
 }
