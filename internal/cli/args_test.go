@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 )
 
 // TestUndeclaredArgumentsAreRefused: every command that declares no arguments refuses
@@ -49,5 +50,51 @@ func TestUndeclaredArgumentsAreRefused(t *testing.T) {
 		if code := Execute(strings.Fields(args), &stdout, &stderr); code != ExitUsage || !strings.Contains(stderr.String(), want) {
 			t.Errorf("evactl %s: exit %d, %q; want %q", args, code, stderr.String(), want)
 		}
+	}
+}
+
+// TestFlagsMeanOneThingEverywhere: a flag name means one thing on every command (same
+// type, same shorthand), a shorthand stands for one flag name, and each concept has one
+// name: the commands that publish take -q as render does, every --output has -o, and
+// names kubectl, flux and helm users would type for a concept Eva names otherwise do not
+// exist. The tree is walked, so a new command is held to it too.
+func TestFlagsMeanOneThingEverywhere(t *testing.T) {
+	type seen struct{ typ, short, where string }
+	byName, byShort := map[string]seen{}, map[string]string{}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.Flags().VisitAll(func(f *pflag.Flag) {
+			s := seen{f.Value.Type(), f.Shorthand, c.CommandPath()}
+			if was, ok := byName[f.Name]; ok && (was.typ != s.typ || was.short != s.short) {
+				t.Errorf("--%s is %s -%s on %q but %s -%s on %q", f.Name, was.typ, was.short, was.where, s.typ, s.short, s.where)
+			} else if !ok {
+				byName[f.Name] = s
+			}
+			if f.Shorthand != "" {
+				if name, ok := byShort[f.Shorthand]; ok && name != f.Name {
+					t.Errorf("-%s is --%s and --%s (%q)", f.Shorthand, name, f.Name, c.CommandPath())
+				}
+				byShort[f.Shorthand] = f.Name
+			}
+			for _, other := range []string{"oci-insecure", "plain-http", "insecure-registry", "kube-config", "kube-context",
+				"output-format", "format", "silent", "ns", "dryrun", "force-delete"} {
+				if f.Name == other {
+					t.Errorf("%q has --%s: Eva names that concept once (see the other commands)", c.CommandPath(), f.Name)
+				}
+			}
+		})
+		if out := c.Flags().Lookup("output"); out != nil && out.Shorthand != "o" {
+			t.Errorf("%q: --output without -o", c.CommandPath())
+		}
+		if c.Flags().Lookup("allow-mass-delete") != nil && c.Name() != "diff" && c.Flags().Lookup("quiet") == nil {
+			t.Errorf("%q publishes or renders but has no -q/--quiet", c.CommandPath())
+		}
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk(NewRootCommand())
+	if len(byName) < 30 {
+		t.Fatalf("found %d flag names: the walk missed commands", len(byName))
 	}
 }

@@ -205,6 +205,7 @@ func newPublishCommand(opts *options) *cobra.Command {
 type publishFlags struct {
 	inputs          renderInputs
 	allowMassDelete bool
+	quiet           bool
 	timeout         time.Duration
 }
 
@@ -212,6 +213,7 @@ func (p *publishFlags) bind(f *pflag.FlagSet) {
 	p.inputs.bind(f)
 	f.BoolVar(&p.allowMassDelete, "allow-mass-delete", false, "allow removing most (or all) published tenants")
 	f.DurationVar(&p.timeout, "timeout", 5*time.Minute, "give up after this long")
+	f.BoolVarP(&p.quiet, "quiet", "q", false, "print nothing but the published revision and errors")
 }
 
 func newPublishGitCommand(opts *options) *cobra.Command {
@@ -289,7 +291,9 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 	} else {
 		summary += fmt.Sprintf("; nothing changed, %s is current", res.Revision)
 	}
-	fmt.Fprintln(cmd.ErrOrStderr(), summary)
+	if !pf.quiet {
+		fmt.Fprintln(cmd.ErrOrStderr(), summary)
+	}
 	fmt.Fprintln(cmd.OutOrStdout(), res.Revision)
 	return nil
 }
