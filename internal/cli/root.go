@@ -65,6 +65,7 @@ func NewRootCommand() *cobra.Command {
 	root.PersistentFlags().StringVar(&opts.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
 	root.AddCommand(newValidateCommand(opts), newRenderCommand(opts), newPublishCommand(opts), newDiffCommand(opts), newImagesCommand(opts), newChartsCommand(), newRolloutCommand(opts), newVersionCommand())
 	refuseUndeclaredArgs(root)
+	addCompletions(root)
 	return root
 }
 

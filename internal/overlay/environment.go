@@ -8,8 +8,11 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"hash"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -146,11 +149,37 @@ func Load(root, name string) (*Environment, error) {
 		return nil, err
 	}
 	dir, err := openOverlayIn(root, filepath.Join(name, "tenant"))
+	if errors.Is(err, fs.ErrNotExist) {
+		names := Names(root)
+		if len(names) == 0 {
+			return nil, fmt.Errorf("environment %s: no environments under %s (an environment is a folder <name>/tenant/ holding %s; pass --overlays)", name, root, SettingsFile)
+		}
+		return nil, fmt.Errorf("environment %s: no such environment under %s (environments: %s)", name, root, strings.Join(names, ", "))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", name, err)
 	}
 	defer dir.close()
 	return load(dir, name)
+}
+
+// Names lists the environments under root: the folders holding tenant/environment.yaml,
+// sorted; none when root cannot be read.
+func Names(root string) []string {
+	entries, err := os.ReadDir(root)
+	if err != nil {
+		return nil
+	}
+	var names []string
+	for _, e := range entries {
+		if !e.IsDir() || !envNameRE.MatchString(e.Name()) {
+			continue
+		}
+		if info, err := os.Lstat(filepath.Join(root, e.Name(), "tenant", SettingsFile)); err == nil && info.Mode().IsRegular() {
+			names = append(names, e.Name())
+		}
+	}
+	return names
 }
 
 // LoadDir reads an environment's tenant overlay from dir (the operator mounts it from a
