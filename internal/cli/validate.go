@@ -5,12 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
 
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/rolloutfile"
+	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
 )
 
@@ -21,12 +23,13 @@ func newValidateCommand(opts *options) *cobra.Command {
 	var output, rollouts string
 	var charts chartFlags
 	cmd := &cobra.Command{
-		Use:   "validate [PATH...]",
+		Use:   "validate [PATH... | -]",
 		Args:  cobra.ArbitraryArgs,
 		Short: "Check tenant files against the API and the catalog",
 		Long: `Check tenant files (or folders of them; default tenants/) strictly: unknown fields,
 wrong types, capsule codes, tiers, module pins, secret-looking values, and across files
 duplicate codes and names. Every problem is reported, each as file:line:col: field: message.
+"-" reads one tenant from standard input (named <stdin> in problems).
 
 Each tenant's module values are then merged as render merges them (catalog, tier,
 capsule identity, helmValues, the --env overlay's patches) and checked against the
@@ -53,7 +56,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			if err != nil {
 				return err
 			}
-			res, err := tenantfile.Load(args, catalog)
+			res, err := loadTenants(cmd, args, catalog)
 			if err != nil {
 				var usage *tenantfile.UsageError
 				if errors.As(err, &usage) {
@@ -94,6 +97,18 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 	cmd.Flags().StringVar(&rollouts, "rollouts", rolloutfile.DefaultDir, "folder of platform releases (EvaRollout files) to check; none when it does not exist")
 	charts.bind(cmd.Flags())
 	return cmd
+}
+
+// loadTenants reads the tenant files args name, or one tenant from standard input when
+// the only argument is "-".
+func loadTenants(cmd *cobra.Command, args []string, catalog *tenant.Catalog) (*tenantfile.Result, error) {
+	if !slices.Contains(args, "-") {
+		return tenantfile.Load(args, catalog)
+	}
+	if len(args) > 1 {
+		return nil, &tenantfile.UsageError{Err: fmt.Errorf("- (standard input) is one tenant file: name no other paths with it")}
+	}
+	return tenantfile.LoadReader(cmd.InOrStdin(), catalog)
 }
 
 func writeProblems(stdout, stderr io.Writer, format string, res *tenantfile.Result) error {

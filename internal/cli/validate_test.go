@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"os"
@@ -580,4 +581,40 @@ func devOverlaysWith(t *testing.T, extra string) string {
 		t.Fatal(err)
 	}
 	return overlays
+}
+
+// TestValidateReadsStandardInput: "-" validates one tenant piped in, with its problems
+// at <stdin>:line:col; "-" with other paths is a usage error.
+func TestValidateReadsStandardInput(t *testing.T) {
+	good, err := os.ReadFile(filepath.Join(repoRoot, "tenants", "DEVUSR.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := func(stdin string, args ...string) (int, string) {
+		var out bytes.Buffer
+		cmd := NewRootCommand()
+		cmd.SetArgs(append([]string{"validate", "--verify-charts=false"}, args...))
+		cmd.SetIn(strings.NewReader(stdin))
+		cmd.SetOut(&out)
+		cmd.SetErr(&out)
+		err := cmd.Execute()
+		var exit *ExitError
+		switch {
+		case err == nil:
+			return ExitOK, out.String()
+		case errors.As(err, &exit):
+			return exit.Code, out.String() + err.Error()
+		}
+		return -1, out.String() + err.Error()
+	}
+	if code, out := run(string(good), "-"); code != ExitOK {
+		t.Errorf("a valid tenant on stdin: exit %d\n%s", code, out)
+	}
+	bad := strings.Replace(string(good), "tier: Starter", "tier: Gold", 1)
+	if code, out := run(bad, "-"); code != ExitInvalid || !strings.Contains(out, "<stdin>:") || !strings.Contains(out, "spec.tier") {
+		t.Errorf("an invalid tenant on stdin: exit %d, want %d and <stdin>:line:col: spec.tier\n%s", code, ExitInvalid, out)
+	}
+	if code, out := run(string(good), "-", "tenants"); code != ExitUsage || !strings.Contains(out, "name no other paths with it") {
+		t.Errorf("- with a path: exit %d\n%s", code, out)
+	}
 }

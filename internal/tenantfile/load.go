@@ -3,6 +3,7 @@ package tenantfile
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -273,3 +274,33 @@ func crossFileProblems(tenants []*Tenant) []Problem {
 var capsuleCodeRE = regexp.MustCompile(evav1.CapsuleCodePattern)
 
 func capsuleCodeValid(code string) bool { return capsuleCodeRE.MatchString(code) }
+
+// StdinName is what problems call a tenant read from standard input.
+const StdinName = "<stdin>"
+
+// LoadReader reads one tenant file from r (standard input: `evactl validate -`), named
+// StdinName in problems, and checks it as Load checks a file named on its own, but for
+// its name (there is none to match its capsule code) and its encrypted Secrets (none
+// can come with it). More than MaxFileBytes is refused.
+func LoadReader(r io.Reader, catalog *tenant.Catalog) (*Result, error) {
+	data, err := io.ReadAll(io.LimitReader(r, MaxFileBytes+1))
+	if err != nil {
+		return nil, &UsageError{Err: fmt.Errorf("reading standard input: %w", err)}
+	}
+	res := &Result{Files: 1}
+	if len(data) > MaxFileBytes {
+		res.Problems = append(res.Problems, Problem{File: StdinName, Line: 1, Column: 1,
+			Message: fmt.Sprintf("more than %d bytes: larger than a tenant file may be", MaxFileBytes)})
+		return res, nil
+	}
+	t, problems := Parse(StdinName, data, catalog)
+	res.Problems = append(res.Problems, problems...)
+	if t != nil {
+		res.Tenants = append(res.Tenants, t)
+		for _, p := range attachSecrets(res.Tenants, nil) {
+			res.Problems = append(res.Problems, p.clean())
+		}
+	}
+	SortProblems(res.Problems)
+	return res, nil
+}
