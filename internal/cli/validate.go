@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,8 +45,10 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 		Example: `  evactl validate
   evactl validate tenants/DEVUSR.yaml --output github`,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if output != "text" && output != "json" && output != "github" {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--output must be text, json or github, not %q", output)}
+			if output != "github" {
+				if err := checkOutput(output); err != nil {
+					return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--output %q: want text, json, yaml or github", output)}
+				}
 			}
 			if len(args) == 0 {
 				args = []string{DefaultTenantsDir}
@@ -93,7 +94,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or github (GitHub Actions annotations)")
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, yaml or github (GitHub Actions annotations)")
 	cmd.Flags().StringVar(&rollouts, "rollouts", rolloutfile.DefaultDir, "folder of platform releases (EvaRollout files) to check; none when it does not exist")
 	charts.bind(cmd.Flags())
 	return cmd
@@ -113,14 +114,12 @@ func loadTenants(cmd *cobra.Command, args []string, catalog *tenant.Catalog) (*t
 
 func writeProblems(stdout, stderr io.Writer, format string, res *tenantfile.Result) error {
 	switch format {
-	case "json":
+	case "json", "yaml":
 		problems := res.Problems
 		if problems == nil {
 			problems = []tenantfile.Problem{}
 		}
-		enc := json.NewEncoder(stdout)
-		enc.SetIndent("", "  ")
-		return enc.Encode(struct {
+		return writeStructured(stdout, format, struct {
 			Valid    bool                 `json:"valid"`
 			Files    int                  `json:"files"`
 			Problems []tenantfile.Problem `json:"problems"`

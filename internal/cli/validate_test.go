@@ -614,6 +614,9 @@ func TestValidateReadsStandardInput(t *testing.T) {
 	if code, out := run(bad, "-"); code != ExitInvalid || !strings.Contains(out, "<stdin>:") || !strings.Contains(out, "spec.tier") {
 		t.Errorf("an invalid tenant on stdin: exit %d, want %d and <stdin>:line:col: spec.tier\n%s", code, ExitInvalid, out)
 	}
+	if code, out := run(bad, "-", "-o", "yaml"); code != ExitInvalid || !strings.Contains(out, "valid: false") || !strings.Contains(out, "field: spec.tier") {
+		t.Errorf("validate -o yaml: exit %d\n%s", code, out)
+	}
 	if code, out := run(string(good), "-", "tenants"); code != ExitUsage || !strings.Contains(out, "name no other paths with it") {
 		t.Errorf("- with a path: exit %d\n%s", code, out)
 	}
