@@ -72,7 +72,7 @@ func generate(base, overlays, chart string) error {
 			return fmt.Errorf("%s/%s holds {{, which Helm would read as a template", base, res)
 		}
 		out := "# Generated from base/" + res + " by hack/chartgen (make manifests): edit base/, not this file.\n" +
-			strings.ReplaceAll(string(src), baseNamespace, "{{ .Release.Namespace }}")
+			serviceAccountAnnotations(strings.ReplaceAll(string(src), baseNamespace, "{{ .Release.Namespace }}"))
 		name := strings.ReplaceAll(res, "/", "_")
 		if err := os.WriteFile(filepath.Join(chart, "templates/generated", name), []byte(out), 0o644); err != nil {
 			return err
@@ -103,4 +103,28 @@ func generate(base, overlays, chart string) error {
 		}
 	}
 	return nil
+}
+
+// saAnnotations are the chart's serviceAccount.annotations, templated into the
+// operator's ServiceAccount.
+const saAnnotations = `
+  {{- with .Values.serviceAccount.annotations }}
+  annotations:
+    {{- toYaml . | nindent 4 }}
+  {{- end }}`
+
+// serviceAccountAnnotations gives the ServiceAccount documents of a manifest (kind
+// ServiceAccount, their metadata's namespace line) the chart's annotations.
+func serviceAccountAnnotations(manifest string) string {
+	docs := strings.Split(manifest, "\n---\n")
+	for i, doc := range docs {
+		if !strings.Contains(doc, "\nkind: ServiceAccount\n") && !strings.HasPrefix(doc, "kind: ServiceAccount\n") {
+			continue
+		}
+		line := "\n  namespace: {{ .Release.Namespace }}"
+		if n := strings.Index(doc, line); n >= 0 {
+			docs[i] = doc[:n+len(line)] + saAnnotations + doc[n+len(line):]
+		}
+	}
+	return strings.Join(docs, "\n---\n")
 }
