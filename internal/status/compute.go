@@ -179,6 +179,15 @@ func (o *Observed) blockedGrace() time.Duration {
 // internal/controller/helmrelease_controller.go).
 var blockedReasons = map[string]bool{"SourceNotReady": true, "ValuesError": true, "ArtifactFailed": true, "AccessDenied": true}
 
+// sourceQueued says helm-controller's SourceNotReady only means source-controller has not
+// yet reconciled the chart's latest generation (helm-controller's source readiness check
+// writes this message while the chart's Ready is not False; a chart that failed carries
+// its own message instead): a source-controller with a queue, as when a fleet is created
+// at once, which time alone resolves. It never counts as blocked.
+func sourceQueued(c *metav1.Condition) bool {
+	return c.Reason == "SourceNotReady" && strings.HasSuffix(c.Message, "is not ready: latest generation of object has not been reconciled")
+}
+
 func releaseVerdict(r ReleaseState, now time.Time, grace time.Duration) Verdict {
 	name := kindOr(r.Kind, "HelmRelease") + " " + r.Name
 	switch {
@@ -215,7 +224,7 @@ func releaseVerdict(r ReleaseState, now time.Time, grace time.Duration) Verdict 
 	// tenant instead of "not yet reconciled".
 	case r.Ready.ObservedGeneration != 0 && r.Ready.ObservedGeneration < r.Generation:
 		return wait(ReasonProgressing, name+": Ready is for an older generation")
-	case r.Ready.Status == metav1.ConditionFalse && blockedReasons[r.Ready.Reason] && !now.IsZero() &&
+	case r.Ready.Status == metav1.ConditionFalse && blockedReasons[r.Ready.Reason] && !sourceQueued(r.Ready) && !now.IsZero() &&
 		(r.Ready.ObservedGeneration == 0 || r.Ready.ObservedGeneration == r.Generation) &&
 		!r.Ready.LastTransitionTime.IsZero() && now.Sub(r.Ready.LastTransitionTime.Time) >= grace:
 		// Stable text (the time it started, not how long): no status churn while it lasts.
