@@ -1,10 +1,22 @@
 package controller
 
 import (
+	"bytes"
+	"context"
 	"fmt"
+	"net/http"
+	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/shard"
@@ -26,78 +38,220 @@ var operatorFleets int
 // one process run as the chart deploys it (GOMEMLIMIT from the container's memory limit)
 // with a 128Mi limit: what a limit costs in time, and what peak it holds the process to.
 // It also reports the CPU time per tenant of the operator processes (from start-up to
-// all Active), of the API server and etcd, and of this process (the stand-in).
+// all Active), of the API server and etcd, and of this process (the stand-in); and, from
+// the operators' own /metrics, their API requests, writes (POST, PUT, PATCH, DELETE)
+// and reconciles per tenant, beside the objects of a tenant's bundle (the goal: writes
+// at most the bundle's objects and 4). Writes are counted without the Events the
+// operator records (life events, one per step), which are reported apart, from the API
+// server's count of writes to events (nothing else here records any).
+//
+// EVA_BENCH_FLEETS lists more fleet sizes (such as 10000): each runs shards-1 once more,
+// named fleet-N, for the peak memory at that size.
 func BenchmarkOperatorProcess(b *testing.B) {
-	const fleet = 1000
 	startStandIn(b)
 	kubeconfig, err := env.KubeConfigFile(b.TempDir())
 	if err != nil {
 		b.Fatal(err)
 	}
-	overlays := filepath.Join(testenv.RepoRoot(), "overlays")
-	for i, run := range []struct {
-		shards   int
-		memLimit string
-	}{{1, ""}, {2, ""}, {1, "128MiB"}} {
-		shards := run.shards
-		name := fmt.Sprintf("shards-%d", shards)
-		environ := []string{"POD_NAMESPACE=" + claimsNamespace}
-		if run.memLimit != "" {
-			name += "-memlimit-" + run.memLimit
-			environ = append(environ, "GOMEMLIMIT="+run.memLimit)
+	runs := []operatorRun{{fleet: 1000, shards: 1}, {fleet: 1000, shards: 2}, {fleet: 1000, shards: 1, memLimit: "128MiB"}}
+	for field := range strings.FieldsFuncSeq(os.Getenv("EVA_BENCH_FLEETS"), func(r rune) bool { return r == ',' || r == ' ' }) {
+		n, err := strconv.Atoi(field)
+		if err != nil || n < 1 {
+			b.Fatalf("EVA_BENCH_FLEETS=%q: %q is not a fleet size", os.Getenv("EVA_BENCH_FLEETS"), field)
 		}
-		b.Run(name, func(b *testing.B) {
+		runs = append(runs, operatorRun{fleet: n, shards: 1})
+	}
+	for i, run := range runs {
+		b.Run(run.name(), func(b *testing.B) {
 			for b.Loop() {
-				ns := newTestNamespace(b)
-				var procs []*testenv.Process
-				for s := range shards {
-					args := []string{"--overlays=" + overlays, "--env=dev", "--concurrency=8", "--tenant-namespaces=" + ns,
-						"--claims-namespace=" + claimsNamespace, "--metrics-bind-address=0", "--health-probe-bind-address=0"}
-					if shards > 1 {
-						args = append(args, fmt.Sprintf("--shard=%s=bench-%d", shard.Label, s))
-					}
-					procs = append(procs, testenv.StartOperator(b, kubeconfig, environ, args...))
-				}
-				cost := startCPUCost(b)
-				start := time.Now()
 				// Codes of their own per sub-benchmark and per run (-count runs them again in
 				// the same API server): a purged tenant's claim stays, and refuses its code.
 				prefix := fmt.Sprintf("%c%c", 'O'+i, 'A'+operatorFleets%26)
 				operatorFleets++
-				createFleet(b, ns, prefix, fleet, func(i int) []tenantOpt {
-					if shards == 1 {
-						return nil
-					}
-					return []tenantOpt{func(t *evav1.EvaTenant) {
-						t.Labels = map[string]string{shard.Label: fmt.Sprintf("bench-%d", i%shards)}
-					}}
-				})
-				waitAllActive(b, ns, fleet)
-				b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
-				cost.report(b, fleet)
-				var maxRSS, maxFile int64
-				var operatorCPU time.Duration
-				for _, p := range procs {
-					cpu, err := p.CPUTime()
-					if err != nil {
-						b.Fatal(err)
-					}
-					operatorCPU += cpu
-					rss, err := p.PeakRSS()
-					if err != nil {
-						b.Fatal(err)
-					}
-					file, err := p.FileRSS()
-					if err != nil {
-						b.Fatal(err)
-					}
-					maxRSS, maxFile = max(maxRSS, rss), max(maxFile, file)
-					p.Kill()
-				}
-				b.ReportMetric(float64(operatorCPU.Microseconds())/1000/fleet, "operator-cpu-ms/tenant")
-				b.ReportMetric(float64(maxRSS)/(1<<20), "peak-RSS-MiB/process")
-				b.ReportMetric(float64(maxFile)/(1<<20), "file-RSS-MiB/process")
+				run.measure(b, kubeconfig, prefix)
 			}
 		})
 	}
+}
+
+// operatorRun is one of BenchmarkOperatorProcess's runs: fleet tenants held by shards
+// operator processes, each with GOMEMLIMIT memLimit when set.
+type operatorRun struct {
+	fleet, shards int
+	memLimit      string
+}
+
+func (r operatorRun) name() string {
+	name := fmt.Sprintf("shards-%d", r.shards)
+	if r.memLimit != "" {
+		name += "-memlimit-" + r.memLimit
+	}
+	if r.fleet != 1000 {
+		name = fmt.Sprintf("fleet-%d", r.fleet)
+	}
+	return name
+}
+
+// measure starts the operators, applies the fleet, waits until it is all Active and
+// reports what it cost.
+func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
+	environ := []string{"POD_NAMESPACE=" + claimsNamespace}
+	if r.memLimit != "" {
+		environ = append(environ, "GOMEMLIMIT="+r.memLimit)
+	}
+	overlays := filepath.Join(testenv.RepoRoot(), "overlays")
+	ns := newTestNamespace(b)
+	var procs []*testenv.Process
+	var metricsAddrs []string
+	for s := range r.shards {
+		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
+		args := []string{"--overlays=" + overlays, "--env=dev", "--concurrency=8", "--tenant-namespaces=" + ns,
+			"--claims-namespace=" + claimsNamespace, "--metrics-bind-address=" + addr, "--metrics-secure=false",
+			"--health-probe-bind-address=0"}
+		if r.shards > 1 {
+			args = append(args, fmt.Sprintf("--shard=%s=bench-%d", shard.Label, s))
+		}
+		procs = append(procs, testenv.StartOperator(b, kubeconfig, environ, args...))
+		metricsAddrs = append(metricsAddrs, addr)
+	}
+	cost := startCPUCost(b)
+	eventsBefore := eventWrites(b)
+	start := time.Now()
+	createFleet(b, ns, prefix, r.fleet, func(i int) []tenantOpt {
+		if r.shards == 1 {
+			return nil
+		}
+		return []tenantOpt{func(t *evav1.EvaTenant) {
+			t.Labels = map[string]string{shard.Label: fmt.Sprintf("bench-%d", i%r.shards)}
+		}}
+	})
+	waitAllActive(b, ns, r.fleet)
+	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
+	cost.report(b, r.fleet)
+	var total operatorMetrics
+	for _, addr := range metricsAddrs {
+		m := scrapeOperator(b, addr)
+		total.requests += m.requests
+		total.writes += m.writes
+		total.reconciles += m.reconciles
+	}
+	perTenant := func(n float64) float64 { return n / float64(r.fleet) }
+	objects, events := bundleObjects(b, ns), eventWrites(b)-eventsBefore
+	b.ReportMetric(perTenant(total.requests), "requests/tenant")
+	b.ReportMetric(perTenant(total.writes-events), "writes/tenant")
+	b.ReportMetric(perTenant(events), "event-writes/tenant")
+	b.ReportMetric(perTenant(objects), "bundle-objects/tenant")
+	b.ReportMetric(perTenant(total.writes-events-objects), "writes-over-bundle/tenant")
+	b.ReportMetric(perTenant(total.reconciles), "reconciles/tenant")
+	var maxRSS, maxFile int64
+	var operatorCPU time.Duration
+	for _, p := range procs {
+		cpu, err := p.CPUTime()
+		if err != nil {
+			b.Fatal(err)
+		}
+		operatorCPU += cpu
+		rss, err := p.PeakRSS()
+		if err != nil {
+			b.Fatal(err)
+		}
+		file, err := p.FileRSS()
+		if err != nil {
+			b.Fatal(err)
+		}
+		maxRSS, maxFile = max(maxRSS, rss), max(maxFile, file)
+		p.Kill()
+	}
+	b.ReportMetric(float64(operatorCPU.Microseconds())/1000/float64(r.fleet), "operator-cpu-ms/tenant")
+	b.ReportMetric(float64(maxRSS)/(1<<20), "peak-RSS-MiB/process")
+	b.ReportMetric(float64(maxFile)/(1<<20), "file-RSS-MiB/process")
+}
+
+// operatorMetrics are an operator process's counters since it started: its API
+// requests, the writes among them, and the tenant controller's reconciles.
+type operatorMetrics struct{ requests, writes, reconciles float64 }
+
+// scrapeOperator reads an operator's counters from its /metrics at addr.
+func scrapeOperator(b *testing.B, addr string) operatorMetrics {
+	b.Helper()
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		b.Fatalf("metrics of %s: %v", addr, err)
+	}
+	var out operatorMetrics
+	for _, m := range families["rest_client_requests_total"].GetMetric() {
+		out.requests += m.GetCounter().GetValue()
+		switch labelOf(m, "method") {
+		case http.MethodPost, http.MethodPut, http.MethodPatch, http.MethodDelete:
+			out.writes += m.GetCounter().GetValue()
+		}
+	}
+	for _, m := range families["controller_runtime_reconcile_total"].GetMetric() {
+		if labelOf(m, "controller") == "evatenant" {
+			out.reconciles += m.GetCounter().GetValue()
+		}
+	}
+	if out.requests == 0 || out.reconciles == 0 {
+		b.Fatalf("metrics of %s: no rest_client_requests_total or evatenant reconciles", addr)
+	}
+	return out
+}
+
+func labelOf(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// eventWrites is the API server's count of writes (create, update, patch) to Events
+// since it started.
+func eventWrites(b *testing.B) float64 {
+	b.Helper()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	if err != nil {
+		b.Fatal(err)
+	}
+	raw, err := cs.RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("the API server's metrics: %v", err)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(raw))
+	if err != nil {
+		b.Fatalf("the API server's metrics: %v", err)
+	}
+	var n float64
+	for _, m := range families["apiserver_request_total"].GetMetric() {
+		switch labelOf(m, "verb") {
+		case "POST", "PUT", "PATCH", "APPLY":
+			if labelOf(m, "resource") == "events" {
+				n += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return n
+}
+
+// bundleObjects counts the objects the tenants of ns hold in their inventories: what
+// their bundles put in the cluster.
+func bundleObjects(b *testing.B, ns string) float64 {
+	b.Helper()
+	var list evav1.EvaTenantList
+	if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		b.Fatal(err)
+	}
+	n := 0
+	for _, t := range list.Items {
+		n += len(t.Status.Inventory)
+	}
+	return float64(n)
 }
