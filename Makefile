@@ -133,11 +133,17 @@ sla: envtest e2e-binaries ## Provision SLA_TENANTS tenants per tier on the e2e c
 THROUGHPUT_SHARDS ?= 1,2,4
 THROUGHPUT_TENANTS ?= 30
 THROUGHPUT_POD_START_DELAY ?= 15s
+# THROUGHPUT_CAP, when set (releases a minute per helm-controller), adds two releases to
+# every tenant (three waves, maxUpdate 100%) with readyTimeout THROUGHPUT_READY_TIMEOUT:
+# without a cap, then with helmReleasesPerMinute at THROUGHPUT_CAP.
+THROUGHPUT_CAP ?=
+THROUGHPUT_READY_TIMEOUT ?= 1m
 
 .PHONY: throughput
 throughput: envtest e2e-binaries ## Deliver THROUGHPUT_TENANTS Starter tenants and a platform release through 1, 2 and 4 Flux shards on the e2e cluster (real Flux, kwok pods Ready after THROUGHPUT_POD_START_DELAY) and write out/throughput.md.
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" EVA_THROUGHPUT_REPORT=$(CURDIR)/out/throughput.md \
 	  EVA_THROUGHPUT_SHARDS=$(THROUGHPUT_SHARDS) EVA_THROUGHPUT_TENANTS=$(THROUGHPUT_TENANTS) \
+	  EVA_THROUGHPUT_CAP=$(THROUGHPUT_CAP) EVA_THROUGHPUT_READY_TIMEOUT=$(THROUGHPUT_READY_TIMEOUT) \
 	  EVA_E2E_POD_START_DELAY=$(THROUGHPUT_POD_START_DELAY) go test ./internal/e2e -run '^TestThroughputReport$$' -count=1 -v -timeout 150m
 
 BENCHCOUNT ?= 3

@@ -26,6 +26,9 @@ type throughputRun struct {
 	// apiCPU is the API server's and etcd's CPU, helmCPU every helm-controller's, over
 	// the run.
 	apiCPU, helmCPU time.Duration
+	// capRuns are the single-wave releases with and without a cap (measureReleases),
+	// when asked for.
+	capRuns []releaseRun
 }
 
 // TestThroughputReport measures delivery on the real controllers, the figures
@@ -36,7 +39,11 @@ type throughputRun struct {
 // EVA_THROUGHPUT_TENANTS Starter tenants (default 30) at once with the operator in
 // pure-cluster mode, and times them to all Active; then an EvaRollout bringing crm
 // 1.5.0 to every tenant through three waves (maxUpdate 100%, no bake) is timed to
-// Complete. It writes the table to EVA_THROUGHPUT_REPORT (default out/throughput.md).
+// Complete. With EVA_THROUGHPUT_CAP (releases a minute per helm-controller) it then
+// releases crm to every tenant through the three waves with EVA_THROUGHPUT_READY_TIMEOUT
+// (default 1m), first without a cap and then with helmReleasesPerMinute at that figure
+// (measureReleases). It writes the tables to EVA_THROUGHPUT_REPORT (default
+// out/throughput.md).
 func TestThroughputReport(t *testing.T) {
 	counts := os.Getenv("EVA_THROUGHPUT_SHARDS")
 	if counts == "" {
@@ -68,10 +75,18 @@ func TestThroughputReport(t *testing.T) {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(out, []byte(throughputTable(runs)), 0o644); err != nil {
+	report := throughputTable(runs)
+	var capRuns []releaseRun
+	for _, r := range runs {
+		capRuns = append(capRuns, r.capRuns...)
+	}
+	if len(capRuns) > 0 {
+		report += "\n" + releaseTable(capRuns)
+	}
+	if err := os.WriteFile(out, []byte(report), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("throughput report written to %s:\n%s", out, throughputTable(runs))
+	t.Logf("throughput report written to %s:\n%s", out, report)
 }
 
 // measureDelivery runs one measurement with shards Flux shards.
@@ -88,8 +103,9 @@ func measureDelivery(t *testing.T, round, shards, tenants int) throughputRun {
 		names = append(names, name)
 	}
 	ns := tenantNamespace(t, fmt.Sprintf("e2e-throughput-%d", round))
-	op := startOperator(t, ns, "--overlays="+environment(t, map[string]any{"fluxShards": map[string]any{"shards": names}}))
-	defer op.Kill()
+	settings := map[string]any{"fluxShards": map[string]any{"shards": names}}
+	op := startOperator(t, ns, "--overlays="+environment(t, settings))
+	defer func() { op.Kill() }()
 	apiBefore, helmBefore := cpuOf(t)
 	start := time.Now()
 	var all []*unstructured.Unstructured
@@ -123,6 +139,9 @@ func measureDelivery(t *testing.T, round, shards, tenants int) throughputRun {
 	createRollout(t, ns, "throughput", crmFixed, "30m", waves...)
 	waitRollout(t, ns, "throughput", 30*time.Minute, evav1.RolloutComplete)
 	run.rollout = time.Since(start)
+	if readyTimeout, perMinute, ok := releaseSettings(t); ok {
+		run.capRuns = measureReleases(t, ns, &op, settings, shards, tenants, readyTimeout, perMinute)
+	}
 	apiAfter, helmAfter := cpuOf(t)
 	run.apiCPU, run.helmCPU = apiAfter-apiBefore, helmAfter-helmBefore
 	deleteAndWaitGone(t, 15*time.Minute, all...)
