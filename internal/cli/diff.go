@@ -21,7 +21,7 @@ func newDiffCommand(opts *options) *cobra.Command {
 		Short: "Show what a render would change against a folder, a git branch or an OCI artifact",
 		Long: `Render the tenants in memory and compare with what is published: the tenants added,
 changed and removed, and for each the objects and fields that differ
-(HelmRelease eva-acmeco/crm: spec.values.replicaCount 3 → 4); --unified adds a unified
+(HelmRelease eva-tenant-acmeco/crm: spec.values.replicaCount 3 → 4); --unified adds a unified
 diff of every file. Fields that are Eva's bookkeeping (spec digests, Flux reconcile
 requests) are counted, and listed with --bookkeeping.
 

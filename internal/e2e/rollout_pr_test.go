@@ -75,7 +75,7 @@ spec:
 	// promote runs one step of a release; a step that committed is published at once.
 	promote := func(name string) (string, error) {
 		cmd := exec.Command(evactl, "rollout", "promote", name, "--tenants", tenants, "--rollouts", rollouts,
-			"--charts", charts, "--overlays", env, "--env", "dev", "--kubeconfig", cluster.KubeConfig, "--author-name", "release-bot", "--author-email", "bot@example.com")
+			"--kubeconfig", cluster.KubeConfig, "--author-name", "release-bot", "--author-email", "bot@example.com")
 		out, err := cmd.CombinedOutput()
 		if strings.Contains(string(out), "committed ") {
 			publish(name + ": " + firstLineOf(string(out)))
