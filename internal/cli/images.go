@@ -142,7 +142,7 @@ Copies run in parallel and continue past failures; the command exits 1 listing t
 }
 
 func newImagesVerifyCommand(opts *options) *cobra.Command {
-	var file, charts, overlays, env string
+	var file, charts, overlays, env, output string
 	cmd := &cobra.Command{
 		Use:   "verify",
 		Short: "Fail on placeholder, tag-only, malformed or duplicate images, and on chart images images.txt lacks",
@@ -151,6 +151,9 @@ malformed references and duplicates are refused, each with its line. Then every 
 module charts can produce (each chart rendered with the Helm SDK for every tier's values)
 and the seeder image must be listed; a missing one is named with its chart.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			catalog, err := opts.catalog()
 			if err != nil {
 				return err
@@ -174,8 +177,24 @@ and the seeder image must be listed; a missing one is named with its chart.`,
 				return err
 			}
 			problems = append(problems, airgap.Covers(entries, images)...)
-			for _, p := range problems {
-				fmt.Fprintln(cmd.OutOrStdout(), p.String())
+			if output != "text" {
+				if problems == nil {
+					problems = []airgap.Problem{}
+				}
+				report := struct {
+					Valid    bool             `json:"valid"`
+					File     string           `json:"file"`
+					Pinned   int              `json:"pinned"`
+					Covered  int              `json:"covered"`
+					Problems []airgap.Problem `json:"problems"`
+				}{len(problems) == 0, file, len(entries), len(images), problems}
+				if err := writeStructured(cmd.OutOrStdout(), output, report); err != nil {
+					return err
+				}
+			} else {
+				for _, p := range problems {
+					fmt.Fprintln(cmd.OutOrStdout(), p.String())
+				}
 			}
 			if len(problems) > 0 {
 				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in %s", len(problems), file)}
@@ -189,5 +208,6 @@ and the seeder image must be listed; a missing one is named with its chart.`,
 	f.StringVar(&charts, "charts", "charts", "folder of module charts")
 	f.StringVar(&overlays, "overlays", "overlays", "folder of environment overlays")
 	f.StringVar(&env, "env", "dev", "environment whose seeder image must be listed")
+	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
 	return cmd
 }

@@ -46,6 +46,10 @@ func TestImagesVerify(t *testing.T) {
 	if code != ExitInvalid || !strings.Contains(out, "chart eva-forge: image ghcr.io/aidonow/eva-forge:0.6.0 is not listed") {
 		t.Fatalf("missing chart image: exit %d\n%s", code, out)
 	}
+	code, out = runEvactl(t, append(imagesArgs(file), "-o", "yaml")...)
+	if code != ExitInvalid || !strings.Contains(out, "valid: false") || !strings.Contains(out, "chart: eva-forge") {
+		t.Fatalf("images verify -o yaml: exit %d\n%s", code, out)
+	}
 }
 
 func TestImagesPinAndMirrorCommands(t *testing.T) {
