@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
 
@@ -65,6 +66,9 @@ func kubeContexts(kubeconfig string) []string {
 	return out
 }
 
+// maxCompletionFile bounds the release files completion reads.
+const maxCompletionFile = 1 << 20
+
 // releaseNames lists the release names of the files in a folder of release files, read
 // without validating them (a completion must not fail on a file being edited).
 func releaseNames(dir string) []string {
@@ -74,12 +78,20 @@ func releaseNames(dir string) []string {
 	}
 	var out []string
 	for _, e := range entries {
-		if name, ok := strings.CutSuffix(e.Name(), ".yaml"); ok && e.Type().IsRegular() {
+		name, ok := strings.CutSuffix(e.Name(), ".yaml")
+		if !ok || !e.Type().IsRegular() {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.Size() <= maxCompletionFile {
 			if data, err := os.ReadFile(filepath.Join(dir, e.Name())); err == nil {
 				if n := metadataName(data); n != "" {
 					name = n
 				}
 			}
+		}
+		// The shell reads each line as a candidate: a name that is not one an EvaRollout
+		// can have (a newline, an escape) is not offered.
+		if len(validation.IsDNS1123Subdomain(name)) == 0 {
 			out = append(out, name)
 		}
 	}

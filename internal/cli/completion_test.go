@@ -19,6 +19,10 @@ func TestCompletionOffersWhatExists(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(rollouts, "broken.yaml"), []byte("metadata: [\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// A name the shell would read as two candidates, or as an escape, is not offered.
+	if err := os.WriteFile(filepath.Join(rollouts, "hostile.yaml"), []byte("metadata:\n  name: \"x\\nrm -rf\\e[2J\"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kubeconfig, []byte(`apiVersion: v1
 kind: Config

@@ -3,6 +3,7 @@ package e2e
 import (
 	"cmp"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strconv"
@@ -73,10 +74,8 @@ func measureReleases(t *testing.T, ns string, op **testenv.Process, settings map
 
 // withSetting is settings with key set to value.
 func withSetting(settings map[string]any, key string, value any) map[string]any {
-	out := map[string]any{key: value}
-	for k, v := range settings {
-		out[k] = v
-	}
+	out := maps.Clone(settings)
+	out[key] = value
 	return out
 }
 
