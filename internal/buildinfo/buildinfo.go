@@ -4,7 +4,9 @@ package buildinfo
 
 import (
 	"fmt"
+	"regexp"
 	"runtime/debug"
+	"strings"
 )
 
 // Info is what `evactl version` and the operator's startup log report.
@@ -19,6 +21,11 @@ type Info struct {
 	GoVersion string `json:"goVersion"`
 }
 
+// version is the release version a release build stamps (-ldflags -X
+// github.com/aidonow/eva/internal/buildinfo.version=v0.2.0): a build from a checkout at
+// a release tag is not otherwise known to be one.
+var version string
+
 // Read returns the running binary's build information.
 func Read() Info {
 	info, ok := debug.ReadBuildInfo()
@@ -26,6 +33,9 @@ func Read() Info {
 		return Info{Version: "unknown"}
 	}
 	out := Info{Version: info.Main.Version, GoVersion: info.GoVersion}
+	if version != "" {
+		out.Version = version
+	}
 	if out.Version == "" {
 		out.Version = "(devel)"
 	}
@@ -38,6 +48,22 @@ func Read() Info {
 		}
 	}
 	return out
+}
+
+// releaseRE matches a release version: v1.2.3, or v1.2.3-rc.1, but not a
+// pseudo-version Go stamps on a build between releases, nor a dirty checkout's.
+var releaseRE = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.]+)?$`)
+
+// pseudoRE matches a pseudo-version's timestamp and revision.
+var pseudoRE = regexp.MustCompile(`[0-9]{14}-[0-9a-f]{12}$`)
+
+// Release is the release this binary is, without the leading v ("0.2.0"); "" for a
+// development build.
+func (i Info) Release() string {
+	if !releaseRE.MatchString(i.Version) || pseudoRE.MatchString(i.Version) {
+		return ""
+	}
+	return strings.TrimPrefix(i.Version, "v")
 }
 
 // String formats the information on one line: "v0.3.0 (commit 1d0d030, go1.26.0)".

@@ -6,7 +6,10 @@ package chartcheck
 import (
 	"crypto/sha256"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -72,17 +75,27 @@ func (e *MissingVersionError) Error() string {
 }
 
 // Load reads every chart folder (holding a Chart.yaml) directly under dir, and the
-// published versions (dir/published.yaml) when the folder has them.
-func Load(dir string) (*Checker, error) {
-	folders, err := chartrepo.LoadFolders(dir)
-	if err != nil {
-		return nil, err
-	}
+// published versions (dir/published.yaml) when the folder has them. Each of the
+// fallback folders adds the charts dir does not hold by name (a fleet's own charts
+// before the ones its Eva release carries); dir may then be absent.
+func Load(dir string, fallback ...string) (*Checker, error) {
 	c := &Checker{local: map[string]*chartrepo.Folder{}, resolved: map[string]resolution{}, groups: map[string]*group{}}
-	for _, f := range folders {
-		c.local[f.Chart.Name()] = f
+	for i, d := range append([]string{dir}, fallback...) {
+		if _, err := os.Stat(d); i == 0 && len(fallback) > 0 && errors.Is(err, fs.ErrNotExist) {
+			continue
+		}
+		folders, err := chartrepo.LoadFolders(d)
+		if err != nil {
+			return nil, err
+		}
+		for _, f := range folders {
+			if _, ok := c.local[f.Chart.Name()]; !ok {
+				c.local[f.Chart.Name()] = f
+			}
+		}
 	}
 	c.lockPath = filepath.Join(dir, chartrepo.LockFile)
+	var err error
 	if c.published, err = chartrepo.ReadLockIfPresent(c.lockPath); err != nil {
 		return nil, err
 	}

@@ -2,7 +2,6 @@ package cli
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -65,15 +64,15 @@ func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *ten
 // explicitly must exist.
 func (c *chartFlags) load(cmd *cobra.Command) (*chartcheck.Checker, *overlay.Environment, error) {
 	flags := cmd.Flags()
-	if _, err := os.Stat(c.charts); errors.Is(err, os.ErrNotExist) && !flags.Changed("charts") {
+	if !hasCharts(cmd, c.charts) && !flags.Changed("charts") {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: not checked against the module charts: no %s folder (pass --charts)\n", c.charts)
 		return nil, nil, nil
 	}
-	checker, err := chartcheck.Load(c.charts)
+	checker, err := loadCharts(cmd, c.charts)
 	if err != nil {
 		return nil, nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 	}
-	env, err := overlay.Load(c.overlays, c.env)
+	env, err := loadEnvironment(cmd, c.overlays, c.env)
 	if err != nil {
 		if flags.Changed("overlays") || flags.Changed("env") {
 			return nil, nil, &ExitError{Code: ExitUsage, Err: err}

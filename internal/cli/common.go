@@ -14,7 +14,6 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/chartcheck"
-	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/rendercache"
@@ -139,7 +138,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	if err != nil {
 		return nil, err
 	}
-	env, err := overlay.Load(ri.overlays, ri.env)
+	env, err := loadEnvironment(cmd, ri.overlays, ri.env)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
@@ -165,7 +164,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	res.Problems = append(res.Problems, problems...)
 	j.releases = releases
 	if ri.verifyCharts {
-		if j.checker, err = chartcheck.Load(ri.charts); err != nil {
+		if j.checker, err = loadCharts(cmd, ri.charts); err != nil {
 			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 		}
 		j.checker.SetFetcher(chartFetcher(cmd.Context(), env))

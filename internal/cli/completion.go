@@ -10,8 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/yaml"
-
-	"github.com/aidonow/eva/internal/overlay"
 )
 
 // addCompletions gives the shell completion (evactl completion bash|zsh|fish) the
@@ -21,7 +19,8 @@ import (
 func addCompletions(cmd *cobra.Command) {
 	if cmd.Flags().Lookup("env") != nil {
 		_ = cmd.RegisterFlagCompletionFunc("env", func(c *cobra.Command, _ []string, _ string) ([]string, cobra.ShellCompDirective) {
-			return overlay.Names(flagOr(c, "overlays", "overlays")), cobra.ShellCompDirectiveNoFileComp
+			_ = useFleet(c)
+			return environmentNames(c, flagOr(c, "overlays", "overlays")), cobra.ShellCompDirectiveNoFileComp
 		})
 	}
 	if cmd.Flags().Lookup("context") != nil {

@@ -9,8 +9,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aidonow/eva/internal/airgap"
-	"github.com/aidonow/eva/internal/chartcheck"
-	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 )
 
@@ -164,11 +162,11 @@ and the seeder image must be listed; a missing one is named with its chart.`,
 			}
 			defer f.Close()
 			entries, problems := airgap.Parse(f)
-			e, err := overlay.Load(overlays, env)
+			e, err := loadEnvironment(cmd, overlays, env)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
-			checker, err := chartcheck.Load(charts)
+			checker, err := loadCharts(cmd, charts)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}

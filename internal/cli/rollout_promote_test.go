@@ -75,7 +75,7 @@ func newSourceRepo(t *testing.T) (repo, tenants, rollouts string) {
 
 func promote(t *testing.T, tenants, rollouts string, extra ...string) (int, string) {
 	t.Helper()
-	return runEvactl(t, append([]string{"rollout", "promote", "crm-1-5", "--tenants", tenants, "--rollouts", rollouts}, extra...)...)
+	return runEvactl(t, append([]string{"rollout", "promote", "crm-1-5", "--tenants", tenants, "--rollouts", rollouts, "--verify-charts=false"}, extra...)...)
 }
 
 // renderedCrm renders the tenants with the release files and returns each tenant's crm
@@ -117,7 +117,7 @@ func TestRolloutPromoteStepByStep(t *testing.T) {
 		t.Fatalf("promote without health: exit %d:\n%s", code, out)
 	}
 	// plan shows, without health, that nobody would be admitted.
-	code, out = runEvactl(t, "rollout", "plan", "crm-1-5", "--tenants", tenants, "--rollouts", rollouts)
+	code, out = runEvactl(t, "rollout", "plan", "crm-1-5", "--tenants", tenants, "--rollouts", rollouts, "--verify-charts=false")
 	if code != ExitOK || !strings.Contains(out, "no tenant Ready to take the release") || !strings.Contains(out, "Health: not read") {
 		t.Fatalf("plan without health: exit %d:\n%s", code, out)
 	}
@@ -206,7 +206,7 @@ func TestRolloutPromoteSupersedes(t *testing.T) {
 		t.Fatal(err)
 	}
 	gitOut(t, repo, "add", "tenants/BBBBBB.yaml")
-	code, out := runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts, "--assume-ready")
+	code, out := runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts, "--assume-ready", "--verify-charts=false")
 	if code == ExitOK || !strings.Contains(out, "tenants/BBBBBB.yaml has staged changes") {
 		t.Fatalf("promote with another change staged: exit %d:\n%s", code, out)
 	}
@@ -215,7 +215,7 @@ func TestRolloutPromoteSupersedes(t *testing.T) {
 	}
 	gitOut(t, repo, "reset", "-q", "--hard")
 
-	code, out = runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts, "--assume-ready")
+	code, out = runEvactl(t, "rollout", "promote", "crm-1-6", "--tenants", tenants, "--rollouts", rollouts, "--assume-ready", "--verify-charts=false")
 	if code != ExitOK || !strings.Contains(out, "rollout crm-1-6: wave 1 admits AAAAAA") {
 		t.Fatalf("promote crm-1-6: exit %d:\n%s", code, out)
 	}

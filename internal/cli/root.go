@@ -59,11 +59,12 @@ func NewRootCommand() *cobra.Command {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	root.PersistentPreRunE = func(cmd *cobra.Command, _ []string) error { return useFleet(cmd) }
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
 	root.PersistentFlags().StringVar(&opts.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
-	root.AddCommand(newValidateCommand(opts), newRenderCommand(opts), newPublishCommand(opts), newDiffCommand(opts), newImagesCommand(opts), newChartsCommand(), newRolloutCommand(opts), newVersionCommand())
+	root.AddCommand(newValidateCommand(opts), newRenderCommand(opts), newPublishCommand(opts), newDiffCommand(opts), newImagesCommand(opts), newChartsCommand(), newRolloutCommand(opts), newVersionCommand(), newInitCommand())
 	refuseUndeclaredArgs(root)
 	addCompletions(root)
 	return root

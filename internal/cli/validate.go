@@ -9,7 +9,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
@@ -51,7 +50,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 				}
 			}
 			if len(args) == 0 {
-				args = []string{DefaultTenantsDir}
+				args = []string{defaultTenants(cmd)}
 			}
 			catalog, err := opts.catalog()
 			if err != nil {
@@ -75,7 +74,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			tenantfile.SortProblems(res.Problems)
 			// Encrypted Secrets must be decryptable in the environment, when there is one
 			// to check against (validate also runs outside a platform checkout).
-			if env, err := overlay.Load(charts.overlays, charts.env); err == nil {
+			if env, err := loadEnvironment(cmd, charts.overlays, charts.env); err == nil {
 				res.Problems = append(res.Problems, secretProblems(res, env)...)
 				res.Problems = append(res.Problems, reservedProblems(res, env)...)
 				tenantfile.SortProblems(res.Problems)

@@ -1,0 +1,103 @@
+package project
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"testing/fstest"
+)
+
+func write(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, []byte(content), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestFindWalksUp finds the project file from a folder below it, as go finds go.mod,
+// and resolves its folders against the file's folder.
+func TestFindWalksUp(t *testing.T) {
+	root := t.TempDir()
+	write(t, filepath.Join(root, FileName), "apiVersion: eva.aidonow.com/v1alpha1\nkind: Fleet\neva: 0.2.0\nenvironments: envs\n")
+	below := filepath.Join(root, "tenants", "notes")
+	if err := os.MkdirAll(below, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(root)
+	f, err := Find(below)
+	if err != nil || f == nil {
+		t.Fatalf("Find: %v %v", f, err)
+	}
+	if f.Release != "0.2.0" || f.Tenants != "tenants" || f.Environments != "envs" || f.Charts != "charts" || f.Rollouts != "rollouts" {
+		t.Fatalf("fleet: %+v", f)
+	}
+	if f, err := Find(t.TempDir()); f != nil || err != nil {
+		t.Fatalf("Find outside any fleet: %v %v", f, err)
+	}
+}
+
+// TestLoadRefusesAtLineAndColumn refuses what would silently do something else: an
+// unknown field (with the name meant), another kind, a folder leading out of the
+// repository, a release that is not a version; each at its line and column.
+func TestLoadRefusesAtLineAndColumn(t *testing.T) {
+	for _, tc := range []struct{ body, want string }{
+		{"apiVersion: eva.aidonow.com/v1alpha1\nkind: Fleet\ntenant: people\n", "eva.yaml:3:1: tenant: unknown field (did you mean \"tenants\"?)"},
+		{"apiVersion: eva.aidonow.com/v1alpha1\nkind: Fleet\ncharts: ../elsewhere\n", "eva.yaml:3:9: charts: \"../elsewhere\" must be a folder inside the repository"},
+		{"apiVersion: eva.aidonow.com/v1alpha1\nkind: Fleet\nrollouts: /etc\n", "eva.yaml:3:11: rollouts: \"/etc\" must be a folder inside the repository"},
+		{"apiVersion: eva.aidonow.com/v1alpha1\nkind: Fleet\neva: latest\n", "eva.yaml:3:6: eva: \"latest\" is not an Eva release version"},
+		{"apiVersion: eva.aidonow.com/v1alpha1\nkind: EvaTenant\n", "eva.yaml:2:7: kind: must be Fleet"},
+		{"apiVersion: v1\nkind: Fleet\n---\nkind: Fleet\n", "eva.yaml:3:1: more than one YAML document"},
+	} {
+		dir := t.TempDir()
+		t.Chdir(dir)
+		write(t, FileName, tc.body)
+		_, err := Load(FileName)
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("Load(%q): %v, want %q", tc.body, err, tc.want)
+		}
+	}
+}
+
+// TestCheckRelease refuses evactl of another release and lets a development build
+// through.
+func TestCheckRelease(t *testing.T) {
+	f := &Fleet{Path: "eva.yaml", Release: "v0.2.0"}
+	if err := f.CheckRelease("0.2.0"); err != nil {
+		t.Fatalf("same release: %v", err)
+	}
+	if err := f.CheckRelease(""); err != nil {
+		t.Fatalf("development build: %v", err)
+	}
+	err := f.CheckRelease("0.3.0")
+	if err == nil || !strings.Contains(err.Error(), "this fleet uses Eva 0.2.0 and this evactl is 0.3.0") || !strings.Contains(err.Error(), "evactl@v0.2.0") {
+		t.Fatalf("another release: %v", err)
+	}
+}
+
+// TestUnpackOncePerContent writes the release's files once per content, whole.
+func TestUnpackOncePerContent(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	release := fstest.MapFS{"overlays/dev/tenant/environment.yaml": {Data: []byte("domain: a.example\n")}, "charts/eva-crm/Chart.yaml": {Data: []byte("name: eva-crm\n")}}
+	first, err := Unpack(release)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again, err := Unpack(release); err != nil || again != first {
+		t.Fatalf("second unpack of the same files: %s %v, want %s", again, err, first)
+	}
+	if data, err := os.ReadFile(filepath.Join(first, "overlays/dev/tenant/environment.yaml")); err != nil || string(data) != "domain: a.example\n" {
+		t.Fatalf("unpacked file: %q %v", data, err)
+	}
+	release["charts/eva-crm/Chart.yaml"] = &fstest.MapFile{Data: []byte("name: eva-crm\nversion: 2\n")}
+	if other, err := Unpack(release); err != nil || other == first {
+		t.Fatalf("other content unpacked into the same folder: %s %v", other, err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(first))
+	if len(entries) != 2 {
+		t.Fatalf("cache holds %d entries, want the two releases and no temporary folder", len(entries))
+	}
+}

@@ -1,0 +1,183 @@
+// Package scaffold makes the files of a new fleet repository (evactl init): the project
+// file, one environment, one example tenant, SOPS creation rules per tenant with the
+// tenant's own age key, and the pull-request workflow. Files is pure: the command
+// writes what it returns.
+package scaffold
+
+import (
+	"fmt"
+	"path"
+	"regexp"
+	"strings"
+)
+
+// ExampleCode is the example tenant's capsule code.
+const ExampleCode = "EXAMPL"
+
+// Options say what to scaffold.
+type Options struct {
+	// Release is the Eva release the fleet uses (its eva: field): the released
+	// environments and module charts the fleet does not hold come from it.
+	Release string
+	// Env names the one environment the fleet holds; Domain is its tenants' parent
+	// domain.
+	Env, Domain string
+	// Recipient is the example tenant's age public key; KeyFile where its private
+	// key was written (git-ignored), for the instructions.
+	Recipient, KeyFile string
+}
+
+var (
+	envRE    = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
+	domainRE = regexp.MustCompile(`^([a-z0-9]([a-z0-9-]*[a-z0-9])?\.)+[a-z]{2,63}$`)
+)
+
+// Check refuses options that would scaffold a fleet evactl then refuses.
+func (o Options) Check() error {
+	if !envRE.MatchString(o.Env) {
+		return fmt.Errorf("--env %q: an environment name is lower-case letters, digits and '-'", o.Env)
+	}
+	if !domainRE.MatchString(o.Domain) {
+		return fmt.Errorf("--domain %q: want a DNS domain such as dev.example.com (tenants get <code>.<domain>)", o.Domain)
+	}
+	return nil
+}
+
+// Files returns the new repository's files by slash-separated path.
+func Files(o Options) map[string]string {
+	env := path.Join("overlays", o.Env, "tenant")
+	files := map[string]string{
+		"eva.yaml":                                projectFile(o),
+		path.Join(env, "environment.yaml"):        environmentFile(o),
+		path.Join(env, "kustomization.yaml"):      kustomizationFile,
+		path.Join("tenants", ExampleCode+".yaml"): tenantFile,
+		".sops.yaml":                              sopsRules(o),
+		".gitignore":                              gitignore(o),
+		".github/workflows/validate-tenants.yaml": workflow(o),
+	}
+	return files
+}
+
+func projectFile(o Options) string {
+	release := "# eva: names no release: every environment and module chart is this repository's.\n"
+	if o.Release != "" {
+		release = fmt.Sprintf(`# The Eva release this fleet uses: the environments and module charts this repository
+# does not hold come from it (evactl carries them), and evactl of another release
+# refuses to run here. A folder here replaces the released one of its name.
+eva: %s
+`, o.Release)
+	}
+	return `# The fleet's project file: evactl finds it by walking up from the working directory.
+apiVersion: eva.aidonow.com/v1alpha1
+kind: Fleet
+` + release + `tenants: tenants         # tenant files, one EvaTenant per <CODE>.yaml
+environments: overlays   # <name>/tenant/environment.yaml and its kustomization (patches)
+charts: charts           # module charts of your own (none yet)
+rollouts: rollouts       # platform releases (evactl rollout promote)
+`
+}
+
+func environmentFile(o Options) string {
+	return fmt.Sprintf(`# The %[1]s environment's rendering settings (docs/fleet-repository.md; every setting is
+# described in docs/flux-wiring.md). Tenants are served at <code>.%[2]s.
+domain: %[2]s
+ingressClassName: nginx
+ingressNamespace: ingress-nginx
+messagingNamespace: nats
+# Flux's sources in the cluster: the HelmRepository of the module charts and the
+# GitRepository of what evactl publishes.
+chartSource:
+  kind: HelmRepository
+  name: eva-charts
+  namespace: flux-system
+gitopsSource:
+  kind: GitRepository
+  name: eva-tenants
+  namespace: flux-system
+seedImage: ghcr.io/aidonow/eva-seeder:0.1.0
+releaseInterval: 5m
+# Each tenant's SOPS-encrypted Secrets (tenants/<CODE>.<name>.sops.yaml) are encrypted
+# for that tenant's own age keys, listed here and in .sops.yaml; kustomize-controller
+# decrypts them with flux-system/sops-age-<code> (key identity.agekey).
+secrets:
+  keySecretPrefix: sops-age-
+  recipients:
+    %[3]s:
+      - %[4]s
+`, o.Env, o.Domain, ExampleCode, o.Recipient)
+}
+
+const kustomizationFile = `# Patches applied to every tenant bundle rendered for this environment. A tenant
+# overlay holds patches only.
+apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+patches: []
+`
+
+const tenantFile = `# An example tenant: Starter tier (crm and itsm), first rollout wave. Copy it to
+# tenants/<CODE>.yaml for each tenant; evactl validate checks every field.
+apiVersion: eva.aidonow.com/v1alpha1
+kind: EvaTenant
+metadata:
+  name: exampl
+  namespace: eva-system
+spec:
+  capsuleCode: ` + ExampleCode + `
+  tier: Starter
+  lifecycle: Active
+  seedsVersion: seeds-2026.11.0
+  wave: 1
+  helmValues:
+    crm:
+      replicaCount: 1
+`
+
+func sopsRules(o Options) string {
+	return fmt.Sprintf(`# One creation rule per tenant: sops encrypts tenants/<CODE>.<name>.sops.yaml for that
+# tenant's own key only. Add a rule (and the key to the environment's secrets) per tenant.
+creation_rules:
+  - path_regex: ^tenants/%[1]s\.[a-z0-9-]+\.sops\.yaml$
+    encrypted_regex: ^(data|stringData)$
+    age: %[2]s
+`, ExampleCode, o.Recipient)
+}
+
+func gitignore(o Options) string {
+	lines := []string{"# Private keys never enter the repository.", "/" + strings.SplitN(o.KeyFile, "/", 2)[0] + "/", "/out/"}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+func workflow(o Options) string {
+	install := "go install github.com/aidonow/eva/cmd/evactl@latest"
+	if o.Release != "" {
+		install = "go install github.com/aidonow/eva/cmd/evactl@v" + strings.TrimPrefix(o.Release, "v")
+	}
+	return fmt.Sprintf(`# Checks every pull request as the publish after its merge will: evactl validate (tenant
+# and release files, values against the module charts, annotations at the offending
+# line), then evactl diff against the published branch, which fails where publish would.
+# Set the repository variable EVA_PUBLISH_REPO (and EVA_PUBLISH_BRANCH) to enable the diff,
+# with a token that can read it in the secret EVA_GIT_TOKEN.
+name: validate-tenants
+on:
+  pull_request:
+    paths: ["tenants/**", "rollouts/**", "overlays/**", "charts/**", "eva.yaml"]
+permissions:
+  contents: read
+jobs:
+  validate:
+    runs-on: ubuntu-latest
+    steps:
+      - uses: actions/checkout@v4
+      - uses: actions/setup-go@v5
+        with:
+          go-version: stable
+      - run: %[1]s
+      - name: evactl validate
+        run: evactl validate --output github --env %[2]s
+      - name: evactl diff (fails where publish would)
+        if: ${{ vars.EVA_PUBLISH_REPO != '' }}
+        env:
+          EVA_GIT_TOKEN: ${{ secrets.EVA_GIT_TOKEN }}
+        run: evactl diff --repo "${{ vars.EVA_PUBLISH_REPO }}" --branch "${{ vars.EVA_PUBLISH_BRANCH || 'main' }}" --env %[2]s
+`, install, o.Env)
+}
