@@ -10,7 +10,7 @@ import (
 )
 
 // bindFlags defines every command-line flag of the operator on fs, into cfg, the logging
-// flags included. The README's flag table is checked against it (flags_test.go).
+// flags included. docs/operator.md's flag table is checked against it (flags_test.go).
 func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.Options) {
 	fs.StringVar(&cfg.metricsAddr, "metrics-bind-address", ":8080", "address the /metrics endpoint binds to")
 	fs.BoolVar(&cfg.metricsSecure, "metrics-secure", true, "serve /metrics over HTTPS, only to callers the API server authenticates and authorizes (get on the /metrics non-resource URL)")

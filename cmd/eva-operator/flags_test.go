@@ -11,7 +11,7 @@ import (
 
 // The README's table of the operator's flags sits between these markers.
 const (
-	tableStart = "<!-- operator-flags: generated from eva-operator's flags; EVA_UPDATE_README=1 go test ./cmd/eva-operator rewrites it -->"
+	tableStart = "<!-- operator-flags: generated from eva-operator's flags; EVA_UPDATE_DOCS=1 go test ./cmd/eva-operator rewrites it -->"
 	tableEnd   = "<!-- /operator-flags -->"
 )
 
@@ -29,7 +29,7 @@ func operatorFlags() *flag.FlagSet {
 	return fs
 }
 
-// flagTable is the README table of every flag `eva-operator --help` prints.
+// flagTable is docs/operator.md's table of every flag `eva-operator --help` prints.
 func flagTable() string {
 	fs := operatorFlags()
 	var b strings.Builder
@@ -45,10 +45,10 @@ func flagTable() string {
 	return b.String()
 }
 
-// TestReadmeListsEveryFlag keeps the README's flag table equal to the flags the binary
-// defines: a flag added, renamed or re-described without the README fails here.
-func TestReadmeListsEveryFlag(t *testing.T) {
-	const readme = "../../README.md"
+// TestDocsListEveryFlag keeps docs/operator.md's flag table equal to the flags the binary
+// defines: a flag added, renamed or re-described without the docs fails here.
+func TestDocsListEveryFlag(t *testing.T) {
+	const readme = "../../docs/operator.md"
 	data, err := os.ReadFile(readme)
 	if err != nil {
 		t.Fatal(err)
@@ -56,20 +56,20 @@ func TestReadmeListsEveryFlag(t *testing.T) {
 	text := string(data)
 	start, end := strings.Index(text, tableStart), strings.Index(text, tableEnd)
 	if start < 0 || end < start {
-		t.Fatalf("README.md has no operator flag table between %q and %q", tableStart, tableEnd)
+		t.Fatalf("docs/operator.md has no operator flag table between %q and %q", tableStart, tableEnd)
 	}
 	want := "\n" + flagTable()
 	got := text[start+len(tableStart) : end]
 	if got == want {
 		return
 	}
-	if os.Getenv("EVA_UPDATE_README") == "1" {
+	if os.Getenv("EVA_UPDATE_DOCS") == "1" {
 		if err := os.WriteFile(readme, []byte(text[:start+len(tableStart)]+want+text[end:]), 0o644); err != nil {
 			t.Fatal(err)
 		}
 		return
 	}
-	t.Errorf("README.md's operator flag table differs from the flags; run EVA_UPDATE_README=1 go test ./cmd/eva-operator. Want:\n%s", want)
+	t.Errorf("docs/operator.md's operator flag table differs from the flags; run EVA_UPDATE_DOCS=1 go test ./cmd/eva-operator. Want:\n%s", want)
 }
 
 // notChartValues are the flags the operator's Helm chart sets no value for, and why.

@@ -17,8 +17,9 @@ import (
 	"github.com/aidonow/eva/internal/project"
 )
 
-// noFleet marks the commands that do not read a fleet repository (init, version):
-// they run wherever the working directory is, whatever its eva.yaml says.
+// noFleet marks the commands that do not read a fleet repository (init, version, and
+// cobra's completion): they run wherever the working directory is, whatever its
+// eva.yaml says.
 const noFleet = "eva.aidonow.com/no-fleet"
 
 // fleetKey holds the fleet a command runs in, in its context.
@@ -40,7 +41,7 @@ var fleetFolders = map[string]string{
 // working directory.
 func useFleet(cmd *cobra.Command) error {
 	for c := cmd; c != nil; c = c.Parent() {
-		if _, ok := c.Annotations[noFleet]; ok {
+		if _, ok := c.Annotations[noFleet]; ok || c.Name() == "completion" {
 			return nil
 		}
 	}

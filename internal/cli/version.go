@@ -11,8 +11,9 @@ import (
 func newVersionCommand() *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
-		Use:   "version",
-		Short: "Print evactl's version, commit and Go version",
+		Use:         "version",
+		Short:       "Print evactl's version, commit and Go version",
+		Annotations: map[string]string{noFleet: ""},
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			info := buildinfo.Read()
 			if err := checkOutput(output); err != nil {

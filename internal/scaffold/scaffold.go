@@ -79,7 +79,7 @@ rollouts: rollouts       # platform releases (evactl rollout promote)
 
 func environmentFile(o Options) string {
 	return fmt.Sprintf(`# The %[1]s environment's rendering settings (docs/fleet-repository.md; every setting is
-# described in docs/flux-wiring.md). Tenants are served at <code>.%[2]s.
+# described in docs/fleet-repository.md). Tenants are served at <code>.%[2]s.
 domain: %[2]s
 ingressClassName: nginx
 ingressNamespace: ingress-nginx
