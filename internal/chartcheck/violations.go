@@ -1,10 +1,15 @@
 package chartcheck
 
 import (
+	"encoding/json"
 	"errors"
+	"fmt"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/aidonow/eva/internal/didyoumean"
 )
 
 // Violation is one way a release's values fail its chart: a schema violation at a
@@ -42,7 +47,11 @@ func (c *Checker) Violations(r Release) ([]Violation, error) {
 	}
 	var se *schemaError
 	if errors.As(err, &se) {
-		return parseSchemaError(se.err.Error()), nil
+		var schema []byte
+		if ch, cerr := c.chartFor(r.Chart, r.Version); cerr == nil {
+			schema = ch.Schema
+		}
+		return unknownKeys(parseSchemaError(se.err.Error()), schema), nil
 	}
 	var te *templateError
 	if errors.As(err, &te) {
@@ -109,4 +118,68 @@ func splitPointer(ptr string) []string {
 
 func oneLine(s string) string {
 	return strings.Join(strings.Fields(s), " ")
+}
+
+// additionalRE matches the schema library's message for keys a closed object does not
+// allow: "additional properties 'replicaCont', 'x' not allowed".
+var additionalRE = regexp.MustCompile(`^additional propert(?:y|ies) ((?:'(?:[^'\\]|\\.)*'(?:, )?)+) not allowed$`)
+
+// quotedRE matches one quoted key of such a message.
+var quotedRE = regexp.MustCompile(`'((?:[^'\\]|\\.)*)'`)
+
+// unknownKeys turns each "additional properties not allowed" violation, which the
+// library reports at the enclosing object, into one violation per unknown key at the
+// key itself, with the key the schema has that was most likely meant.
+func unknownKeys(vs []Violation, schema []byte) []Violation {
+	var out []Violation
+	for _, v := range vs {
+		m := additionalRE.FindStringSubmatch(v.Message)
+		if m == nil {
+			out = append(out, v)
+			continue
+		}
+		known := schemaKeys(schema, v.Path)
+		for _, q := range quotedRE.FindAllStringSubmatch(m[1], -1) {
+			key, ok := unquotePointer(q[1])
+			if !ok {
+				key = q[1]
+			}
+			msg := "no such key"
+			if near := didyoumean.Nearest(key, known); near != "" {
+				msg += fmt.Sprintf(" (did you mean %q?)", near)
+			}
+			out = append(out, Violation{Path: append(slices.Clone(v.Path), key), Message: msg})
+		}
+	}
+	return out
+}
+
+// schemaKeys lists the keys the schema's object at path declares (through properties
+// and, for list indexes, items).
+func schemaKeys(schema []byte, path []string) []string {
+	var node map[string]any
+	if json.Unmarshal(schema, &node) != nil {
+		return nil
+	}
+	for _, token := range path {
+		if _, err := strconv.Atoi(token); err == nil {
+			if items, ok := node["items"].(map[string]any); ok {
+				node = items
+				continue
+			}
+		}
+		props, _ := node["properties"].(map[string]any)
+		next, ok := props[token].(map[string]any)
+		if !ok {
+			return nil
+		}
+		node = next
+	}
+	props, _ := node["properties"].(map[string]any)
+	keys := make([]string, 0, len(props))
+	for k := range props {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
 }

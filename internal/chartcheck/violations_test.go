@@ -21,6 +21,13 @@ func TestViolationsPointAtTheValue(t *testing.T) {
 		"enum":                     {func(v map[string]any) { v["logLevel"] = "chatty" }, []string{"logLevel"}, "one of"},
 		"nested":                   {func(v map[string]any) { v["capsule"].(map[string]any)["code"] = "devusr" }, []string{"capsule", "code"}, "pattern"},
 		"big float for an integer": {func(v map[string]any) { v["replicaCount"] = 1.2345678901234568e39 }, []string{"replicaCount"}, "maximum"},
+		// The module charts' schemas are closed: a key no chart reads is refused at the
+		// key itself, with the one meant.
+		"unknown key": {func(v map[string]any) { v["replicaCont"] = 2 }, []string{"replicaCont"}, `no such key (did you mean "replicaCount"?)`},
+		"unknown nested key": {func(v map[string]any) {
+			v["image"] = map[string]any{"repository": "r", "tag": "t", "pullPolcy": "Always"}
+		}, []string{"image", "pullPolcy"}, `did you mean "pullPolicy"?`},
+		"unknown, nothing near": {func(v map[string]any) { v["zzzzzzzz"] = 1 }, []string{"zzzzzzzz"}, "no such key"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -13,6 +13,7 @@ import (
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
+	"github.com/aidonow/eva/internal/didyoumean"
 	"github.com/aidonow/eva/internal/safetext"
 )
 
@@ -258,7 +259,7 @@ func (d *decoder) decodeStruct(n *yaml.Node, t reflect.Type, p *field.Path) (any
 		ft, ok := fields[key]
 		if !ok {
 			msg := "unknown field"
-			if s := suggest(key, names); s != "" {
+			if s := didyoumean.Nearest(key, names); s != "" {
 				msg += fmt.Sprintf(" (did you mean %q?)", s)
 			}
 			d.fail(kn, kp, "%s", msg)

@@ -1,11 +1,14 @@
-package tenantfile
+// Package didyoumean finds the name a user most likely meant among the names that
+// exist: for "unknown field" errors in tenant files, release files, the project file
+// and Helm values.
+package didyoumean
 
 import "strings"
 
-// suggest returns the known field name closest to an unknown one, or "" when none is
-// close: first a match ignoring case and separators (capsule_code → capsuleCode), then
-// the nearest by edit distance within a third of the name's length.
-func suggest(unknown string, known []string) string {
+// Nearest returns the known name closest to an unknown one, or "" when none is close:
+// first a match ignoring case and separators (capsule_code → capsuleCode), then the
+// nearest by edit distance within a third of the name's length.
+func Nearest(unknown string, known []string) string {
 	norm := normalize(unknown)
 	for _, k := range known {
 		if normalize(k) == norm {
