@@ -135,6 +135,9 @@ func run(cfg config) error {
 	if err != nil {
 		return fmt.Errorf("loading kubeconfig: %w", err)
 	}
+	if err := metrics.CountWrites(restCfg, ctrlmetrics.Registry); err != nil {
+		return fmt.Errorf("registering the write counter: %w", err)
+	}
 	mgr, err := ctrl.NewManager(restCfg, ctrl.Options{
 		Scheme:                  scheme,
 		Metrics:                 metricsOptions(cfg),

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/metrics"
 	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -128,14 +132,24 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	waitAllActive(b, ns, r.fleet)
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
 	cost.report(b, r.fleet)
-	var total operatorMetrics
+	total := operatorMetrics{writesBy: map[string]float64{}}
 	for _, addr := range metricsAddrs {
 		m := scrapeOperator(b, addr)
 		total.requests += m.requests
 		total.writes += m.writes
 		total.reconciles += m.reconciles
+		for k, v := range m.writesBy {
+			total.writesBy[k] += v
+		}
 	}
 	perTenant := func(n float64) float64 { return n / float64(r.fleet) }
+	// Where the writes went, per tenant, most first: what to look at when writes pass
+	// the bundle's objects.
+	var by []string
+	for _, k := range slices.SortedFunc(maps.Keys(total.writesBy), func(a, b string) int { return cmp.Compare(total.writesBy[b], total.writesBy[a]) }) {
+		by = append(by, fmt.Sprintf("%s %.2f", k, perTenant(total.writesBy[k])))
+	}
+	b.Logf("writes per tenant by verb and resource: %s", strings.Join(by, "; "))
 	objects, events := bundleObjects(b, ns), eventWrites(b)-eventsBefore
 	b.ReportMetric(perTenant(total.requests), "requests/tenant")
 	b.ReportMetric(perTenant(total.writes-events), "writes/tenant")
@@ -145,7 +159,13 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	b.ReportMetric(perTenant(total.reconciles), "reconciles/tenant")
 	var maxRSS, maxFile int64
 	var operatorCPU time.Duration
-	for _, p := range procs {
+	for i, p := range procs {
+		// EVA_BENCH_OPERATOR_LOGS names a folder to keep each operator's output in.
+		if dir := os.Getenv("EVA_BENCH_OPERATOR_LOGS"); dir != "" {
+			if err := os.WriteFile(filepath.Join(dir, fmt.Sprintf("%s-%d.log", r.name(), i)), []byte(p.Output()), 0o644); err != nil {
+				b.Fatal(err)
+			}
+		}
 		cpu, err := p.CPUTime()
 		if err != nil {
 			b.Fatal(err)
@@ -169,7 +189,11 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 
 // operatorMetrics are an operator process's counters since it started: its API
 // requests, the writes among them, and the tenant controller's reconciles.
-type operatorMetrics struct{ requests, writes, reconciles float64 }
+type operatorMetrics struct {
+	requests, writes, reconciles float64
+	// writesBy are the writes by "verb resource", from eva_api_writes_total.
+	writesBy map[string]float64
+}
 
 // scrapeOperator reads an operator's counters from its /metrics at addr.
 func scrapeOperator(b *testing.B, addr string) operatorMetrics {
@@ -184,7 +208,10 @@ func scrapeOperator(b *testing.B, addr string) operatorMetrics {
 	if err != nil {
 		b.Fatalf("metrics of %s: %v", addr, err)
 	}
-	var out operatorMetrics
+	out := operatorMetrics{writesBy: map[string]float64{}}
+	for _, m := range families[metrics.APIWritesName].GetMetric() {
+		out.writesBy[labelOf(m, "verb")+" "+labelOf(m, "resource")] += m.GetCounter().GetValue()
+	}
 	for _, m := range families["rest_client_requests_total"].GetMetric() {
 		out.requests += m.GetCounter().GetValue()
 		switch labelOf(m, "method") {

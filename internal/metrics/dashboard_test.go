@@ -32,7 +32,7 @@ func TestDashboardUsesTheOperatorsMetrics(t *testing.T) {
 		t.Fatalf("not JSON: %v", err)
 	}
 	ours := []string{QueueDepthName, ConditionSecondsName, TenantsName, RenderSecondsName, PublishSecondsName,
-		PublishRetriesName, RolloutUpdatedName, RolloutTotalName, RolloutHaltedName, PublishThrottledName}
+		PublishRetriesName, RolloutUpdatedName, RolloutTotalName, RolloutHaltedName, PublishThrottledName, APIWritesName}
 	others := []string{"controller_runtime_reconcile_total", "workqueue_depth", "workqueue_queue_duration_seconds",
 		"process_resident_memory_bytes", "go_memstats_heap_inuse_bytes", "process_cpu_seconds_total"}
 	metricRE := regexp.MustCompile(`\b([a-z_]+_[a-z_]+)(\{|\[|\)|\s|$)`)
