@@ -96,6 +96,9 @@ type EvaTenantReconciler struct {
 	// memo remembers the resourceVersion at which each object was last known to hold
 	// what is applied: a shortcut for the drift check (see applyMemo).
 	memo applyMemo
+	// written remembers the applied bundle each tenant's last status write recorded,
+	// to tell a cache copy from before that write (see ownWrites).
+	written ownWrites
 	// phases are the mode's provisioning steps, chosen once (provisionPhases).
 	phases     []phase
 	phasesOnce sync.Once
@@ -172,6 +175,12 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	t := &evav1.EvaTenant{}
 	if err := r.Get(ctx, req.NamespacedName, t); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if r.written.behind(t, r.now()) {
+		// The cache has not caught up with this process's own status write: acting on
+		// it would apply the bundle again and lose the write to a conflict.
+		log.V(1).Info("the cache is behind this operator's last status write; waiting for it")
+		return ctrl.Result{RequeueAfter: ConflictRetry}, nil
 	}
 	if !r.owns(t) {
 		log.V(1).Info("tenant belongs to another operator version", "annotation", t.Annotations[tenant.AnnotationOperatorVersion])
@@ -309,8 +318,10 @@ func (r *EvaTenantReconciler) patchStatus(ctx context.Context, s *scope) error {
 	switch {
 	case err == nil:
 		s.base = t.DeepCopy()
+		r.written.record(t, r.now())
 		return nil
 	case apierrors.IsNotFound(err):
+		r.written.forget(t.UID)
 		return nil // the tenant is gone (its finalizer was the last)
 	}
 	return fmt.Errorf("patching status of %s/%s: %w", t.Namespace, t.Name, err)
