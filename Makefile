@@ -93,6 +93,15 @@ image: ## Build the operator image (linux/amd64+arm64, no container engine), pus
 	  go run ./cmd/eva-image --repo $(IMAGE_REPO) --version $(VERSION) --revision $$revision \
 	    --created $$(git log -1 --format=%ct) --sbom-out dist/eva-operator-$(VERSION).cdx.json $(IMAGE_FLAGS)
 
+RELEASE_REGISTRY ?= ghcr.io/aidonow
+RELEASE_FLAGS ?=
+
+.PHONY: release
+release: ## Build release VERSION into dist/VERSION (evactl for linux and darwin on amd64 and arm64, SBOMs, checksums) and push the operator image and the operator and module charts under RELEASE_REGISTRY.
+	@if [ -n "$$(git status --porcelain)" ]; then echo "make release: commit first: a release is built from a commit" >&2; exit 1; fi
+	go run ./cmd/eva-release --version $(VERSION) --registry $(RELEASE_REGISTRY) --revision $$(git rev-parse HEAD) \
+	  --created $$(git log -1 --format=%ct) $(RELEASE_FLAGS)
+
 .PHONY: release-check
 release-check: ## Fail while images.txt or the rendered overlays hold PLACEHOLDER or tag-only images.
 	go run ./cmd/evactl images verify

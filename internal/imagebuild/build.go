@@ -96,7 +96,7 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	idx := mutate.IndexMediaType(empty.Index, types.OCIImageIndex)
 	for _, p := range platforms {
 		bin := filepath.Join(work, p.OS+"-"+p.Architecture, filepath.Base(BinaryPath))
-		if err := compile(ctx, opts, p, bin); err != nil {
+		if err := Compile(ctx, opts, p, bin); err != nil {
 			return nil, err
 		}
 		res.Binaries[platformKey(p)] = bin
@@ -119,9 +119,10 @@ func Build(ctx context.Context, opts Options) (*Result, error) {
 	return res, nil
 }
 
-// compile builds a static, reproducible binary: no cgo, paths trimmed, no build ID,
-// symbols stripped, the version stamped.
-func compile(ctx context.Context, opts Options, p v1.Platform, out string) error {
+// Compile builds opts.Package for p into out as a static, reproducible binary: no cgo,
+// paths trimmed, no build ID, symbols stripped, the version stamped (main.version, and
+// the release buildinfo reports).
+func Compile(ctx context.Context, opts Options, p v1.Platform, out string) error {
 	if err := os.MkdirAll(filepath.Dir(out), 0o755); err != nil {
 		return err
 	}
@@ -129,7 +130,7 @@ func compile(ctx context.Context, opts Options, p v1.Platform, out string) error
 	// binary: the revision is a label instead), and every setting that changes code
 	// generation fixed, whatever the caller's environment says.
 	cmd := exec.CommandContext(ctx, "go", "build", "-trimpath", "-buildvcs=false",
-		"-ldflags", "-s -w -buildid= -X main.version="+opts.Version,
+		"-ldflags", "-s -w -buildid= -X main.version="+opts.Version+" -X github.com/aidonow/eva/internal/buildinfo.version=v"+strings.TrimPrefix(opts.Version, "v"),
 		"-o", out, opts.Package)
 	cmd.Dir = opts.ModuleDir
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS="+p.OS, "GOARCH="+p.Architecture, "GOFLAGS=", "GOTOOLCHAIN=local",
