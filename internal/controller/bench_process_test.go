@@ -5,6 +5,7 @@ import (
 	"cmp"
 	"context"
 	"fmt"
+	"io"
 	"maps"
 	"net/http"
 	"os"
@@ -12,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -106,12 +108,16 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	overlays := filepath.Join(testenv.RepoRoot(), "overlays")
 	ns := newTestNamespace(b)
 	var procs []*testenv.Process
-	var metricsAddrs []string
+	var metricsAddrs, pprofAddrs []string
 	for s := range r.shards {
 		addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b))
 		args := []string{"--overlays=" + overlays, "--env=dev", "--concurrency=8", "--tenant-namespaces=" + ns,
 			"--claims-namespace=" + claimsNamespace, "--metrics-bind-address=" + addr, "--metrics-secure=false",
 			"--health-probe-bind-address=0"}
+		if os.Getenv("EVA_BENCH_OPERATOR_PROFILES") != "" {
+			pprofAddrs = append(pprofAddrs, fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b)))
+			args = append(args, "--profiler-bind-address="+pprofAddrs[s])
+		}
 		if r.shards > 1 {
 			args = append(args, fmt.Sprintf("--shard=%s=bench-%d", shard.Label, s))
 		}
@@ -129,8 +135,10 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 			t.Labels = map[string]string{shard.Label: fmt.Sprintf("bench-%d", i%r.shards)}
 		}}
 	})
+	profiles := profileOperators(b, pprofAddrs, r.name())
 	waitAllActive(b, ns, r.fleet)
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
+	profiles()
 	cost.report(b, r.fleet)
 	total := operatorMetrics{writesBy: map[string]float64{}}
 	for _, addr := range metricsAddrs {
@@ -185,6 +193,40 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	b.ReportMetric(float64(operatorCPU.Microseconds())/1000/float64(r.fleet), "operator-cpu-ms/tenant")
 	b.ReportMetric(float64(maxRSS)/(1<<20), "peak-RSS-MiB/process")
 	b.ReportMetric(float64(maxFile)/(1<<20), "file-RSS-MiB/process")
+}
+
+// profileOperators profiles the CPU of each operator started with a profiler address,
+// in 15-second profiles until the returned function is called, written to
+// EVA_BENCH_OPERATOR_PROFILES/<run>-<i>-<k>.pprof (go tool pprof merges the files it is
+// given): where the operator's CPU goes while the fleet provisions.
+func profileOperators(b *testing.B, addrs []string, run string) func() {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for i, addr := range addrs {
+		wg.Go(func() {
+			for k := 0; ; k++ {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=15")
+				if err != nil {
+					b.Logf("profile of %s: %v", addr, err)
+					return
+				}
+				data, err := io.ReadAll(resp.Body)
+				resp.Body.Close()
+				if err == nil {
+					err = os.WriteFile(filepath.Join(os.Getenv("EVA_BENCH_OPERATOR_PROFILES"), fmt.Sprintf("%s-%d-%d.pprof", run, i, k)), data, 0o644)
+				}
+				if err != nil {
+					b.Logf("profile of %s: %v", addr, err)
+				}
+			}
+		})
+	}
+	return func() { close(stop); wg.Wait() }
 }
 
 // operatorMetrics are an operator process's counters since it started: its API
