@@ -230,6 +230,25 @@ type EvaTenantSpec struct {
 	// deletionProtection refuses decommissioning while true.
 	// +optional
 	DeletionProtection bool `json:"deletionProtection,omitempty"`
+
+	// placement says which cells (clusters) of the environment the tenant may run on;
+	// unset: any. Eva chooses among them by capacity (docs/cells.md).
+	// +optional
+	Placement *Placement `json:"placement,omitempty"`
+}
+
+// Placement constrains the cells a tenant may be placed on: both fields must hold.
+type Placement struct {
+	// cell names the one cell the tenant may run on.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	// +kubebuilder:validation:Pattern=`^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`
+	Cell string `json:"cell,omitempty"`
+
+	// labels are labels the tenant's cell must carry (region, class, ...).
+	// +optional
+	// +kubebuilder:validation:MaxProperties=16
+	Labels map[string]string `json:"labels,omitempty"`
 }
 
 // Phase is the coarse state of a tenant, derived from its conditions.

@@ -77,6 +77,8 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			if env, err := loadEnvironment(cmd, charts.overlays, charts.env); err == nil {
 				res.Problems = append(res.Problems, secretProblems(res, env)...)
 				res.Problems = append(res.Problems, reservedProblems(res, env)...)
+				_, placeProblems := placeTenants(res, env, catalog)
+				res.Problems = append(res.Problems, placeProblems...)
 				tenantfile.SortProblems(res.Problems)
 			} else if len(res.Secrets) > 0 && (cmd.Flags().Changed("overlays") || cmd.Flags().Changed("env")) {
 				return &ExitError{Code: ExitUsage, Err: err}

@@ -124,6 +124,9 @@ type Settings struct {
 	// for this cluster (docs/sharding.md). Rollouts admit no more tenants than their
 	// shards install within the ready timeout. Zero: no limit.
 	HelmReleasesPerMinute float64 `json:"helmReleasesPerMinute,omitempty"`
+	// Cells are the clusters the environment's tenants are placed on by capacity and
+	// labels (docs/cells.md); none: the environment is one cluster.
+	Cells []Cell `json:"cells,omitempty"`
 }
 
 // Reserves reports whether the environment reserves the capsule code (reservedCodes).
@@ -316,6 +319,9 @@ func (s *Settings) check() error {
 	}
 	if s.SeedImage == "" {
 		return fmt.Errorf("seedImage: required")
+	}
+	if err := s.checkCells(); err != nil {
+		return err
 	}
 	switch s.Applier {
 	case ApplierFlux:

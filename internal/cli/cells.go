@@ -1,0 +1,194 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/placement"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/tenantfile"
+)
+
+// placeTenants places the Active tenants of res on the environment's cells (none when
+// it has no cells) and turns what cannot be placed into problems at the tenant's
+// placement, or its tier when it sets none.
+func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *tenant.Catalog) (placement.Result, []tenantfile.Problem) {
+	if len(env.Settings.Cells) == 0 {
+		return placement.Result{}, nil
+	}
+	byCode := map[string]*tenantfile.Tenant{}
+	var reqs []placement.Request
+	for _, t := range res.Tenants {
+		o := t.Object
+		if o == nil || o.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
+			continue
+		}
+		spec, ok := catalog.Tiers[o.Spec.Tier]
+		if !ok {
+			continue // the catalog check reports it
+		}
+		req := placement.Request{Code: o.Spec.CapsuleCode, Claim: placement.ClaimOf(spec)}
+		if p := o.Spec.Placement; p != nil {
+			req.Cell, req.Labels = p.Cell, p.Labels
+		}
+		byCode[req.Code] = t
+		reqs = append(reqs, req)
+	}
+	placed := placement.Place(env.Settings.PlacementCells(), reqs)
+	var problems []tenantfile.Problem
+	for _, p := range placed.Problems {
+		t, ok := byCode[p.Code]
+		if !ok {
+			continue
+		}
+		field := "spec.tier"
+		if t.Object.Spec.Placement != nil {
+			field = "spec.placement"
+		}
+		problems = append(problems, t.ProblemAt(field, fmt.Sprintf("environment %s: %s", env.Name, p.Message)))
+	}
+	return placed, problems
+}
+
+// cellReport is what evactl cells prints: each cell's capacity, use and headroom, and
+// which cell each tenant goes to.
+type cellReport struct {
+	Environment string               `json:"environment"`
+	Cells       []cellUse            `json:"cells"`
+	Placements  map[string]string    `json:"placements"`
+	Problems    []tenantfile.Problem `json:"problems"`
+}
+
+type cellUse struct {
+	Name     string             `json:"name"`
+	Labels   map[string]string  `json:"labels,omitempty"`
+	Capacity placement.Capacity `json:"capacity"`
+	Tenants  int64              `json:"tenants"`
+	CPU      string             `json:"cpu"`
+	Memory   string             `json:"memory"`
+	Pods     int64              `json:"pods"`
+	// Headroom is what the cell can still take, CPU and memory with overcommit.
+	Headroom struct {
+		CPU     string `json:"cpu"`
+		Memory  string `json:"memory"`
+		Pods    *int64 `json:"pods,omitempty"`
+		Tenants *int64 `json:"tenants,omitempty"`
+	} `json:"headroom"`
+}
+
+func newCellsCommand(opts *options) *cobra.Command {
+	var tenants []string
+	var env, overlays, output string
+	cmd := &cobra.Command{
+		Use:   "cells",
+		Short: "Show each cell's use and headroom and where each tenant is placed",
+		Long: `Place the tenants on the environment's cells (environment.yaml cells:) as validate and
+render do: each Active tenant claims its tier's quota (or, for a tier without one, the
+most its values may ask for), and goes to the cell its spec.placement allows whose
+fullest dimension stays least full. Prints each cell's capacity, use and headroom;
+a tenant no cell can take is a problem at its file and line (exit 1).`,
+		Example: `  evactl cells --env prod
+  evactl cells --env prod -o json`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
+			catalog, err := opts.catalog()
+			if err != nil {
+				return err
+			}
+			e, err := loadEnvironment(cmd, overlays, env)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			if len(e.Settings.Cells) == 0 {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("environment %s has no cells: it is one cluster (docs/cells.md)", e.Name)}
+			}
+			res, err := tenantfile.Load(tenants, catalog)
+			if err != nil {
+				var usage *tenantfile.UsageError
+				if errors.As(err, &usage) {
+					return &ExitError{Code: ExitUsage, Err: err}
+				}
+				return err
+			}
+			placed, problems := placeTenants(res, e, catalog)
+			report := newCellReport(e, placed, append(res.Problems, problems...))
+			if output == "text" {
+				writeCellTable(cmd.OutOrStdout(), report)
+				printProblems(cmd.ErrOrStderr(), report.Problems)
+			} else if err := writeStructured(cmd.OutOrStdout(), output, report); err != nil {
+				return err
+			}
+			if len(report.Problems) > 0 {
+				return &ExitError{Code: ExitInvalid}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringSliceVar(&tenants, "tenants", []string{DefaultTenantsDir}, "tenant files or folders")
+	f.StringVar(&env, "env", "dev", "environment whose cells the tenants are placed on")
+	f.StringVar(&overlays, "overlays", "overlays", "folder of environment overlays")
+	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
+	return cmd
+}
+
+// newCellReport gathers the placement into the report.
+func newCellReport(e *overlay.Environment, placed placement.Result, problems []tenantfile.Problem) cellReport {
+	r := cellReport{Environment: e.Name, Placements: placed.Cells, Problems: problems}
+	if r.Placements == nil {
+		r.Placements = map[string]string{}
+	}
+	if r.Problems == nil {
+		r.Problems = []tenantfile.Problem{}
+	}
+	for _, c := range e.Settings.PlacementCells() {
+		u := placement.Use{}
+		if p := placed.Use[c.Name]; p != nil {
+			u = *p
+		}
+		cu := cellUse{Name: c.Name, Labels: c.Labels, Capacity: c.Capacity, Tenants: u.Tenants, CPU: u.CPU.String(), Memory: u.Memory.String(), Pods: u.Pods}
+		cpu, mem, pods, tenants := placement.Headroom(c, u)
+		cu.Headroom.CPU, cu.Headroom.Memory = cpu.String(), mem.String()
+		if c.Capacity.Pods > 0 {
+			cu.Headroom.Pods = &pods
+		}
+		if c.Capacity.Tenants > 0 {
+			cu.Headroom.Tenants = &tenants
+		}
+		r.Cells = append(r.Cells, cu)
+	}
+	return r
+}
+
+// writeCellTable prints the report as a table, a cell a row.
+func writeCellTable(w io.Writer, r cellReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "CELL\tLABELS\tTENANTS\tCPU\tMEMORY\tPODS\tHEADROOM")
+	limit := func(n int64) string {
+		if n <= 0 {
+			return "-"
+		}
+		return fmt.Sprint(n)
+	}
+	for _, c := range r.Cells {
+		var labels []string
+		for _, k := range slices.Sorted(maps.Keys(c.Labels)) {
+			labels = append(labels, k+"="+c.Labels[k])
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d/%s\t%s/%s\t%s/%s\t%d/%s\tcpu %s, memory %s\n", c.Name, strings.Join(labels, ","),
+			c.Tenants, limit(c.Capacity.Tenants), c.CPU, c.Capacity.CPU.String(), c.Memory, c.Capacity.Memory.String(),
+			c.Pods, limit(c.Capacity.Pods), c.Headroom.CPU, c.Headroom.Memory)
+	}
+	_ = tw.Flush()
+}
