@@ -7,9 +7,11 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aidonow/eva/internal/docsection"
 )
 
-// The README's table of the operator's flags sits between these markers.
+// docs/operator.md's table of the operator's flags sits between these markers.
 const (
 	tableStart = "<!-- operator-flags: generated from eva-operator's flags; EVA_UPDATE_DOCS=1 go test ./cmd/eva-operator rewrites it -->"
 	tableEnd   = "<!-- /operator-flags -->"
@@ -48,28 +50,9 @@ func flagTable() string {
 // TestDocsListEveryFlag keeps docs/operator.md's flag table equal to the flags the binary
 // defines: a flag added, renamed or re-described without the docs fails here.
 func TestDocsListEveryFlag(t *testing.T) {
-	const readme = "../../docs/operator.md"
-	data, err := os.ReadFile(readme)
-	if err != nil {
-		t.Fatal(err)
+	if err := docsection.Keep("../../docs/operator.md", tableStart, tableEnd, "\n"+flagTable(), "go test ./cmd/eva-operator"); err != nil {
+		t.Error(err)
 	}
-	text := string(data)
-	start, end := strings.Index(text, tableStart), strings.Index(text, tableEnd)
-	if start < 0 || end < start {
-		t.Fatalf("docs/operator.md has no operator flag table between %q and %q", tableStart, tableEnd)
-	}
-	want := "\n" + flagTable()
-	got := text[start+len(tableStart) : end]
-	if got == want {
-		return
-	}
-	if os.Getenv("EVA_UPDATE_DOCS") == "1" {
-		if err := os.WriteFile(readme, []byte(text[:start+len(tableStart)]+want+text[end:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("docs/operator.md's operator flag table differs from the flags; run EVA_UPDATE_DOCS=1 go test ./cmd/eva-operator. Want:\n%s", want)
 }
 
 // notChartValues are the flags the operator's Helm chart sets no value for, and why.

@@ -2,13 +2,14 @@ package cli
 
 import (
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
+
+	"github.com/aidonow/eva/internal/docsection"
 )
 
 // The CLI reference in docs/cli.md sits between these markers.
@@ -61,25 +62,8 @@ func cliReference(root *cobra.Command) string {
 // TestDocsDescribeEveryCommand keeps docs/cli.md's reference equal to the command tree:
 // a command or flag added, renamed or re-described without the docs fails here.
 func TestDocsDescribeEveryCommand(t *testing.T) {
-	const page = "../../docs/cli.md"
-	data, err := os.ReadFile(page)
-	if err != nil {
-		t.Fatal(err)
-	}
-	text := string(data)
-	start, end := strings.Index(text, cliRefStart), strings.Index(text, cliRefEnd)
-	if start < 0 || end < start {
-		t.Fatalf("docs/cli.md has no reference between %q and %q", cliRefStart, cliRefEnd)
-	}
 	want := cliReference(NewRootCommand()) + "\n"
-	if text[start+len(cliRefStart):end] == want {
-		return
+	if err := docsection.Keep("../../docs/cli.md", cliRefStart, cliRefEnd, want, "go test ./internal/cli -run TestDocsDescribeEveryCommand"); err != nil {
+		t.Error(err)
 	}
-	if os.Getenv("EVA_UPDATE_DOCS") == "1" {
-		if err := os.WriteFile(page, []byte(text[:start+len(cliRefStart)]+want+text[end:]), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return
-	}
-	t.Errorf("docs/cli.md's reference differs from evactl's commands; run EVA_UPDATE_DOCS=1 go test ./internal/cli -run TestDocsDescribeEveryCommand. Want:\n%s", want)
 }

@@ -5,7 +5,6 @@
 package project
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -134,20 +133,9 @@ func Load(path string) (*Fleet, error) {
 
 // parse reads data as one YAML mapping.
 func parse(name string, data []byte) (*yaml.Node, []tenantfile.Problem) {
-	fail := func(line int, msg string) []tenantfile.Problem {
-		return []tenantfile.Problem{{File: name, Line: max(line, 1), Column: 1, Message: msg}}
-	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fail(1, "not YAML: "+err.Error())
-	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fail(extra.Line, "more than one YAML document: a project file holds one Fleet")
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, fail(1, "not a YAML mapping: a project file holds one Fleet")
+	doc, problems := tenantfile.ParseDocument(name, data, "a project file holds one Fleet")
+	if len(problems) > 0 {
+		return nil, problems
 	}
 	return doc.Content[0], nil
 }

@@ -2,7 +2,6 @@ package release
 
 import (
 	"encoding/json"
-	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -52,9 +51,11 @@ func TestGoInstallAtAVersion(t *testing.T) {
 		}
 	}
 
-	// A version of its own per run: the module cache keeps what it extracted by
-	// version, and would answer a second run with the first run's files.
-	v := module.Version{Path: modulePath, Version: fmt.Sprintf("v%s-test.%d", version, time.Now().UnixNano())}
+	// The module cache keeps what it extracted by version and would answer this run
+	// with an earlier run's files: the version is removed from it before and after. The
+	// version stays the same from run to run, so the build cache still knows the
+	// packages whose files did not change.
+	v := module.Version{Path: modulePath, Version: "v" + version + "-goinstall"}
 	forgetModule(t, v)
 	proxy := t.TempDir()
 	dir := filepath.Join(proxy, modulePath, "@v")
@@ -94,15 +95,15 @@ func TestGoInstallAtAVersion(t *testing.T) {
 	}
 }
 
-// forgetModule removes v from the module cache after the test: the extracted files
-// (which Go makes read-only) and the downloaded zip.
+// forgetModule removes v from the module cache now and after the test: the extracted
+// files (which Go makes read-only) and the downloaded zip.
 func forgetModule(t *testing.T, v module.Version) {
 	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
 	if err != nil {
 		t.Fatalf("go env GOMODCACHE: %v", err)
 	}
 	cache := strings.TrimSpace(string(out))
-	t.Cleanup(func() {
+	forget := func() {
 		extracted := filepath.Join(cache, v.Path+"@"+v.Version)
 		_ = filepath.WalkDir(extracted, func(path string, d fs.DirEntry, err error) error {
 			if err == nil && d.IsDir() {
@@ -115,5 +116,7 @@ func forgetModule(t *testing.T, v module.Version) {
 		for _, f := range downloaded {
 			_ = os.Remove(f)
 		}
-	})
+	}
+	forget()
+	t.Cleanup(forget)
 }

@@ -7,7 +7,6 @@
 package rolloutfile
 
 import (
-	"bytes"
 	"errors"
 	"fmt"
 	"maps"
@@ -137,19 +136,11 @@ func parseFile(path string, catalog *tenant.Catalog) (*File, []tenantfile.Proble
 	if err != nil {
 		return nil, fail(1, err.Error())
 	}
-	var doc yaml.Node
-	dec := yaml.NewDecoder(bytes.NewReader(data))
-	if err := dec.Decode(&doc); err != nil {
-		return nil, fail(1, "not YAML: "+err.Error())
+	doc, ps := tenantfile.ParseDocument(path, data, "a release file holds one EvaRollout")
+	if len(ps) > 0 {
+		return nil, ps
 	}
-	var extra yaml.Node
-	if err := dec.Decode(&extra); err == nil {
-		return nil, fail(extra.Line, "more than one YAML document: a release file holds one EvaRollout")
-	}
-	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
-		return nil, fail(1, "not a YAML mapping: a release file holds one EvaRollout")
-	}
-	f := &File{Path: path, doc: &doc, raw: data, Rollout: &evav1.EvaRollout{}}
+	f := &File{Path: path, doc: doc, raw: data, Rollout: &evav1.EvaRollout{}}
 	if ps := tenantfile.DecodeStrict(path, doc.Content[0], f.Rollout); len(ps) > 0 {
 		return nil, ps
 	}

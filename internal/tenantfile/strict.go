@@ -1,6 +1,7 @@
 package tenantfile
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"reflect"
@@ -37,4 +38,26 @@ func DecodeStrict(file string, root *yaml.Node, out any) []Problem {
 		return []Problem{{File: file, Line: max(root.Line, 1), Column: max(root.Column, 1), Message: fmt.Sprintf("internal decoding error: %v", err)}}
 	}
 	return nil
+}
+
+// ParseDocument reads data as the one YAML document of a file that holds one object
+// (holds says which: "a release file holds one EvaRollout"), a mapping, and returns the
+// document node; or the problem, at its line.
+func ParseDocument(file string, data []byte, holds string) (*yaml.Node, []Problem) {
+	fail := func(line int, msg string) []Problem {
+		return []Problem{{File: file, Line: max(line, 1), Column: 1, Message: msg}}
+	}
+	var doc yaml.Node
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	if err := dec.Decode(&doc); err != nil {
+		return nil, fail(1, "not YAML: "+err.Error())
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); err == nil {
+		return nil, fail(extra.Line, "more than one YAML document: "+holds)
+	}
+	if doc.Kind != yaml.DocumentNode || len(doc.Content) != 1 || doc.Content[0].Kind != yaml.MappingNode {
+		return nil, fail(1, "not a YAML mapping: "+holds)
+	}
+	return &doc, nil
 }
