@@ -80,6 +80,10 @@ func TestCellsPlacesByCapacity(t *testing.T) {
 		t.Fatalf("cells table: exit %d\n%s", code, out)
 	}
 
+	if code, out := runEvactl(t, "render", "--tenants", tenants, "--overlays", overlays, "--out", filepath.Join(t.TempDir(), "gitops"), "--verify-charts=false", "-q"); code != ExitOK {
+		t.Fatalf("render of five placeable tenants: exit %d\n%s", code, out)
+	}
+
 	tenants, overlays = cellsFleet(t, 6, "")
 	code, out = runEvactl(t, "validate", tenants, "--overlays", overlays, "--verify-charts=false")
 	want := "CELLAF.yaml:9:9: spec.tier: environment dev: no cell has room: eu-1 lacks cpu (8 of 6), memory (16Gi of 12Gi); us-1 lacks cpu (6 of 4), memory (12Gi of 8Gi), tenants (3 of 2)"
@@ -88,6 +92,15 @@ func TestCellsPlacesByCapacity(t *testing.T) {
 	}
 	if code, out := runEvactl(t, "cells", "--tenants", tenants, "--overlays", overlays); code != ExitInvalid || !strings.Contains(out, want) {
 		t.Fatalf("cells with six tenants: exit %d\n%s", code, out)
+	}
+	// render (and so publish, which prepares the same way) refuses it too: nothing is
+	// written.
+	gitops := filepath.Join(t.TempDir(), "gitops")
+	if code, out := runEvactl(t, "render", "--tenants", tenants, "--overlays", overlays, "--out", gitops, "--verify-charts=false"); code != ExitInvalid || !strings.Contains(out, want) {
+		t.Fatalf("render with six tenants: exit %d\n%s", code, out)
+	}
+	if _, err := os.Stat(gitops); err == nil {
+		t.Fatal("render wrote its output although a tenant could not be placed")
 	}
 
 	tenants, overlays = cellsFleet(t, 2, "  placement:\n    cell: ap-1\n")

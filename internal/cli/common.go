@@ -147,7 +147,12 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 		return nil, err
 	}
 	loadStart := time.Now()
-	res, err := tenantfile.LoadWith(ri.tenants, catalog, ru.loadOptions(key))
+	load := ru.loadOptions(key)
+	if len(env.Settings.Cells) > 0 {
+		// Placement weighs every tenant's claim: each file is decoded, none reused.
+		load = tenantfile.LoadOptions{}
+	}
+	res, err := tenantfile.LoadWith(ri.tenants, catalog, load)
 	if err != nil {
 		var usage *tenantfile.UsageError
 		if errors.As(err, &usage) {
@@ -156,6 +161,8 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 		return nil, err
 	}
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
+	_, placeProblems := placeTenants(res, env, catalog)
+	res.Problems = append(res.Problems, placeProblems...)
 	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}}
 	releases, problems, err := rolloutfile.Load(ri.rollouts, catalog)
 	if err != nil {
