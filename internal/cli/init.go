@@ -31,7 +31,8 @@ eva.yaml naming this evactl's release, whose environments and module charts the 
 uses where it holds none of its own; one environment (overlays/<env>/tenant/); an
 example tenant (tenants/EXAMPL.yaml) with its own age key for SOPS (the private half
 in keys/, which .gitignore keeps out of git) and a creation rule in .sops.yaml; and the
-pull-request workflow running evactl validate and diff.
+pull-request workflow running evactl validate and diff, and a CODEOWNERS file giving
+--owners everything but the tenant files.
 
 init writes over nothing: when any of its files exists, it names them and writes none.`,
 		Example: `  evactl init my-fleet --domain dev.example.com
@@ -53,6 +54,7 @@ init writes over nothing: when any of its files exists, it names them and writes
 	}
 	cmd.Flags().StringVar(&o.Env, "env", "dev", "the environment the fleet holds")
 	cmd.Flags().StringVar(&o.Domain, "domain", "", "the environment's domain: tenants are served at <code>.<domain> (default <env>.example.com)")
+	cmd.Flags().StringVar(&o.Owners, "owners", "@OWNER/platform", "GitHub users or team (.github/CODEOWNERS) who must approve changes to eva.yaml, environments, charts, releases and workflows")
 	return cmd
 }
 

@@ -19,7 +19,7 @@ func TestInitMakesAWorkingFleet(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	home := t.TempDir()
 	t.Chdir(home)
-	if code, out := runEvactl(t, "init", "fleet", "--domain", "dev.acme.test"); code != ExitOK {
+	if code, out := runEvactl(t, "init", "fleet", "--domain", "dev.acme.test", "--owners", "@acme/platform"); code != ExitOK {
 		t.Fatalf("init: exit %d\n%s", code, out)
 	}
 	t.Chdir(filepath.Join(home, "fleet"))
@@ -28,6 +28,22 @@ func TestInitMakesAWorkingFleet(t *testing.T) {
 	}
 	if ignore, _ := os.ReadFile(".gitignore"); !strings.Contains(string(ignore), "/keys/") {
 		t.Fatalf(".gitignore does not keep the private keys out:\n%s", ignore)
+	}
+	// The platform owns what decides how every tenant is rendered; tenants own their files.
+	owners, _ := os.ReadFile(".github/CODEOWNERS")
+	owned := map[string]string{}
+	for _, line := range strings.Split(string(owners), "\n") {
+		if f := strings.Fields(line); len(f) == 2 && !strings.HasPrefix(line, "#") {
+			owned[f[0]] = f[1]
+		}
+	}
+	for _, path := range []string{"/eva.yaml", "/overlays/", "/charts/", "/rollouts/", "/.github/"} {
+		if owned[path] != "@acme/platform" {
+			t.Fatalf("CODEOWNERS does not give %s to the platform:\n%s", path, owners)
+		}
+	}
+	if _, ok := owned["/tenants/"]; ok {
+		t.Fatalf("CODEOWNERS takes the tenant files from the tenants:\n%s", owners)
 	}
 
 	if code, out := runEvactl(t, "validate"); code != ExitOK || !strings.Contains(out, "1 tenant file(s) valid") || strings.Contains(out, "not checked against the module charts") {

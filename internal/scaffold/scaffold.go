@@ -25,6 +25,9 @@ type Options struct {
 	// Recipient is the example tenant's age public key; KeyFile where its private
 	// key was written (git-ignored), for the instructions.
 	Recipient, KeyFile string
+	// Owners are the code owners (GitHub users or teams) of everything but the tenant
+	// files: who must approve a change to how every tenant is rendered and checked.
+	Owners string
 }
 
 var (
@@ -36,6 +39,9 @@ var (
 func (o Options) Check() error {
 	if !envRE.MatchString(o.Env) {
 		return fmt.Errorf("--env %q: an environment name is lower-case letters, digits and '-'", o.Env)
+	}
+	if strings.TrimSpace(o.Owners) == "" || strings.ContainsAny(o.Owners, "\n#") {
+		return fmt.Errorf("--owners %q: want GitHub users or teams (@org/team), space-separated", o.Owners)
 	}
 	if !domainRE.MatchString(o.Domain) {
 		return fmt.Errorf("--domain %q: want a DNS domain such as dev.example.com (tenants get <code>.<domain>)", o.Domain)
@@ -54,6 +60,7 @@ func Files(o Options) map[string]string {
 		".sops.yaml":                              sopsRules(o),
 		".gitignore":                              gitignore(o),
 		".github/workflows/validate-tenants.yaml": workflow(o),
+		".github/CODEOWNERS":                      codeOwners(o),
 	}
 	return files
 }
@@ -180,4 +187,19 @@ jobs:
           EVA_GIT_TOKEN: ${{ secrets.EVA_GIT_TOKEN }}
         run: evactl diff --repo "${{ vars.EVA_PUBLISH_REPO }}" --branch "${{ vars.EVA_PUBLISH_BRANCH || 'main' }}" --env %[2]s
 `, install, o.Env)
+}
+
+// codeOwners makes the platform team the owner of every file that decides how all the
+// tenants are rendered and checked: a pull request changing one needs its review, while
+// tenant files stay the tenants' (the publish's own checks still apply to them).
+func codeOwners(o Options) string {
+	var b strings.Builder
+	b.WriteString(`# Who must approve a change (with branch protection requiring code owners' review).
+# eva.yaml, the environments, the module charts, the releases and the workflow decide
+# how every tenant is rendered and checked: a tenant's pull request must not change them.
+`)
+	for _, path := range []string{"/eva.yaml", "/overlays/", "/charts/", "/rollouts/", "/.github/", "/.sops.yaml"} {
+		fmt.Fprintf(&b, "%-14s %s\n", path, o.Owners)
+	}
+	return b.String()
 }
