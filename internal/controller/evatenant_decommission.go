@@ -29,17 +29,11 @@ import (
 // The finalizer stays while any step failed, so nothing is left behind unnoticed.
 func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
-	if t.Spec.DeletionProtection {
-		if findCondition(t, evav1.ConditionReady).Reason != status.ReasonDeletionProtected {
-			s.event(corev1.EventTypeWarning, status.EventDeprovisionRefused, "Decommission refused: spec.deletionProtection is true")
-		}
-		s.outcome = status.Outcome{Settled: true, Refused: &status.Refusal{Reason: status.ReasonDeletionProtected,
-			Message: "decommission refused: spec.deletionProtection is true; set it to false to proceed"}}
-		return ctrl.Result{}, nil
-	}
 	if t.Status.Phase == evav1.PhaseDecommissioned {
 		// The phase is a record, and a record can be forged: the saga is skipped only
-		// when the cluster shows nothing of the tenant is left.
+		// when the cluster shows nothing of the tenant is left. A tenant already gone
+		// has nothing left for deletionProtection to protect: it stays Decommissioned
+		// (and is let go when deleted) whatever the flag says now.
 		left, err := r.leftovers(ctx, t)
 		if err != nil {
 			return ctrl.Result{}, err
@@ -48,6 +42,14 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 			return ctrl.Result{}, r.releaseFinalizer(ctx, t)
 		}
 		s.log.Info("Tenant recorded as Decommissioned still has objects in the cluster; running the saga again", "left", left)
+	}
+	if t.Spec.DeletionProtection {
+		if findCondition(t, evav1.ConditionReady).Reason != status.ReasonDeletionProtected {
+			s.event(corev1.EventTypeWarning, status.EventDeprovisionRefused, "Decommission refused: spec.deletionProtection is true")
+		}
+		s.outcome = status.Outcome{Settled: true, Refused: &status.Refusal{Reason: status.ReasonDeletionProtected,
+			Message: "decommission refused: spec.deletionProtection is true; set it to false to proceed"}}
+		return ctrl.Result{}, nil
 	}
 	if t.Status.Phase != evav1.PhaseDecommissioning {
 		s.event(corev1.EventTypeNormal, status.EventDeprovisionStarted, "Decommissioning tenant %s", t.Spec.CapsuleCode)

@@ -124,6 +124,23 @@ func TestDecommissionSaga(t *testing.T) {
 		t.Error("the finalizer went before the tenant was deleted")
 	}
 
+	// Protection set again on a tenant already gone protects nothing: it stays
+	// Decommissioned, with no refusal, and deleting it still lets it go.
+	refusals := countOf(eventReasons(t, got), "DeprovisionRefused")
+	if err := setSpec(t, tn, func(s *evav1.EvaTenantSpec) { s.DeletionProtection = true }); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, "still Decommissioned", func() error {
+		if phase := getTenant(t, tn).Status.Phase; phase != evav1.PhaseDecommissioned {
+			return fmt.Errorf("phase %s", phase)
+		}
+		if n := countOf(eventReasons(t, got), "DeprovisionRefused"); n != refusals {
+			return fmt.Errorf("%d more DeprovisionRefused event(s)", n-refusals)
+		}
+		return nil
+	})
+	got = getTenant(t, tn)
+
 	// Deleting the decommissioned tenant removes the finalizer and the object.
 	if err := k8s.Delete(context.Background(), got); err != nil {
 		t.Fatal(err)
@@ -157,4 +174,15 @@ func TestDeletingActiveTenantRunsSaga(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// countOf counts the items equal to v.
+func countOf(items []string, v string) int {
+	n := 0
+	for _, i := range items {
+		if i == v {
+			n++
+		}
+	}
+	return n
 }
