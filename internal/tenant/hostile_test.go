@@ -1,6 +1,7 @@
 package tenant
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
@@ -263,6 +264,41 @@ func TestSecretReason(t *testing.T) {
 		got := SecretReason(tc.key, tc.value)
 		if (tc.want == "") != (got == "") || !strings.Contains(got, tc.want) {
 			t.Errorf("SecretReason(%q, %v) = %q, want %q", tc.key, tc.value, got, tc.want)
+		}
+	}
+}
+
+// TestPlacementHeldToTheCRD refuses in tenant files what the API server refuses of
+// spec.placement (a cell that is not a DNS label, more than 16 labels), and labels no
+// cell could carry, so that the pull request and kubectl apply read a tenant alike.
+func TestPlacementHeldToTheCRD(t *testing.T) {
+	c, err := LoadCatalog("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	many := map[string]string{}
+	for i := range 17 {
+		many[fmt.Sprintf("l%d", i)] = "x"
+	}
+	for name, tc := range map[string]struct {
+		pl   evav1.Placement
+		want string
+	}{
+		"good":        {evav1.Placement{Cell: "eu-1", Labels: map[string]string{"region": "eu"}}, ""},
+		"cell case":   {evav1.Placement{Cell: "EU-1"}, "spec.placement.cell"},
+		"cell path":   {evav1.Placement{Cell: "../eu"}, "spec.placement.cell"},
+		"label key":   {evav1.Placement{Labels: map[string]string{"region eu": "x"}}, "spec.placement.labels"},
+		"label value": {evav1.Placement{Labels: map[string]string{"region": "e u"}}, "spec.placement.labels[region]"},
+		"too many":    {evav1.Placement{Labels: many}, "spec.placement.labels: Too many"},
+	} {
+		tn := hostileTenant(t)
+		tn.Spec.Placement = &tc.pl
+		errs := c.Validate(tn)
+		switch {
+		case tc.want == "" && len(errs) > 0:
+			t.Errorf("%s: refused: %v", name, errs)
+		case tc.want != "" && !strings.Contains(fmt.Sprint(errs), tc.want):
+			t.Errorf("%s: %v, want %q", name, errs, tc.want)
 		}
 	}
 }

@@ -100,6 +100,37 @@ func (c *Catalog) Validate(t *evav1.EvaTenant) field.ErrorList {
 	errs = append(errs, validateValuesFrom(t.Spec.ValuesFrom, spec.Child("valuesFrom"))...)
 	errs = append(errs, validateSecretMounts(t, spec.Child("secretMounts"), moduleOf)...)
 	errs = append(errs, validateSecrets(t, spec.Child("secrets"))...)
+	errs = append(errs, validatePlacement(t.Spec.Placement, spec.Child("placement"))...)
+	return errs
+}
+
+// maxPlacementLabels bounds spec.placement.labels, as the CRD does.
+const maxPlacementLabels = 16
+
+// validatePlacement holds spec.placement to the CRD's rules (a cell is a DNS label, at
+// most 16 labels), so a tenant file evactl accepts is one the API server accepts, and
+// its labels to what a cell's labels can be: a label no cell could carry is a typo.
+func validatePlacement(pl *evav1.Placement, p *field.Path) field.ErrorList {
+	if pl == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if pl.Cell != "" {
+		for _, msg := range validation.IsDNS1123Label(pl.Cell) {
+			errs = append(errs, field.Invalid(p.Child("cell"), pl.Cell, msg))
+		}
+	}
+	if len(pl.Labels) > maxPlacementLabels {
+		errs = append(errs, field.TooMany(p.Child("labels"), len(pl.Labels), maxPlacementLabels))
+	}
+	for _, k := range sortedKeys(pl.Labels) {
+		for _, msg := range validation.IsQualifiedName(k) {
+			errs = append(errs, field.Invalid(p.Child("labels"), k, msg))
+		}
+		for _, msg := range validation.IsValidLabelValue(pl.Labels[k]) {
+			errs = append(errs, field.Invalid(p.Child("labels").Key(k), pl.Labels[k], msg))
+		}
+	}
 	return errs
 }
 
