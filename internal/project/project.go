@@ -90,6 +90,12 @@ func Find(dir string) (*Fleet, error) {
 			if !info.Mode().IsRegular() {
 				return nil, fmt.Errorf("%s: not a regular file (a project file is never a link)", path)
 			}
+			if owner, ok := ownerOf(info); ok && owner != os.Getuid() {
+				// As git refuses a repository another user owns: an eva.yaml in a shared
+				// folder above the working directory (/tmp) must not choose the charts
+				// and environments this user's evactl checks and publishes with.
+				return nil, fmt.Errorf("%s: owned by another user (uid %d); not used as this fleet's project file", path, owner)
+			}
 			return Load(path)
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return nil, err

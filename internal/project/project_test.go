@@ -101,3 +101,24 @@ func TestUnpackOncePerContent(t *testing.T) {
 		t.Fatalf("cache holds %d entries, want the two releases and no temporary folder", len(entries))
 	}
 }
+
+// TestFindRefusesAnotherUsersProjectFile refuses an eva.yaml another user owns in a
+// folder above the working directory (a shared /tmp), as git refuses such a repository.
+func TestFindRefusesAnotherUsersProjectFile(t *testing.T) {
+	if os.Getuid() != 0 {
+		t.Skip("giving a file to another user takes root")
+	}
+	root := t.TempDir()
+	path := filepath.Join(root, FileName)
+	write(t, path, "apiVersion: eva.aidonow.com/v1alpha1\nkind: Fleet\ncharts: planted\n")
+	if err := os.Chown(path, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	below := filepath.Join(root, "work")
+	if err := os.Mkdir(below, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if f, err := Find(below); err == nil || !strings.Contains(err.Error(), "owned by another user (uid 65534)") {
+		t.Fatalf("Find: %+v, %v", f, err)
+	}
+}
