@@ -18,43 +18,69 @@ import (
 	"github.com/aidonow/eva/internal/tenantfile"
 )
 
-// placeTenants places the Active tenants of res on the environment's cells (none when
-// it has no cells) and turns what cannot be placed into problems at the tenant's
-// placement, or its tier when it sets none.
-func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *tenant.Catalog) (placement.Result, []tenantfile.Problem) {
+// placeTenants places the tenants of res on the environment's cells (none when it has
+// no cells). published maps each code to the cell whose published tree holds it: a
+// published tenant stays there while its placement allows it, and a Decommissioned one
+// stays there regardless (it claims nothing, and goes nowhere when no cell holds it).
+// What cannot be placed is a problem at the tenant's placement, or its tier when it sets
+// none; so is a published tenant that would have to move, since evactl does not move
+// tenants between cells.
+func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *tenant.Catalog, published map[string]string) (placement.Result, []tenantfile.Problem) {
 	if len(env.Settings.Cells) == 0 {
 		return placement.Result{}, nil
 	}
 	byCode := map[string]*tenantfile.Tenant{}
 	var reqs []placement.Request
+	var retired []string
 	for _, t := range res.Tenants {
 		o := t.Object
-		if o == nil || o.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
+		if o == nil {
+			continue
+		}
+		code := o.Spec.CapsuleCode
+		byCode[code] = t
+		if o.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
+			retired = append(retired, code)
 			continue
 		}
 		spec, ok := catalog.Tiers[o.Spec.Tier]
 		if !ok {
 			continue // the catalog check reports it
 		}
-		req := placement.Request{Code: o.Spec.CapsuleCode, Claim: placement.ClaimOf(spec)}
+		req := placement.Request{Code: code, Claim: placement.ClaimOf(spec), Previous: published[code]}
 		if p := o.Spec.Placement; p != nil {
 			req.Cell, req.Labels = p.Cell, p.Labels
 		}
-		byCode[req.Code] = t
 		reqs = append(reqs, req)
 	}
 	placed := placement.Place(env.Settings.PlacementCells(), reqs)
-	var problems []tenantfile.Problem
-	for _, p := range placed.Problems {
-		t, ok := byCode[p.Code]
-		if !ok {
-			continue
+	for _, code := range retired {
+		if cell := published[code]; cell != "" {
+			placed.Cells[code] = cell
 		}
+	}
+	var problems []tenantfile.Problem
+	at := func(code, message string) {
+		t := byCode[code]
 		field := "spec.tier"
 		if t.Object.Spec.Placement != nil {
 			field = "spec.placement"
 		}
-		problems = append(problems, t.ProblemAt(field, fmt.Sprintf("environment %s: %s", env.Name, p.Message)))
+		problems = append(problems, t.ProblemAt(field, fmt.Sprintf("environment %s: %s", env.Name, message)))
+	}
+	for _, p := range placed.Problems {
+		if _, ok := byCode[p.Code]; ok {
+			at(p.Code, p.Message)
+		}
+	}
+	for _, code := range placed.Moves {
+		from := published[code]
+		why := "which its placement no longer allows"
+		if !slices.ContainsFunc(env.Settings.Cells, func(c overlay.Cell) bool { return c.Name == from }) {
+			why = "which the environment no longer has"
+		}
+		at(code, fmt.Sprintf("%s is published on cell %s, %s; evactl does not move a tenant between cells (docs/cells.md#moves)", code, from, why))
+		delete(placed.Cells, code)
 	}
 	return placed, problems
 }
@@ -87,7 +113,7 @@ type cellUse struct {
 
 func newCellsCommand(opts *options) *cobra.Command {
 	var tenants []string
-	var env, overlays, output string
+	var env, overlays, output, published string
 	cmd := &cobra.Command{
 		Use:   "cells",
 		Short: "Show each cell's use and headroom and where each tenant is placed",
@@ -121,7 +147,11 @@ a tenant no cell can take is a problem at its file and line (exit 1).`,
 				}
 				return err
 			}
-			placed, problems := placeTenants(res, e, catalog)
+			record, err := publishedPlacements(cmd, published, e)
+			if err != nil {
+				return err
+			}
+			placed, problems := placeTenants(res, e, catalog, record)
 			report := newCellReport(e, placed, append(res.Problems, problems...))
 			if output == "text" {
 				writeCellTable(cmd.OutOrStdout(), report)
@@ -140,7 +170,27 @@ a tenant no cell can take is a problem at its file and line (exit 1).`,
 	f.StringVar(&env, "env", "dev", "environment whose cells the tenants are placed on")
 	f.StringVar(&overlays, "overlays", "overlays", "folder of environment overlays")
 	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
+	bindPublished(cmd, &published)
 	return cmd
+}
+
+// bindPublished adds the --published flag of the commands that place tenants without
+// publishing them.
+func bindPublished(cmd *cobra.Command, dir *string) {
+	cmd.Flags().StringVar(dir, "published", "", "folder holding the environment's published tree (a checkout of the published branch at publish's --path, or render's --out): tenants stay on the cells whose trees hold them; unset, every tenant is placed afresh")
+}
+
+// publishedPlacements reads where the tenants were placed from the cells' trees under
+// dir (none when dir is empty or the environment has no cells).
+func publishedPlacements(cmd *cobra.Command, dir string, e *overlay.Environment) (map[string]string, error) {
+	if dir == "" || len(e.Settings.Cells) == 0 {
+		return nil, nil
+	}
+	placed, _, err := publishedCells(cmd.Context(), e.Settings.Cells, dirCells(dir))
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--published %s: %w", dir, err)}
+	}
+	return placed, nil
 }
 
 // newCellReport gathers the placement into the report.

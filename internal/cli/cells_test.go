@@ -36,24 +36,32 @@ cells:
 	if err := os.Mkdir(tenants, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	for i := range n {
+		code := fmt.Sprintf("CELL%c%c", 'A'+i/26, 'A'+i%26)
+		switch {
+		case i == 0:
+			writeCellTenant(t, tenants, code, "  placement:\n    labels: {region: us}\n")
+		case i == n-1:
+			writeCellTenant(t, tenants, code, extra)
+		default:
+			writeCellTenant(t, tenants, code, "")
+		}
+	}
+	return tenants, overlays
+}
+
+// writeCellTenant writes a Starter tenant of code into the folder tenants, with extra
+// appended to its spec.
+func writeCellTenant(t *testing.T, tenants, code, extra string) {
+	t.Helper()
 	template, err := os.ReadFile(filepath.Join(repoRoot, "tenants", "DEVUSR.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range n {
-		code := fmt.Sprintf("CELL%c%c", 'A'+i/26, 'A'+i%26)
-		body := strings.NewReplacer("name: devusr", "name: "+strings.ToLower(code), "capsuleCode: DEVUSR", "capsuleCode: "+code).Replace(string(template))
-		switch {
-		case i == 0:
-			body += "  placement:\n    labels: {region: us}\n"
-		case i == n-1:
-			body += extra
-		}
-		if err := os.WriteFile(filepath.Join(tenants, code+".yaml"), []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
+	body := strings.NewReplacer("name: devusr", "name: "+strings.ToLower(code), "capsuleCode: DEVUSR", "capsuleCode: "+code).Replace(string(template))
+	if err := os.WriteFile(filepath.Join(tenants, code+".yaml"), []byte(body+extra), 0o644); err != nil {
+		t.Fatal(err)
 	}
-	return tenants, overlays
 }
 
 // TestCellsPlacesByCapacity places five Starter tenants on two cells: the one that

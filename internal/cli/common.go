@@ -32,6 +32,9 @@ type renderInputs struct {
 	charts       string
 	rollouts     string
 	verifyCharts bool
+	// published reads a cell's published tree, where the tenants placed on it before
+	// are recorded (nil: no tree to read, every tenant is placed afresh).
+	published treeReader
 }
 
 func (ri *renderInputs) bind(f *pflag.FlagSet) {
@@ -117,6 +120,10 @@ type job struct {
 	// allReused says no tenant file was read: each is unchanged on disk since the
 	// cached render.
 	allReused bool
+	// placed maps each tenant's code to its cell, in an environment with cells.
+	placed map[string]string
+	// cellTrees are the cells' published trees placement read, by cell name.
+	cellTrees map[string]map[string][]byte
 }
 
 // prepare loads the catalog, the environment and the tenants, refusing (and printing
@@ -148,9 +155,17 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	}
 	loadStart := time.Now()
 	load := ru.loadOptions(key)
+	var published map[string]string
+	var trees map[string]map[string][]byte
 	if len(env.Settings.Cells) > 0 {
-		// Placement weighs every tenant's claim: each file is decoded, none reused.
-		load = tenantfile.LoadOptions{}
+		// Placement weighs every tenant's claim: each file is decoded, none reused,
+		// and each cell's tree is rendered on its own.
+		load, ru = tenantfile.LoadOptions{}, nil
+		if ri.published != nil {
+			if published, trees, err = publishedCells(cmd.Context(), env.Settings.Cells, ri.published); err != nil {
+				return nil, err
+			}
+		}
 	}
 	res, err := tenantfile.LoadWith(ri.tenants, catalog, load)
 	if err != nil {
@@ -161,9 +176,9 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 		return nil, err
 	}
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
-	_, placeProblems := placeTenants(res, env, catalog)
+	placed, placeProblems := placeTenants(res, env, catalog, published)
 	res.Problems = append(res.Problems, placeProblems...)
-	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}}
+	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}, placed: placed.Cells, cellTrees: trees}
 	releases, problems, err := rolloutfile.Load(ri.rollouts, catalog)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}

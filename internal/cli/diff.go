@@ -2,9 +2,11 @@ package cli
 
 import (
 	"fmt"
+	"path"
 
 	"github.com/spf13/cobra"
 
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/treediff"
@@ -46,16 +48,31 @@ command also exits 1 when something differs (for CI).`,
 			if err := checkOutput(output); err != nil {
 				return err
 			}
+			var g *publish.GitRemote
+			var err error
+			cellPaths := treePaths(ownRoot)
+			switch {
+			case gitT.repo != "":
+				if g, err = gitT.remote(publish.DefaultAuthor, ""); err != nil {
+					return err
+				}
+				inputs.published = gitCells(&gitT)
+				cellPaths = func(c overlay.Cell) string { return path.Join(g.Path, c.Path) }
+			case dir != "":
+				inputs.published = dirCells(dir)
+			default:
+				inputs.published = ociCells(&ociT)
+			}
 			j, err := prepare(cmd, opts, &inputs)
 			if err != nil {
 				return err
 			}
-			var g *publish.GitRemote
-			if gitT.repo != "" {
-				if g, err = gitT.remote(publish.DefaultAuthor, ""); err != nil {
-					return err
-				}
+			if g != nil {
 				j.r.TreePath = g.Path // rendered as publish git renders it
+			}
+			if j.hasCells() {
+				report, refused := diffCells(j, cellPaths, publish.Safety{AllowMassDelete: allowMassDelete})
+				return finishDiff(cmd, output, report, refused, unifiedDiff, showBookkeeping, exitCode)
 			}
 			files, _, err := j.renderAll()
 			if err != nil {
@@ -74,26 +91,7 @@ command also exits 1 when something differs (for CI).`,
 			report := treediff.Compare(published, rendered, publish.TenantOf, tenant.SecretReason)
 			// What publish would refuse after the merge, the pull request is refused now.
 			_, refused := publish.Preview(published, publish.FullUpdate(files), publish.Safety{AllowMassDelete: allowMassDelete})
-			out := cmd.OutOrStdout()
-			if output != "text" {
-				if err := writeStructured(out, output, diffOutput{Report: report, PublishRefusal: errorText(refused)}); err != nil {
-					return err
-				}
-			} else {
-				printSummary(out, report, showBookkeeping)
-				if unifiedDiff {
-					for _, f := range report.Files {
-						fmt.Fprint(out, "\n", f.Diff)
-					}
-				}
-			}
-			if refused != nil {
-				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("publish would refuse this render: %w", refused)}
-			}
-			if exitCode && !report.Empty() {
-				return &ExitError{Code: ExitInvalid}
-			}
-			return nil
+			return finishDiff(cmd, output, report, refused, unifiedDiff, showBookkeeping, exitCode)
 		},
 	}
 	f := cmd.Flags()
@@ -108,4 +106,32 @@ command also exits 1 when something differs (for CI).`,
 	f.BoolVar(&showBookkeeping, "bookkeeping", false, "also list the fields that are Eva's bookkeeping (spec digests, Flux reconcile requests)")
 	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
 	return cmd
+}
+
+// finishDiff prints the report and decides the exit status: 1 when publish would refuse
+// the render, or (with exitCode) when something differs.
+func finishDiff(cmd *cobra.Command, output string, report *treediff.Report, refused error, unifiedDiff, showBookkeeping, exitCode bool) error {
+	out := cmd.OutOrStdout()
+	if report == nil {
+		return refused
+	}
+	if output != "text" {
+		if err := writeStructured(out, output, diffOutput{Report: report, PublishRefusal: errorText(refused)}); err != nil {
+			return err
+		}
+	} else {
+		printSummary(out, report, showBookkeeping)
+		if unifiedDiff {
+			for _, f := range report.Files {
+				fmt.Fprint(out, "\n", f.Diff)
+			}
+		}
+	}
+	if refused != nil {
+		return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("publish would refuse this render: %w", refused)}
+	}
+	if exitCode && !report.Empty() {
+		return &ExitError{Code: ExitInvalid}
+	}
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"path"
 	"strings"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/safetext"
 )
@@ -233,7 +235,19 @@ Credentials come from environment variables or files, never from the command lin
 			if err != nil {
 				return err
 			}
-			return runPublish(cmd, opts, &pf, g, g.Path, func(env string) { g.Subject = "eva: publish tenants for " + env })
+			var env string
+			cells := cellTarget{
+				read: gitCells(&target),
+				sink: func(c overlay.Cell) (publish.Sink, error) {
+					r, err := target.cellRemote(c, author.author())
+					if err == nil {
+						r.Subject = fmt.Sprintf("eva: publish tenants for %s, cell %s", env, c.Name)
+					}
+					return r, err
+				},
+				treePath: func(c overlay.Cell) string { return path.Join(g.Path, c.Path) },
+			}
+			return runPublish(cmd, opts, &pf, g, g.Path, cells, func(e string) { env, g.Subject = e, "eva: publish tenants for "+e })
 		},
 	}
 	pf.bind(cmd.Flags())
@@ -255,7 +269,18 @@ func newPublishOCICommand(opts *options) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			return runPublish(cmd, opts, &pf, o, "", nil)
+			cells := cellTarget{
+				read: ociCells(&target),
+				sink: func(c overlay.Cell) (publish.Sink, error) {
+					s, err := target.forCell(c).sink()
+					if err != nil {
+						return nil, err
+					}
+					return s, nil
+				},
+				treePath: ownRoot,
+			}
+			return runPublish(cmd, opts, &pf, o, "", cells, nil)
 		},
 	}
 	pf.bind(cmd.Flags())
@@ -263,10 +288,20 @@ func newPublishOCICommand(opts *options) *cobra.Command {
 	return cmd
 }
 
+// cellTarget is the destination of each cell's tree, for an environment with cells:
+// how its published tree is read, where it is published, and under which folder.
+type cellTarget struct {
+	read     treeReader
+	sink     cellSink
+	treePath treePaths
+}
+
 // runPublish renders and publishes; treePath is the folder of the repository the tree
-// goes under, which the tenants' Flux Kustomizations must name.
-func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publish.Sink, treePath string, onEnv func(string)) error {
+// goes under, which the tenants' Flux Kustomizations must name. In an environment with
+// cells, each cell's tree goes to its own destination instead (cells).
+func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publish.Sink, treePath string, cells cellTarget, onEnv func(string)) error {
 	start := time.Now()
+	pf.inputs.published = cells.read
 	j, err := prepare(cmd, opts, &pf.inputs)
 	if err != nil {
 		return err
@@ -274,6 +309,9 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 	j.r.TreePath = treePath
 	if onEnv != nil {
 		onEnv(j.r.Env.Name)
+	}
+	if j.hasCells() {
+		return publishCells(cmd, j, pf, cells.sink, cells.treePath, start)
 	}
 	files, stats, err := j.renderAll()
 	if err != nil {

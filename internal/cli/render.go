@@ -43,6 +43,9 @@ func newRenderCommand(opts *options) *cobra.Command {
   tenants/<code>/                the foundation (namespace, limits, streams, rules)
   tenants/<code>/workloads/      the workloads (releases, seed Job, Ingress)
 
+In an environment with cells, each cell's tree (the tenants placed on it, in this
+layout) goes into its own folder of --out, the cell's path (docs/cells.md).
+
 The tenants are validated first; nothing is written if any is invalid. Each module
 release is rendered through its chart with the Helm SDK (--verify-charts). The output
 folder is made a git repository if it is not one, and the render is committed
@@ -84,6 +87,9 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 			ru = &reuse{cache: rendercache.Load(gitDir), head: head}
 		}
 	}
+	// In an environment with cells, each cell's folder of --out records the tenants
+	// placed on it.
+	ro.inputs.published = dirCells(ro.out)
 	job, err := prepareWith(cmd, opts, &ro.inputs, ru)
 	if err != nil {
 		return err
@@ -106,6 +112,9 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 				_ = os.RemoveAll(created)
 			}
 		}()
+	}
+	if job.hasCells() {
+		return renderCells(cmd, job, ro, start)
 	}
 	safety := publish.Safety{AllowMassDelete: ro.allowMassDelete}
 	var out sink

@@ -18,7 +18,7 @@ import (
 const DefaultTenantsDir = "tenants"
 
 func newValidateCommand(opts *options) *cobra.Command {
-	var output, rollouts string
+	var output, rollouts, published string
 	var charts chartFlags
 	cmd := &cobra.Command{
 		Use:   "validate [PATH... | -]",
@@ -77,7 +77,11 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			if env, err := loadEnvironment(cmd, charts.overlays, charts.env); err == nil {
 				res.Problems = append(res.Problems, secretProblems(res, env)...)
 				res.Problems = append(res.Problems, reservedProblems(res, env)...)
-				_, placeProblems := placeTenants(res, env, catalog)
+				placed, err := publishedPlacements(cmd, published, env)
+				if err != nil {
+					return err
+				}
+				_, placeProblems := placeTenants(res, env, catalog, placed)
 				res.Problems = append(res.Problems, placeProblems...)
 				tenantfile.SortProblems(res.Problems)
 			} else if len(res.Secrets) > 0 && (cmd.Flags().Changed("overlays") || cmd.Flags().Changed("env")) {
@@ -97,6 +101,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, yaml or github (GitHub Actions annotations)")
 	cmd.Flags().StringVar(&rollouts, "rollouts", rolloutfile.DefaultDir, "folder of platform releases (EvaRollout files) to check; none when it does not exist")
+	bindPublished(cmd, &published)
 	charts.bind(cmd.Flags())
 	return cmd
 }

@@ -3,6 +3,8 @@ package overlay
 import (
 	"fmt"
 	"path/filepath"
+	"regexp"
+	"strings"
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -38,8 +40,13 @@ func (s *Settings) checkCells() error {
 			return fmt.Errorf("%s.name: %q names two cells", at, c.Name)
 		}
 		names[c.Name] = true
-		if !filepath.IsLocal(c.Path) || paths[filepath.Clean(c.Path)] {
-			return fmt.Errorf("%s.path: %q must be a folder of the published tree, relative, its own", at, c.Path)
+		if !filepath.IsLocal(c.Path) || paths[filepath.Clean(c.Path)] || !validCellPath(c.Path) {
+			return fmt.Errorf("%s.path: %q must be a folder of the published tree, relative, its own, of lower-case letters, digits, '.', '_' and '-' between slashes (it also names the cell's OCI repository)", at, c.Path)
+		}
+		for other := range paths {
+			if nested(other, filepath.Clean(c.Path)) {
+				return fmt.Errorf("%s.path: %q and %q: one cell's folder is inside another's", at, c.Path, other)
+			}
 		}
 		paths[filepath.Clean(c.Path)] = true
 		if c.Capacity.CPU.Sign() <= 0 || c.Capacity.Memory.Sign() <= 0 {
@@ -58,4 +65,25 @@ func (s *Settings) checkCells() error {
 		}
 	}
 	return nil
+}
+
+// cellPathSegment is one folder name of a cell's path: valid in a git tree and in an
+// OCI repository name.
+var cellPathSegment = regexp.MustCompile(`^[a-z0-9]+([._-][a-z0-9]+)*$`)
+
+// validCellPath says whether every folder of the slash-separated path p is a
+// cellPathSegment.
+func validCellPath(p string) bool {
+	for _, seg := range strings.Split(p, "/") {
+		if !cellPathSegment.MatchString(seg) {
+			return false
+		}
+	}
+	return true
+}
+
+// nested says whether one of the folders a and b is inside the other.
+func nested(a, b string) bool {
+	return strings.HasPrefix(a+string(filepath.Separator), b+string(filepath.Separator)) ||
+		strings.HasPrefix(b+string(filepath.Separator), a+string(filepath.Separator))
 }

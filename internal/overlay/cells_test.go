@@ -19,12 +19,14 @@ func TestCellsSettings(t *testing.T) {
 		t.Fatalf("cells: %+v", s.Cells)
 	}
 	for body, want := range map[string]string{
-		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n  - {name: a, path: y, capacity: {cpu: \"1\", memory: 1Gi}}\n": `cells[1].name: "a" names two cells`,
-		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n  - {name: b, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n": `cells[1].path: "x"`,
-		"cells:\n  - {name: a, path: ../x, capacity: {cpu: \"1\", memory: 1Gi}}\n":                                                           `cells[0].path: "../x"`,
-		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\"}}\n":                                                                           "cells[0].capacity: cpu and memory must be more than zero",
-		"cells:\n  - {name: EU, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n":                                                             `cells[0].name: "EU"`,
-		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\", memory: 1Gi, cores: 2}}\n":                                                    `unknown field "cores"`,
+		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n  - {name: a, path: y, capacity: {cpu: \"1\", memory: 1Gi}}\n":   `cells[1].name: "a" names two cells`,
+		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n  - {name: b, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n":   `cells[1].path: "x"`,
+		"cells:\n  - {name: a, path: ../x, capacity: {cpu: \"1\", memory: 1Gi}}\n":                                                             `cells[0].path: "../x"`,
+		"cells:\n  - {name: a, path: cells/EU, capacity: {cpu: \"1\", memory: 1Gi}}\n":                                                         `cells[0].path: "cells/EU"`,
+		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n  - {name: b, path: x/y, capacity: {cpu: \"1\", memory: 1Gi}}\n": `cells[1].path: "x/y" and "x": one cell's folder is inside another's`,
+		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\"}}\n":                                                                             "cells[0].capacity: cpu and memory must be more than zero",
+		"cells:\n  - {name: EU, path: x, capacity: {cpu: \"1\", memory: 1Gi}}\n":                                                               `cells[0].name: "EU"`,
+		"cells:\n  - {name: a, path: x, capacity: {cpu: \"1\", memory: 1Gi, cores: 2}}\n":                                                      `unknown field "cores"`,
 	} {
 		if _, err := ParseSettings([]byte(base + body)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%s: %v, want %q", body, err, want)

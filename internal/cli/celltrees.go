@@ -1,0 +1,158 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"path"
+	"path/filepath"
+	"strings"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/publish"
+	"github.com/aidonow/eva/internal/render"
+)
+
+// A cell's published tree is the record of which tenants were placed on it: each cell
+// of an environment has a tree of its own, laid out as an environment without cells
+// has, under the cell's path (a folder of the --out folder or of the git --path, or a
+// repository below the OCI --ref's). Placement reads these trees first, so a tenant
+// stays on the cell that holds it.
+
+// treeReader reads the published tree of one cell: paths relative to the cell's folder,
+// and none when nothing was published there yet.
+type treeReader func(ctx context.Context, c overlay.Cell) (map[string][]byte, error)
+
+// publishedCells reads every cell's tree (returned by cell name) and maps each tenant
+// code found to its cell. A tenant in two cells' trees is refused: the record must name
+// one.
+func publishedCells(ctx context.Context, cells []overlay.Cell, read treeReader) (map[string]string, map[string]map[string][]byte, error) {
+	out, trees := map[string]string{}, map[string]map[string][]byte{}
+	for _, c := range cells {
+		tree, err := read(ctx, c)
+		if err != nil {
+			return nil, nil, fmt.Errorf("cell %s: reading its published tree: %w", c.Name, err)
+		}
+		trees[c.Name] = tree
+		for p := range tree {
+			dir := publish.TenantOf(p)
+			if dir == "" {
+				continue
+			}
+			code := strings.ToUpper(dir)
+			if other, ok := out[code]; ok && other != c.Name {
+				a, b := sorted2(other, c.Name)
+				return nil, nil, fmt.Errorf("tenant %s is published on cells %s and %s: remove it from the one it does not run on", code, a, b)
+			}
+			out[code] = c.Name
+		}
+	}
+	return out, trees, nil
+}
+
+func sorted2(a, b string) (string, string) {
+	if b < a {
+		return b, a
+	}
+	return a, b
+}
+
+// dirCells reads each cell's tree from its folder under dir (a render's --out, or a
+// checkout of the published branch at the environment's path).
+func dirCells(dir string) treeReader {
+	return func(_ context.Context, c overlay.Cell) (map[string][]byte, error) {
+		return publish.ReadDir(filepath.Join(dir, filepath.FromSlash(c.Path)))
+	}
+}
+
+// gitCells reads each cell's tree from its folder below the target's --path.
+func gitCells(g *gitTarget) treeReader {
+	return func(ctx context.Context, c overlay.Cell) (map[string][]byte, error) {
+		r, err := g.cellRemote(c, publish.DefaultAuthor)
+		if err != nil {
+			return nil, err
+		}
+		tree, _, err := r.Read(ctx)
+		return tree, err
+	}
+}
+
+// ociCells reads each cell's tree from its artifact (ociTarget.forCell).
+func ociCells(o *ociTarget) treeReader {
+	return func(ctx context.Context, c overlay.Cell) (map[string][]byte, error) {
+		sink, err := o.forCell(c).sink()
+		if err != nil {
+			return nil, err
+		}
+		tree, _, err := sink.Read(ctx)
+		return tree, err
+	}
+}
+
+// cellRemote is the target's remote for one cell: its folder below --path.
+func (g *gitTarget) cellRemote(c overlay.Cell, author publish.Author) (*publish.GitRemote, error) {
+	cell := *g
+	cell.path = path.Join(g.path, c.Path)
+	return cell.remote(author, "")
+}
+
+// forCell is the artifact of one cell: the cell's path appended to the --ref's
+// repository, with the same tag (oci://HOST/eva/tenants:prod gives
+// oci://HOST/eva/tenants/cells/eu-1:prod for the path cells/eu-1).
+func (o *ociTarget) forCell(c overlay.Cell) *ociTarget {
+	cell := *o
+	ref := strings.TrimPrefix(o.ref, "oci://")
+	repo, tag := ref, ""
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		repo, tag = ref[:i], ref[i:]
+	}
+	cell.ref = "oci://" + path.Join(repo, c.Path) + tag
+	return &cell
+}
+
+// cellShare is the part of a render one cell publishes: the tenants placed on it and
+// the folder of the repository its tree goes under.
+type cellShare struct {
+	cell    overlay.Cell
+	tenants []*evav1.EvaTenant
+}
+
+// shares splits the job's tenants by the cell they were placed on, a share per cell
+// in the environment's order (a cell with no tenants has an empty share: publishing
+// it removes what it held).
+func (j *job) shares() []cellShare {
+	out := make([]cellShare, 0, len(j.r.Env.Settings.Cells))
+	for _, c := range j.r.Env.Settings.Cells {
+		s := cellShare{cell: c}
+		for _, t := range j.tenants {
+			if j.placed[t.Spec.CapsuleCode] == c.Name {
+				s.tenants = append(s.tenants, t)
+			}
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// renderShare renders one cell's tenants in memory, as published under treePath (the
+// folder of the repository that holds the cell's tree).
+func (j *job) renderShare(s cellShare, treePath string) ([]render.File, render.TreeStats, error) {
+	r := *j.r
+	r.TreePath = treePath
+	sub := *j
+	sub.r, sub.tenants = &r, s.tenants
+	sub.unchanged = make([]bool, len(s.tenants))
+	return sub.renderAll()
+}
+
+// treePaths says under which folder of its repository each cell's tree is published:
+// for a git branch, the cell's path below --path; for a folder of its own or an
+// artifact of its own, the root.
+type treePaths func(c overlay.Cell) string
+
+// ownRoot is treePaths for cells whose trees are each a repository or artifact of
+// their own.
+func ownRoot(overlay.Cell) string { return "" }
+
+// hasCells says the job's environment places its tenants on cells.
+func (j *job) hasCells() bool { return len(j.r.Env.Settings.Cells) > 0 }
