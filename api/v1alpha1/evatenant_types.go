@@ -385,6 +385,14 @@ type EvaTenantStatus struct {
 	// +optional
 	// +kubebuilder:validation:Enum=StreamsRemoved;ReleasesRemoved;NamespaceOnly;Removed
 	DecommissionStep DecommissionStep `json:"decommissionStep,omitempty"`
+
+	// cell is the cell (cluster) the tenant was placed on, in an environment with cells
+	// (docs/cells.md). The fleet operator sets it once, by capacity and spec.placement;
+	// only the operator of that cell delivers the tenant. It does not change with
+	// spec.placement: a tenant moves only through a move.
+	// +optional
+	// +kubebuilder:validation:MaxLength=63
+	Cell string `json:"cell,omitempty"`
 }
 
 // ObjectRef names one applied object.
@@ -404,6 +412,7 @@ type ObjectRef struct {
 // +kubebuilder:printcolumn:name="Code",type=string,JSONPath=`.spec.capsuleCode`
 // +kubebuilder:printcolumn:name="Tier",type=string,JSONPath=`.spec.tier`
 // +kubebuilder:printcolumn:name="Wave",type=integer,JSONPath=`.spec.wave`
+// +kubebuilder:printcolumn:name="Cell",type=string,JSONPath=`.status.cell`,priority=1
 // +kubebuilder:printcolumn:name="Phase",type=string,JSONPath=`.status.phase`
 // +kubebuilder:printcolumn:name="Ready",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].status`
 // +kubebuilder:printcolumn:name="Message",type=string,JSONPath=`.status.conditions[?(@.type=="Ready")].message`

@@ -14,6 +14,7 @@ import (
 
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/cluster"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
@@ -75,6 +76,9 @@ type config struct {
 	tenantPublishInterval time.Duration
 	depthInterval         time.Duration
 	blockedGrace          time.Duration
+	// cell and fleetKubeconfig make a cell's operator (docs/cells.md).
+	cell            string
+	fleetKubeconfig string
 }
 
 func main() {
@@ -129,6 +133,13 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	role, cell, err := roleOf(cfg, env)
+	if err != nil {
+		return err
+	}
+	if cell != nil {
+		publishToCell(&cfg, cell)
+	}
 	scheme := controller.NewScheme()
 
 	restCfg, err := ctrl.GetConfig()
@@ -144,7 +155,7 @@ func run(cfg config) error {
 		HealthProbeBindAddress:  cfg.probeAddr,
 		PprofBindAddress:        cfg.profilerAddr,
 		LeaderElection:          cfg.leaderElect,
-		LeaderElectionID:        shards.LeaderElectionID("eva-operator.eva.aidonow.com"),
+		LeaderElectionID:        leaderElectionID(role, cfg.cell, shards),
 		LeaderElectionNamespace: cfg.ownNamespace,
 		Cache:                   controller.CacheOptions(cfg.claimsNS, shards, renderer.ArgoCD() && cfg.publishMode != "none"),
 	})
@@ -166,7 +177,18 @@ func run(cfg config) error {
 	if cfg.blockedGrace <= 0 {
 		return fmt.Errorf("--blocked-grace must be positive, not %s", cfg.blockedGrace)
 	}
-	m, err := metrics.New(ctrlmetrics.Registry, mgr.GetClient())
+	var fleet cluster.Cluster
+	tenants := client.Reader(mgr.GetClient())
+	if role == roleCell {
+		if fleet, err = fleetCluster(cfg, scheme, shards); err != nil {
+			return err
+		}
+		if err := mgr.Add(fleet); err != nil {
+			return err
+		}
+		tenants = fleet.GetClient()
+	}
+	m, err := metrics.New(ctrlmetrics.Registry, tenants)
 	if err != nil {
 		return fmt.Errorf("registering metrics: %w", err)
 	}
@@ -202,6 +224,9 @@ func run(cfg config) error {
 	if renderer.Env.Settings.Secrets != nil {
 		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace}
 	}
+	if fleet != nil {
+		joinFleet(mgr, fleet, cfg, r)
+	}
 	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), renderer)
 	if err != nil {
 		return err
@@ -210,8 +235,18 @@ func run(cfg config) error {
 	if cfg.publishMode == "git" {
 		r.Renderer.TreePath = cfg.gitPath // Flux resolves Kustomization paths from the repository root
 	}
-	if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
+	if role == roleFleet {
+		// The fleet operator places tenants on cells and runs the releases; each
+		// cell's operator delivers.
+		if err := setupPlacer(mgr, r); err != nil {
+			return err
+		}
+	} else if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err
+	}
+	if role == roleCell {
+		log.Info("Starting manager", "version", version, "env", env.Name, "cell", cfg.cell, "tenantNamespaces", r.TenantNamespaces)
+		return mgr.Start(ctx)
 	}
 	rollouts := &controller.EvaRolloutReconciler{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
 		TenantNamespaces: r.TenantNamespaces, Metrics: m, Catalog: renderer.Catalog, FluxShards: env.Settings.FluxShards,

@@ -30,29 +30,20 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 		return placement.Result{}, nil
 	}
 	byCode := map[string]*tenantfile.Tenant{}
-	var reqs []placement.Request
+	var objects []*evav1.EvaTenant
 	var retired []string
 	for _, t := range res.Tenants {
-		o := t.Object
-		if o == nil {
+		if t.Object == nil {
 			continue
 		}
-		code := o.Spec.CapsuleCode
+		code := t.Object.Spec.CapsuleCode
 		byCode[code] = t
-		if o.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
+		objects = append(objects, t.Object)
+		if t.Object.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
 			retired = append(retired, code)
-			continue
 		}
-		spec, ok := catalog.Tiers[o.Spec.Tier]
-		if !ok {
-			continue // the catalog check reports it
-		}
-		req := placement.Request{Code: code, Claim: placement.ClaimOf(spec), Previous: published[code]}
-		if p := o.Spec.Placement; p != nil {
-			req.Cell, req.Labels = p.Cell, p.Labels
-		}
-		reqs = append(reqs, req)
 	}
+	reqs := placement.Requests(objects, catalog, func(code string) string { return published[code] })
 	placed := placement.Place(env.Settings.PlacementCells(), reqs)
 	for _, code := range retired {
 		if cell := published[code]; cell != "" {

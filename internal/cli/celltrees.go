@@ -96,17 +96,10 @@ func (g *gitTarget) cellRemote(c overlay.Cell, author publish.Author) (*publish.
 	return cell.remote(author, "")
 }
 
-// forCell is the artifact of one cell: the cell's path appended to the --ref's
-// repository, with the same tag (oci://HOST/eva/tenants:prod gives
-// oci://HOST/eva/tenants/cells/eu-1:prod for the path cells/eu-1).
+// forCell is the artifact of one cell (publish.CellRef).
 func (o *ociTarget) forCell(c overlay.Cell) *ociTarget {
 	cell := *o
-	ref := strings.TrimPrefix(o.ref, "oci://")
-	repo, tag := ref, ""
-	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
-		repo, tag = ref[:i], ref[i:]
-	}
-	cell.ref = "oci://" + path.Join(repo, c.Path) + tag
+	cell.ref = publish.CellRef(o.ref, c.Path)
 	return &cell
 }
 

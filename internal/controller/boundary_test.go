@@ -40,51 +40,50 @@ var applyBaseOnce sync.Once
 func applyOperatorBase(t *testing.T) {
 	t.Helper()
 	var err error
-	applyBaseOnce.Do(func() {
-		k := krusty.MakeKustomizer(krusty.MakeDefaultOptions())
-		var objects []*unstructured.Unstructured
-		resources, buildErr := k.Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/overlays/dev")
-		if buildErr != nil {
-			err = buildErr
-			return
-		}
-		for _, res := range resources.Resources() {
-			m, mapErr := res.Map()
-			if mapErr != nil {
-				err = mapErr
-				return
-			}
-			objects = append(objects, &unstructured.Unstructured{Object: m})
-		}
-		// Flux's namespace exists wherever the operator is installed (base/ binds a Role
-		// there).
-		fluxNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-system"}}
-		if createErr := k8s.Create(context.Background(), fluxNS); createErr != nil && !apierrors.IsAlreadyExists(createErr) {
-			err = createErr
-			return
-		}
-		for _, u := range objects {
-			if applyErr := k8s.Patch(context.Background(), u, client.Apply, client.FieldOwner("eva-test-install"), client.ForceOwnership); applyErr != nil {
-				err = fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), applyErr)
-				return
-			}
-		}
-		// The admission policy takes effect a moment after it is created: wait until a
-		// request it alone refuses is refused.
-		err = waitFenceActive()
-	})
+	applyBaseOnce.Do(func() { err = installOperatorBase(env, k8s) })
 	if err != nil {
 		t.Fatal(err)
 	}
+}
+
+// installOperatorBase applies overlays/dev to the API server of e (k is its client, as
+// an administrator) and waits until its admission policies are enforced.
+func installOperatorBase(e *testenv.Env, k client.Client) error {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/overlays/dev")
+	if err != nil {
+		return err
+	}
+	var objects []*unstructured.Unstructured
+	for _, res := range resources.Resources() {
+		m, err := res.Map()
+		if err != nil {
+			return err
+		}
+		objects = append(objects, &unstructured.Unstructured{Object: m})
+	}
+	// Flux's namespace exists wherever the operator is installed (base/ binds a Role
+	// there).
+	fluxNS := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "flux-system"}}
+	if err := k.Create(context.Background(), fluxNS); err != nil && !apierrors.IsAlreadyExists(err) {
+		return err
+	}
+	for _, u := range objects {
+		if err := k.Patch(context.Background(), u, client.Apply, client.FieldOwner("eva-test-install"), client.ForceOwnership); err != nil {
+			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
+		}
+	}
+	// The admission policy takes effect a moment after it is created: wait until a
+	// request it alone refuses is refused.
+	return waitFenceActive(e, k)
 }
 
 // waitFenceActive waits until the API server enforces the admission policies that hold
 // the operator (its fence, and the shapes of tenant objects every writer is held to),
 // probing each with a server-side dry run that only that policy refuses: a policy takes
 // effect a moment after it is created, and a test that ran first would see it admit.
-func waitFenceActive() error {
+func waitFenceActive(e *testenv.Env, k8s client.Client) error {
 	ctx := context.Background()
-	cfg := rest.CopyConfig(env.Config)
+	cfg := rest.CopyConfig(e.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: testenv.OperatorServiceAccount}
 	c, err := client.New(cfg, client.Options{Scheme: NewScheme()})
 	if err != nil {

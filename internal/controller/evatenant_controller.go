@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
@@ -86,6 +87,13 @@ type EvaTenantReconciler struct {
 	// BlockedGrace is how long a release may wait on something only a person can fix
 	// before the tenant is Failed; zero is status.DefaultBlockedGrace.
 	BlockedGrace time.Duration
+	// Cell, for the operator of one cell of an environment with cells, is that cell:
+	// only tenants whose status.cell names it are delivered (docs/cells.md). Client and
+	// APIReader then reach the fleet cluster for EvaTenants and EvaRollouts
+	// (CellClient, CellReader), and TenantCache is the fleet cluster's cache they are
+	// watched from.
+	Cell        string
+	TenantCache cache.Cache
 
 	// lastApply remembers when each tenant's bundle was last applied in full or checked
 	// for drift, for the periodic drift check.
@@ -184,6 +192,10 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if !r.owns(t) {
 		log.V(1).Info("tenant belongs to another operator version", "annotation", t.Annotations[tenant.AnnotationOperatorVersion])
+		return ctrl.Result{}, nil
+	}
+	if r.Cell != "" && t.Status.Cell != r.Cell {
+		// Another cell's tenant, or one the fleet operator has not placed yet.
 		return ctrl.Result{}, nil
 	}
 	if !r.namespaceAllowed(t.Namespace) {

@@ -93,7 +93,11 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 // SetupWithManager registers the reconciler: tenants, and the tenant's Namespace,
 // HelmReleases, Jobs, Ingresses and Streams (found by the capsule label) requeue it.
 func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
-	if err := mgr.GetFieldIndexer().IndexField(ctx, &evav1.EvaTenant{}, capsuleCodeIndex, func(o client.Object) []string {
+	tenants := cache.Cache(r.TenantCache)
+	if tenants == nil {
+		tenants = mgr.GetCache()
+	}
+	if err := tenants.IndexField(ctx, &evav1.EvaTenant{}, capsuleCodeIndex, func(o client.Object) []string {
 		return []string{o.(*evav1.EvaTenant).Spec.CapsuleCode}
 	}); err != nil {
 		return fmt.Errorf("indexing tenants: %w", err)
@@ -104,7 +108,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 			return nil
 		}
 		var list evav1.EvaTenantList
-		if err := mgr.GetClient().List(ctx, &list, client.MatchingFields{capsuleCodeIndex: code}); err != nil {
+		if err := r.List(ctx, &list, client.MatchingFields{capsuleCodeIndex: code}); err != nil {
 			return nil
 		}
 		out := make([]reconcile.Request, 0, len(list.Items))
@@ -119,16 +123,21 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	hasCapsule := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[tenant.LabelCapsule] != ""
 	}))
+	specChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("evatenant").
-		For(&evav1.EvaTenant{}, builder.WithPredicates(predicate.Or(
-			predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}))).
 		Watches(&corev1.Namespace{}, toTenant, hasCapsule).
 		Watches(&batchv1.Job{}, toTenant, hasCapsule).
 		Watches(&networkingv1.Ingress{}, toTenant, hasCapsule).
 		Watches(&nackv1beta2.Stream{}, toTenant, hasCapsule).
-		Watches(&evav1.EvaRollout{}, rolloutAdmissions).
 		WithOptions(controller.Options{MaxConcurrentReconciles: concurrency})
+	if r.TenantCache == nil {
+		b = b.For(&evav1.EvaTenant{}, builder.WithPredicates(specChanged)).Watches(&evav1.EvaRollout{}, rolloutAdmissions)
+	} else {
+		// A cell's operator: the tenants and releases are on the fleet cluster.
+		b = b.WatchesRawSource(source.Kind[client.Object](r.TenantCache, &evav1.EvaTenant{}, &handler.EnqueueRequestForObject{}, specChanged)).
+			WatchesRawSource(source.Kind[client.Object](r.TenantCache, &evav1.EvaRollout{}, rolloutAdmissions))
+	}
 	if r.argoCD() {
 		// What Argo CD applied, and the modules it deployed.
 		b = b.Watches(&argov1.Application{}, toTenant, hasCapsule)

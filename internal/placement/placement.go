@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/api/resource"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -183,4 +184,29 @@ func (r Request) constraint() string {
 		return "any cell (there are none)"
 	}
 	return "labels " + strings.Join(parts, ",")
+}
+
+// Requests are the placement requests of tenants, in the order given: one for each Active
+// tenant whose tier the catalog has (Decommissioned tenants claim nothing, and a tier the
+// catalog lacks is reported by its own check), claiming ClaimOf its tier, allowed where
+// its spec.placement says, and previously on previous(code) ("" for none). evactl and the
+// operator both build their requests here, so they place alike.
+func Requests(tenants []*evav1.EvaTenant, catalog *tenant.Catalog, previous func(code string) string) []Request {
+	var reqs []Request
+	for _, t := range tenants {
+		if t.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
+			continue
+		}
+		spec, ok := catalog.Tiers[t.Spec.Tier]
+		if !ok {
+			continue
+		}
+		code := t.Spec.CapsuleCode
+		req := Request{Code: code, Claim: ClaimOf(spec), Previous: previous(code)}
+		if p := t.Spec.Placement; p != nil {
+			req.Cell, req.Labels = p.Cell, p.Labels
+		}
+		reqs = append(reqs, req)
+	}
+	return reqs
 }

@@ -3,6 +3,7 @@ package publish
 import (
 	"errors"
 	"fmt"
+	"path"
 	"strconv"
 	"strings"
 	"unicode"
@@ -97,4 +98,20 @@ func checkFilePath(p string) error {
 		return fmt.Errorf("rendered file path %s: %w: not in canonical form", quotePath(p), ErrRepoPath)
 	}
 	return nil
+}
+
+// CellRef is the artifact reference of one cell's tree in an environment with cells:
+// the cell's path appended to ref's repository, with ref's tag
+// (oci://HOST/eva/tenants:prod and cells/eu-1 give oci://HOST/eva/tenants/cells/eu-1:prod).
+// An oci:// prefix is kept as given.
+func CellRef(ref, cellPath string) string {
+	scheme := ""
+	if strings.HasPrefix(ref, "oci://") {
+		scheme, ref = "oci://", strings.TrimPrefix(ref, "oci://")
+	}
+	repo, tag := ref, ""
+	if i := strings.LastIndex(ref, ":"); i > strings.LastIndex(ref, "/") {
+		repo, tag = ref[:i], ref[i:]
+	}
+	return scheme + path.Join(repo, cellPath) + tag
 }

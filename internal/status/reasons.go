@@ -75,4 +75,8 @@ const (
 	EventDeprovisionComplete = "DeprovisionComplete"
 	// EventDeletionHeld: an EvaRollout's deletion waits (its finalizer).
 	EventDeletionHeld = "DeletionHeld"
+	// EventPlaced: the fleet operator placed the tenant on a cell (status.cell).
+	EventPlaced = "Placed"
+	// EventNotPlaced: no cell can take the tenant, or its placement excludes its cell.
+	EventNotPlaced = "NotPlaced"
 )

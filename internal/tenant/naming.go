@@ -12,6 +12,9 @@ const (
 	LabelTier = "eva.aidonow.com/tier"
 	// LabelModule marks an object belonging to one module.
 	LabelModule = "eva.aidonow.com/module"
+	// LabelCell, on an EvaTenant, names the cell the fleet operator placed it on (a
+	// copy of status.cell that a cell's operator can select by; status.cell decides).
+	LabelCell = "eva.aidonow.com/cell"
 	// AnnotationOperatorVersion records which operator version owns a tenant.
 	AnnotationOperatorVersion = "eva.aidonow.com/operator-version"
 	// AnnotationSeedLoaded is set by the provisioner to the seeds version it loaded.

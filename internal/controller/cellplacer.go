@@ -1,0 +1,197 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/events"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/placement"
+	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// fleetRequest is the one request the placer works on: every tenant event maps to it,
+// so a burst of new tenants is placed in one pass, in code order, as evactl places a
+// pull request's.
+var fleetRequest = reconcile.Request{NamespacedName: types.NamespacedName{Name: "cells"}}
+
+// CellPlacer places tenants on the cells of an environment with cells (docs/cells.md).
+// It runs in the fleet operator, the one that holds the EvaTenants, and records each
+// tenant's cell in status.cell and in the cell label the cell's own operator selects
+// its tenants by. Placement is placement.Place over every tenant, with the requests
+// evactl builds (placement.Requests) and each tenant's status.cell as its previous
+// cell: a placed tenant stays, and the unplaced go, in code order, where there is room.
+// One pass runs at a time, and a cell written is remembered until the cache shows it,
+// so two tenants never take the same room.
+type CellPlacer struct {
+	client.Client
+	Recorder events.EventRecorder
+	Catalog  *tenant.Catalog
+	Env      *overlay.Environment
+	// TenantNamespaces, as the tenant reconciler's: tenants elsewhere are not placed.
+	TenantNamespaces []string
+
+	mu sync.Mutex
+	// written holds the cells this process recorded, by tenant UID, until the cache
+	// copy of the tenant carries them.
+	written map[types.UID]string
+	// reported holds the last problem reported for each tenant, so each is one event.
+	reported map[types.UID]string
+}
+
+// SetupWithManager registers the placer: every EvaTenant event asks for one pass.
+func (p *CellPlacer) SetupWithManager(mgr ctrl.Manager) error {
+	toFleet := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+		return []reconcile.Request{fleetRequest}
+	})
+	return ctrl.NewControllerManagedBy(mgr).
+		Named("cellplacer").
+		Watches(&evav1.EvaTenant{}, toFleet).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
+		Complete(p)
+}
+
+// Reconcile places every tenant that has no cell yet, reports those that cannot be
+// placed (or whose placement excludes the cell they are on), and brings each placed
+// tenant's cell label in line with its status.cell.
+func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var list evav1.EvaTenantList
+	if err := p.List(ctx, &list); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing tenants: %w", err)
+	}
+	tenants := p.candidates(list.Items)
+	byCode := map[string]*evav1.EvaTenant{}
+	for _, t := range tenants {
+		byCode[t.Spec.CapsuleCode] = t
+	}
+	result := placement.Place(p.Env.Settings.PlacementCells(),
+		placement.Requests(tenants, p.Catalog, func(code string) string { return p.cellOf(byCode[code]) }))
+	problems := map[string]string{}
+	for _, pr := range result.Problems {
+		if pr.Code != "" {
+			problems[pr.Code] = pr.Message
+		}
+	}
+	for _, code := range result.Moves {
+		problems[code] = fmt.Sprintf("placed on cell %s, which its placement no longer allows (or the environment no longer has): it stays there; moving a tenant between cells is not supported yet", p.cellOf(byCode[code]))
+	}
+	var errs []error
+	for _, t := range tenants {
+		code := t.Spec.CapsuleCode
+		if msg, ok := problems[code]; ok {
+			p.report(t, msg)
+			continue
+		}
+		delete(p.reported, t.UID)
+		cell := p.cellOf(t)
+		if cell == "" {
+			cell = result.Cells[code]
+		}
+		if cell == "" {
+			continue // not Active: nothing to place
+		}
+		if err := p.record(ctx, t, cell); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) > 0 {
+		return ctrl.Result{}, fmt.Errorf("recording cells: %w", errs[0])
+	}
+	return ctrl.Result{}, nil
+}
+
+// candidates are the tenants the placer weighs: those in the accepted namespaces, not
+// being deleted, one per capsule code (the first created; the code's claim decides
+// which one runs, and a second one would count its claim twice), by code.
+func (p *CellPlacer) candidates(items []evav1.EvaTenant) []*evav1.EvaTenant {
+	slices.SortFunc(items, func(a, b evav1.EvaTenant) int {
+		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+	})
+	seen := map[string]bool{}
+	var out []*evav1.EvaTenant
+	for i := range items {
+		t := &items[i]
+		if t.DeletionTimestamp != nil || seen[t.Spec.CapsuleCode] ||
+			(len(p.TenantNamespaces) > 0 && !slices.Contains(p.TenantNamespaces, t.Namespace)) {
+			continue
+		}
+		seen[t.Spec.CapsuleCode] = true
+		out = append(out, t)
+	}
+	slices.SortFunc(out, func(a, b *evav1.EvaTenant) int { return strings.Compare(a.Spec.CapsuleCode, b.Spec.CapsuleCode) })
+	return out
+}
+
+// cellOf is the cell t is on: its status.cell, or the one this process wrote and the
+// cache does not show yet.
+func (p *CellPlacer) cellOf(t *evav1.EvaTenant) string {
+	if t == nil {
+		return ""
+	}
+	if t.Status.Cell != "" {
+		delete(p.written, t.UID)
+		return t.Status.Cell
+	}
+	return p.written[t.UID]
+}
+
+// record writes the cell into t's status (once: status.cell changes only through a
+// move) and its label.
+func (p *CellPlacer) record(ctx context.Context, t *evav1.EvaTenant, cell string) error {
+	if t.Status.Cell == "" && p.written[t.UID] == "" {
+		base := t.DeepCopy()
+		t.Status.Cell = cell
+		if err := p.Status().Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return fmt.Errorf("placing %s/%s on cell %s: %w", t.Namespace, t.Name, cell, err)
+		}
+		if p.written == nil {
+			p.written = map[types.UID]string{}
+		}
+		p.written[t.UID] = cell
+		p.event(t, "Normal", status.EventPlaced, "Placed on cell %s", cell)
+	}
+	if t.Labels[tenant.LabelCell] == cell {
+		return nil
+	}
+	base := t.DeepCopy()
+	if t.Labels == nil {
+		t.Labels = map[string]string{}
+	}
+	t.Labels[tenant.LabelCell] = cell
+	if err := p.Patch(ctx, t, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("labelling %s/%s with its cell %s: %w", t.Namespace, t.Name, cell, err)
+	}
+	return nil
+}
+
+// report records a tenant's placement problem as a warning, once per message.
+func (p *CellPlacer) report(t *evav1.EvaTenant, msg string) {
+	if p.reported == nil {
+		p.reported = map[types.UID]string{}
+	}
+	if p.reported[t.UID] == msg {
+		return
+	}
+	p.reported[t.UID] = msg
+	p.event(t, "Warning", status.EventNotPlaced, "environment %s: %s", p.Env.Name, msg)
+}
+
+func (p *CellPlacer) event(t *evav1.EvaTenant, kind, reason, format string, args ...any) {
+	if p.Recorder != nil {
+		p.Recorder.Eventf(t, nil, kind, reason, reason, format, args...)
+	}
+}
