@@ -393,6 +393,54 @@ type EvaTenantStatus struct {
 	// +optional
 	// +kubebuilder:validation:MaxLength=63
 	Cell string `json:"cell,omitempty"`
+
+	// move is the move between cells under way, set by the fleet operator when the
+	// tenant's placement no longer allows its cell (docs/cells.md#moves).
+	// +optional
+	Move *Move `json:"move,omitempty"`
+}
+
+// MoveStep is how far a move between cells got.
+// +kubebuilder:validation:Enum=ProvisioningTarget;RemovingSource
+type MoveStep string
+
+// The steps of a move, in order.
+const (
+	// MoveProvisioningTarget: the target cell's operator provisions the tenant there
+	// while the source keeps serving it.
+	MoveProvisioningTarget MoveStep = "ProvisioningTarget"
+	// MoveRemovingSource: the tenant is Active on the target; the source cell's
+	// operator takes its traffic away, waits out the drain and removes it there.
+	MoveRemovingSource MoveStep = "RemovingSource"
+)
+
+// Move is a move of the tenant from one cell to another: an ordered saga each of whose
+// steps a restarted operator resumes.
+type Move struct {
+	// from is the cell the tenant is moving off (status.cell until the move ends).
+	// +kubebuilder:validation:MaxLength=63
+	From string `json:"from"`
+	// to is the cell it is moving to.
+	// +kubebuilder:validation:MaxLength=63
+	To string `json:"to"`
+	// step is how far the move got.
+	Step MoveStep `json:"step"`
+	// startedAt is when the move began.
+	StartedAt metav1.Time `json:"startedAt"`
+	// targetPhase and targetMessage are the target cell operator's report while it
+	// provisions: the phase the tenant has there, and its Ready message.
+	// +optional
+	TargetPhase Phase `json:"targetPhase,omitempty"`
+	// +optional
+	TargetMessage string `json:"targetMessage,omitempty"`
+	// trafficMovedAt is when the source cell's operator removed the tenant's Ingress
+	// there: the drain runs from it.
+	// +optional
+	TrafficMovedAt *metav1.Time `json:"trafficMovedAt,omitempty"`
+	// sourceRemovedAt is when the source cell's operator finished removing the
+	// tenant there; the fleet operator then ends the move.
+	// +optional
+	SourceRemovedAt *metav1.Time `json:"sourceRemovedAt,omitempty"`
 }
 
 // ObjectRef names one applied object.

@@ -93,7 +93,7 @@ func fleetCluster(cfg config, scheme *runtime.Scheme, shards shard.Selector) (cl
 	if err != nil {
 		return nil, fmt.Errorf("--fleet-kubeconfig: %w", err)
 	}
-	inCell := labels.SelectorFromSet(labels.Set{tenant.LabelCell: cfg.cell})
+	inCell := labels.SelectorFromSet(labels.Set{tenant.CellLabel(cfg.cell): ""})
 	if reqs, selectable := shards.Labels().Requirements(); selectable {
 		inCell = inCell.Add(reqs...)
 	}
@@ -118,7 +118,7 @@ func fleetCluster(cfg config, scheme *runtime.Scheme, shards shard.Selector) (cl
 // joinFleet makes r a cell's operator: it reads and writes tenants, their status and
 // events on the fleet cluster, and everything else in its own cell.
 func joinFleet(mgr ctrl.Manager, fleet cluster.Cluster, cfg config, r *controller.EvaTenantReconciler) {
-	r.Cell, r.TenantCache = cfg.cell, fleet.GetCache()
+	r.Cell, r.TenantCache, r.MoveDrain = cfg.cell, fleet.GetCache(), cfg.moveDrain
 	r.Client = &controller.CellClient{Client: mgr.GetClient(), Fleet: fleet.GetClient()}
 	r.APIReader = &controller.CellReader{Reader: mgr.GetAPIReader(), Fleet: fleet.GetAPIReader()}
 	r.Recorder = fleet.GetEventRecorder("eva-operator")

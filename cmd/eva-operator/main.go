@@ -79,6 +79,7 @@ type config struct {
 	// cell and fleetKubeconfig make a cell's operator (docs/cells.md).
 	cell            string
 	fleetKubeconfig string
+	moveDrain       time.Duration
 }
 
 func main() {

@@ -2,11 +2,14 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -63,9 +66,10 @@ func (p *CellPlacer) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(p)
 }
 
-// Reconcile places every tenant that has no cell yet, reports those that cannot be
-// placed (or whose placement excludes the cell they are on), and brings each placed
-// tenant's cell label in line with its status.cell.
+// Reconcile places every tenant that has no cell yet, starts a move for a placed tenant
+// whose placement no longer allows its cell (when another has room), advances the moves
+// under way, reports the tenants that cannot be placed, and keeps each tenant's cell
+// labels in line with its status.
 func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -86,30 +90,32 @@ func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 			problems[pr.Code] = pr.Message
 		}
 	}
-	for _, code := range result.Moves {
-		problems[code] = fmt.Sprintf("placed on cell %s, which its placement no longer allows (or the environment no longer has): it stays there; moving a tenant between cells is not supported yet", p.cellOf(byCode[code]))
-	}
 	var errs []error
 	for _, t := range tenants {
 		code := t.Spec.CapsuleCode
-		if msg, ok := problems[code]; ok {
+		var err error
+		switch msg, refused := problems[code]; {
+		case t.Status.Move != nil:
+			err = p.advanceMove(ctx, t)
+		case refused:
 			p.report(t, msg)
-			continue
+			err = p.labelCells(ctx, t, t.Status.Cell)
+		case t.Status.Cell != "" && result.Cells[code] != "" && result.Cells[code] != t.Status.Cell:
+			err = p.startMove(ctx, t, result.Cells[code])
+		default:
+			delete(p.reported, t.UID)
+			if cell := p.cellOf(t); cell != "" {
+				err = p.labelCells(ctx, t, cell)
+			} else if cell := result.Cells[code]; cell != "" {
+				err = p.record(ctx, t, cell)
+			}
 		}
-		delete(p.reported, t.UID)
-		cell := p.cellOf(t)
-		if cell == "" {
-			cell = result.Cells[code]
-		}
-		if cell == "" {
-			continue // not Active: nothing to place
-		}
-		if err := p.record(ctx, t, cell); err != nil {
+		if err != nil {
 			errs = append(errs, err)
 		}
 	}
 	if len(errs) > 0 {
-		return ctrl.Result{}, fmt.Errorf("recording cells: %w", errs[0])
+		return ctrl.Result{}, fmt.Errorf("placing tenants: %w", errors.Join(errs...))
 	}
 	return ctrl.Result{}, nil
 }
@@ -142,6 +148,9 @@ func (p *CellPlacer) cellOf(t *evav1.EvaTenant) string {
 	if t == nil {
 		return ""
 	}
+	if t.Status.Move != nil {
+		return t.Status.Move.To // where it will be; the source frees its room
+	}
 	if t.Status.Cell != "" {
 		delete(p.written, t.UID)
 		return t.Status.Cell
@@ -152,28 +161,48 @@ func (p *CellPlacer) cellOf(t *evav1.EvaTenant) string {
 // record writes the cell into t's status (once: status.cell changes only through a
 // move) and its label.
 func (p *CellPlacer) record(ctx context.Context, t *evav1.EvaTenant, cell string) error {
-	if t.Status.Cell == "" && p.written[t.UID] == "" {
-		base := t.DeepCopy()
-		t.Status.Cell = cell
-		if err := p.Status().Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return fmt.Errorf("placing %s/%s on cell %s: %w", t.Namespace, t.Name, cell, err)
-		}
-		if p.written == nil {
-			p.written = map[types.UID]string{}
-		}
-		p.written[t.UID] = cell
-		p.event(t, "Normal", status.EventPlaced, "Placed on cell %s", cell)
+	base := t.DeepCopy()
+	t.Status.Cell = cell
+	if err := p.Status().Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("placing %s/%s on cell %s: %w", t.Namespace, t.Name, cell, err)
 	}
-	if t.Labels[tenant.LabelCell] == cell {
+	if p.written == nil {
+		p.written = map[types.UID]string{}
+	}
+	p.written[t.UID] = cell
+	p.event(t, corev1.EventTypeNormal, status.EventPlaced, "Placed on cell %s", cell)
+	return p.labelCells(ctx, t, cell)
+}
+
+// labelCells makes the tenant's cell labels (tenant.CellLabel) name exactly cells.
+func (p *CellPlacer) labelCells(ctx context.Context, t *evav1.EvaTenant, cells ...string) error {
+	want := map[string]bool{}
+	for _, c := range cells {
+		if c != "" {
+			want[tenant.CellLabel(c)] = true
+		}
+	}
+	have := map[string]bool{}
+	for k := range t.Labels {
+		if strings.HasPrefix(k, tenant.CellLabelPrefix) {
+			have[k] = true
+		}
+	}
+	if maps.Equal(want, have) {
 		return nil
 	}
 	base := t.DeepCopy()
-	if t.Labels == nil {
-		t.Labels = map[string]string{}
+	for k := range have {
+		delete(t.Labels, k)
 	}
-	t.Labels[tenant.LabelCell] = cell
+	for k := range want {
+		if t.Labels == nil {
+			t.Labels = map[string]string{}
+		}
+		t.Labels[k] = ""
+	}
 	if err := p.Patch(ctx, t, client.MergeFrom(base)); err != nil {
-		return fmt.Errorf("labelling %s/%s with its cell %s: %w", t.Namespace, t.Name, cell, err)
+		return fmt.Errorf("labelling %s/%s with its cells %v: %w", t.Namespace, t.Name, cells, err)
 	}
 	return nil
 }
@@ -187,7 +216,7 @@ func (p *CellPlacer) report(t *evav1.EvaTenant, msg string) {
 		return
 	}
 	p.reported[t.UID] = msg
-	p.event(t, "Warning", status.EventNotPlaced, "environment %s: %s", p.Env.Name, msg)
+	p.event(t, corev1.EventTypeWarning, status.EventNotPlaced, "environment %s: %s", p.Env.Name, msg)
 }
 
 func (p *CellPlacer) event(t *evav1.EvaTenant, kind, reason, format string, args ...any) {

@@ -7,7 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
+	"slices"
 	"testing"
 	"time"
 
@@ -25,7 +25,7 @@ import (
 )
 
 // cellsOverlays writes an overlays folder whose dev environment has two cells, each
-// with room for two Starter tenants (4 CPU), and returns its path.
+// with room for three Starter tenants (6 CPU), and returns its path.
 func cellsOverlays(t *testing.T) string {
 	t.Helper()
 	root := filepath.Join(t.TempDir(), "overlays")
@@ -43,11 +43,11 @@ cells:
   - name: eu-1
     labels: {region: eu}
     path: cells/eu-1
-    capacity: {cpu: "4", memory: 8Gi}
+    capacity: {cpu: "6", memory: 12Gi}
   - name: us-1
     labels: {region: us}
     path: cells/us-1
-    capacity: {cpu: "4", memory: 8Gi}
+    capacity: {cpu: "6", memory: 12Gi}
 `); err != nil {
 		t.Fatal(err)
 	}
@@ -86,16 +86,21 @@ func evactlPlacements(t *testing.T, overlays string, tenants []*evav1.EvaTenant)
 	return report.Placements
 }
 
-// TestCellsPlaceAndDeliverAcrossTwoAPIServers runs the operator binary as deployed, in
-// the three roles of an environment with two cells, on two API servers: the fleet
-// operator and eu-1's operator on the fleet cluster (the suite's), us-1's operator on a
-// second API server, reaching the fleet cluster through its kubeconfig. Four Starter
-// tenants are placed as evactl places the same tenants as files, two on each cell; each
-// is delivered only into its own cell's API server, and its conditions are written on the
-// fleet cluster by its cell's operator. A fifth tenant fits nowhere: it is refused with a
-// NotPlaced event, and a cell label written by the tenant's author delivers it nowhere
-// (status.cell, which only the fleet operator writes, decides).
-func TestCellsPlaceAndDeliverAcrossTwoAPIServers(t *testing.T) {
+// cellsRig is the fleet cluster (the suite's API server, which is also cell eu-1), a
+// second API server for cell us-1, and the operator processes of the three roles.
+type cellsRig struct {
+	t        *testing.T
+	ns       string
+	overlays string
+	clusters map[string]client.Client
+	start    map[string]func() *testenv.Process
+	procs    map[string]*testenv.Process
+}
+
+// newCellsRig starts the second API server with the operator installed, and the fleet
+// operator and both cells' operators, as deployed (each as the operator's service
+// account, the us-1 operator reaching the fleet cluster through a kubeconfig).
+func newCellsRig(t *testing.T) *cellsRig {
 	applyOperatorBase(t)
 	crds := filepath.Join(testenv.RepoRoot(), "internal", "testenv", "crds")
 	cellEnv, err := testenv.Start(filepath.Join(crds, "flux"), filepath.Join(crds, "addons"))
@@ -110,81 +115,174 @@ func TestCellsPlaceAndDeliverAcrossTwoAPIServers(t *testing.T) {
 	if err := installOperatorBase(cellEnv, cellClient); err != nil {
 		t.Fatal(err)
 	}
-
-	ns := newTestNamespace(t)
-	overlays := cellsOverlays(t)
+	// What the tenants wait for (Flux, Jobs, quotas, namespaces), in both clusters.
+	startStandIn(t)
+	startStandInOn(t, cellEnv.Config)
+	stopQuota, err := startQuotaStandInOn(cellEnv.Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopQuota)
+	rig := &cellsRig{t: t, ns: newTestNamespace(t), overlays: cellsOverlays(t),
+		clusters: map[string]client.Client{"eu-1": k8s, "us-1": cellClient}, procs: map[string]*testenv.Process{}}
 	fleetKubeconfig := env.KubeConfigAs(t, testenv.OperatorServiceAccount)
+	usKubeconfig := cellEnv.KubeConfigAs(t, testenv.OperatorServiceAccount)
 	procEnv := []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + claimsNamespace}
 	args := func(extra ...string) []string {
-		return append([]string{"--overlays=" + overlays, "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-			"--tenant-namespaces=" + ns}, extra...)
+		return append([]string{"--overlays=" + rig.overlays, "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--tenant-namespaces=" + rig.ns}, extra...)
 	}
-	testenv.StartOperator(t, fleetKubeconfig, procEnv, args()...)
-	testenv.StartOperator(t, fleetKubeconfig, procEnv, args("--cell=eu-1", "--fleet-kubeconfig="+fleetKubeconfig)...)
-	testenv.StartOperator(t, cellEnv.KubeConfigAs(t, testenv.OperatorServiceAccount), procEnv,
-		args("--cell=us-1", "--fleet-kubeconfig="+fleetKubeconfig)...)
+	rig.start = map[string]func() *testenv.Process{
+		"fleet": func() *testenv.Process { return testenv.StartOperator(t, fleetKubeconfig, procEnv, args()...) },
+		"eu-1": func() *testenv.Process {
+			return testenv.StartOperator(t, fleetKubeconfig, procEnv, args("--cell=eu-1", "--fleet-kubeconfig="+fleetKubeconfig, "--move-drain=2s")...)
+		},
+		"us-1": func() *testenv.Process {
+			return testenv.StartOperator(t, usKubeconfig, procEnv, args("--cell=us-1", "--fleet-kubeconfig="+fleetKubeconfig, "--move-drain=2s")...)
+		},
+	}
+	for name, start := range rig.start {
+		rig.procs[name] = start()
+	}
+	return rig
+}
 
+// restart kills an operator with SIGKILL and starts it again.
+func (rig *cellsRig) restart(name string) {
+	rig.procs[name].Kill()
+	rig.procs[name] = rig.start[name]()
+}
+
+// namespaceOn says whether cell's API server holds the tenant's namespace.
+func (rig *cellsRig) namespaceOn(cell, code string) bool {
+	rig.t.Helper()
+	var nsObj corev1.Namespace
+	err := rig.clusters[cell].Get(context.Background(), types.NamespacedName{Name: tenant.Namespace(code)}, &nsObj)
+	if err != nil && !apierrors.IsNotFound(err) {
+		rig.t.Fatal(err)
+	}
+	return err == nil && nsObj.DeletionTimestamp.IsZero()
+}
+
+// waitOnlyOn waits until the tenant is on cell, its namespace ready there and on no
+// other cell, and no move under way.
+func (rig *cellsRig) waitOnlyOn(tn *evav1.EvaTenant, cell string, timeout time.Duration) {
+	rig.t.Helper()
+	code := tn.Spec.CapsuleCode
+	eventually(rig.t, timeout, code+" on cell "+cell+" alone", func() error {
+		got := getTenant(rig.t, tn)
+		if got.Status.Cell != cell || got.Status.Move != nil {
+			return fmt.Errorf("status.cell %q, move %+v", got.Status.Cell, got.Status.Move)
+		}
+		if c := condition(got, evav1.ConditionNamespaceReady); c.Status != metav1.ConditionTrue {
+			return fmt.Errorf("NamespaceReady %s: %s", c.Status, c.Message)
+		}
+		for name := range rig.clusters {
+			if on := rig.namespaceOn(name, code); on != (name == cell) {
+				return fmt.Errorf("namespace on cell %s: %v", name, on)
+			}
+		}
+		return nil
+	})
+}
+
+// TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers runs the operator binary as deployed,
+// in the three roles of an environment with two cells, on two API servers: the fleet
+// operator and eu-1's operator on the fleet cluster (the suite's), us-1's operator on a
+// second API server, reaching the fleet cluster through its kubeconfig.
+//
+// Four Starter tenants are placed as evactl places the same tenants as files; each is
+// delivered only into its own cell's API server, and its conditions are written on the
+// fleet cluster by its cell's operator. A tenant no cell matches is refused with a
+// NotPlaced event, and a cell label written by its author delivers it nowhere
+// (status.cell, which only the fleet operator writes, decides).
+//
+// Then one tenant's placement names the other cell: the move saga provisions it there,
+// moves its traffic, drains and removes it from the source, with every operator killed
+// (SIGKILL) and restarted while the move is under way, and ends with the tenant on the
+// target alone, its events telling each step.
+func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
+	rig := newCellsRig(t)
 	var tenants []*evav1.EvaTenant
 	for _, code := range []string{"CELLAA", "CELLAB", "CELLAC", "CELLAD"} {
-		tn := newTenant(ns, code, evav1.TierStarter)
+		tn := newTenant(rig.ns, code, evav1.TierStarter)
 		createTenant(t, tn)
 		tenants = append(tenants, tn)
 	}
-	want := evactlPlacements(t, overlays, tenants)
+	want := evactlPlacements(t, rig.overlays, tenants)
 	if len(want) != 4 {
 		t.Fatalf("evactl places %v", want)
 	}
-	clusters := map[string]client.Client{"eu-1": k8s, "us-1": cellClient}
 	for _, tn := range tenants {
-		code, cell := tn.Spec.CapsuleCode, want[tn.Spec.CapsuleCode]
-		eventually(t, 90*time.Second, code+" placed and its namespace ready", func() error {
-			got := getTenant(t, tn)
-			if got.Status.Cell != cell {
-				return fmt.Errorf("status.cell %q, evactl places it on %s", got.Status.Cell, cell)
-			}
-			if c := condition(got, evav1.ConditionNamespaceReady); c.Status != metav1.ConditionTrue {
-				return fmt.Errorf("NamespaceReady %s: %s", c.Status, c.Message)
-			}
-			return nil
-		})
-		for name, c := range clusters {
-			var nsObj corev1.Namespace
-			err := c.Get(context.Background(), types.NamespacedName{Name: tenant.Namespace(code)}, &nsObj)
-			switch {
-			case name == cell && err != nil:
-				t.Fatalf("%s is placed on %s, whose API server has no namespace for it: %v", code, cell, err)
-			case name != cell && !apierrors.IsNotFound(err):
-				t.Fatalf("%s is placed on %s, and cell %s holds its namespace too (%v)", code, cell, name, err)
-			}
-		}
+		rig.waitOnlyOn(tn, want[tn.Spec.CapsuleCode], 90*time.Second)
 	}
 
-	// Full: the fifth tenant is refused, whatever cell label its author wrote.
-	extra := newTenant(ns, "CELLAE", evav1.TierStarter, func(tn *evav1.EvaTenant) {
-		tn.Labels = map[string]string{tenant.LabelCell: "us-1"}
+	// No cell matches: refused, whatever cell label its author wrote.
+	extra := newTenant(rig.ns, "CELLAE", evav1.TierStarter, func(tn *evav1.EvaTenant) {
+		tn.Labels = map[string]string{tenant.CellLabel("us-1"): ""}
+		tn.Spec.Placement = &evav1.Placement{Labels: map[string]string{"region": "ap"}}
 	})
 	createTenant(t, extra)
 	eventually(t, 60*time.Second, "CELLAE refused", func() error {
-		for _, r := range eventReasons(t, extra) {
-			if r == status.EventNotPlaced {
-				return nil
-			}
+		if !slices.Contains(eventReasons(t, extra), status.EventNotPlaced) {
+			return fmt.Errorf("events %v", eventReasons(t, extra))
 		}
-		return fmt.Errorf("events %v", eventReasons(t, extra))
+		return nil
 	})
 	consistently(t, "CELLAE delivered nowhere", func() error {
 		if got := getTenant(t, extra); got.Status.Cell != "" || len(got.Status.Conditions) > 0 {
 			return fmt.Errorf("status.cell %q, conditions %v", got.Status.Cell, got.Status.Conditions)
 		}
-		for name, c := range clusters {
-			var nsObj corev1.Namespace
-			if err := c.Get(context.Background(), types.NamespacedName{Name: tenant.Namespace("CELLAE")}, &nsObj); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("cell %s holds its namespace (%v)", name, err)
+		for name := range rig.clusters {
+			if rig.namespaceOn(name, "CELLAE") {
+				return fmt.Errorf("cell %s holds its namespace", name)
 			}
 		}
 		return nil
 	})
-	if got := strings.Join(eventReasons(t, tenants[0]), ","); !strings.Contains(got, status.EventPlaced) {
-		t.Errorf("CELLAA's events lack %s: %s", status.EventPlaced, got)
+
+	// The move.
+	moving := tenants[0]
+	from := want[moving.Spec.CapsuleCode]
+	to := map[string]string{"eu-1": "us-1", "us-1": "eu-1"}[from]
+	got := getTenant(t, moving)
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.Placement = &evav1.Placement{Cell: to}
+	if err := k8s.Patch(context.Background(), got, patch); err != nil {
+		t.Fatal(err)
 	}
+	killed := map[string]bool{}
+	eventually(t, 120*time.Second, "the move of "+moving.Spec.CapsuleCode+" to "+to, func() error {
+		got := getTenant(t, moving)
+		mv := got.Status.Move
+		switch {
+		case mv != nil && mv.Step == evav1.MoveProvisioningTarget && !killed["fleet"]:
+			killed["fleet"] = true
+			rig.restart("fleet")
+		case mv != nil && mv.Step == evav1.MoveProvisioningTarget && !killed[to]:
+			killed[to] = true
+			rig.restart(to)
+		case mv != nil && mv.Step == evav1.MoveRemovingSource && !killed[from]:
+			if mv.TargetPhase != evav1.PhaseActive || !rig.namespaceOn(to, moving.Spec.CapsuleCode) {
+				t.Fatalf("the source is being removed while the target is not Active, or holds no namespace: %+v", mv)
+			}
+			killed[from] = true
+			rig.restart(from)
+		}
+		if !rig.namespaceOn(from, moving.Spec.CapsuleCode) && !rig.namespaceOn(to, moving.Spec.CapsuleCode) {
+			t.Fatalf("neither cell holds the tenant: %+v", mv)
+		}
+		if got.Status.Cell != to || mv != nil {
+			return fmt.Errorf("status.cell %q, move %+v", got.Status.Cell, mv)
+		}
+		return nil
+	})
+	rig.waitOnlyOn(moving, to, 60*time.Second)
+	reasons := eventReasons(t, moving)
+	for _, r := range []string{status.EventPlaced, status.EventMoveStarted, status.EventMoveTargetActive, status.EventMoveComplete} {
+		if !slices.Contains(reasons, r) {
+			t.Errorf("%s's events lack %s: %v", moving.Spec.CapsuleCode, r, reasons)
+		}
+	}
+	t.Logf("operators killed during the move: %v", killed)
 }

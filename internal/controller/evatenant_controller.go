@@ -94,6 +94,9 @@ type EvaTenantReconciler struct {
 	// watched from.
 	Cell        string
 	TenantCache cache.Cache
+	// MoveDrain is how long a move waits between taking a tenant's traffic off this
+	// cell and removing it here; zero is DefaultMoveDrain.
+	MoveDrain time.Duration
 
 	// lastApply remembers when each tenant's bundle was last applied in full or checked
 	// for drift, for the periodic drift check.
@@ -194,7 +197,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 		log.V(1).Info("tenant belongs to another operator version", "annotation", t.Annotations[tenant.AnnotationOperatorVersion])
 		return ctrl.Result{}, nil
 	}
-	if r.Cell != "" && t.Status.Cell != r.Cell {
+	if r.Cell != "" && !r.concerns(t) {
 		// Another cell's tenant, or one the fleet operator has not placed yet.
 		return ctrl.Result{}, nil
 	}
@@ -210,6 +213,11 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if !owned {
 		return r.refuseImpostor(ctx, t, holder)
+	}
+	if r.Cell != "" {
+		if res, handled, err := r.moveStep(ctx, t); handled {
+			return res, err
+		}
 	}
 	if err := r.ensureMetadata(ctx, t); err != nil {
 		return ctrl.Result{}, err

@@ -58,6 +58,21 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 	if r.GitOps != nil {
 		return r.decommissionGitOps(ctx, s)
 	}
+	done, res, err := r.removeAll(ctx, s, true)
+	if !done || err != nil {
+		return res, err
+	}
+	return r.finishDecommission(ctx, s)
+}
+
+// removeAll is the pure-cluster saga's removal, each step idempotent, a failed step
+// recorded and the next still run: 1 the streams (in JetStream itself in direct mode,
+// when jetStream says so; NATS away is recorded and the next steps still run), 2 the
+// alert rules, 3 the HelmReleases, waited for (their uninstall runs as the tenant's
+// service account), then the namespace, waited for. done says everything is gone; until
+// then the scope says what it waits for.
+func (r *EvaTenantReconciler) removeAll(ctx context.Context, s *scope, jetStream bool) (done bool, res ctrl.Result, err error) {
+	t := s.tenant
 	code := t.Spec.CapsuleCode
 	ns := tenant.Namespace(code)
 	var failures []string
@@ -70,7 +85,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 
 	// 1. Streams (in JetStream itself in direct mode; NATS away is recorded and the
 	// next steps still run).
-	if r.Streams != nil {
+	if r.Streams != nil && jetStream {
 		record(r.deleteStreams(ctx, code))
 	}
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
@@ -106,7 +121,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 			msg += "; failed steps: " + strings.Join(failures, "; ")
 		}
 		s.waiting(status.ReasonDecommissioning, msg)
-		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+		return false, ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
 	record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: "v1", Kind: "Namespace", Name: ns}))
 	if len(failures) > 0 {
@@ -114,7 +129,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 			s.event(corev1.EventTypeWarning, status.ReasonStepFailed, "%d decommission step(s) failed; retrying", len(failures))
 		}
 		s.waiting(status.ReasonStepFailed, "decommission steps failed: "+strings.Join(failures, "; "))
-		return ctrl.Result{}, fmt.Errorf("decommissioning %s: %s", code, strings.Join(failures, "; "))
+		return false, ctrl.Result{}, fmt.Errorf("decommissioning %s: %s", code, strings.Join(failures, "; "))
 	}
 	// The tenant is decommissioned only once its namespace is gone: a namespace stuck
 	// terminating (a finalizer nobody clears) is reported, not hidden.
@@ -124,14 +139,13 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 		// Said in the condition and returned (logged by the controller, retried with
 		// backoff): never a hint at logs nothing wrote.
 		s.waiting(status.ReasonNamespaceTerminating, fmt.Sprintf("reading Namespace %s failed: %v", ns, err))
-		return ctrl.Result{}, fmt.Errorf("reading Namespace %s: %w", ns, err)
+		return false, ctrl.Result{}, fmt.Errorf("reading Namespace %s: %w", ns, err)
 	}
 	if found && ownedBy(&namespace, t) {
 		s.waiting(status.ReasonNamespaceTerminating, fmt.Sprintf("waiting for Namespace %s to finish terminating", ns))
-		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+		return false, ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
-
-	return r.finishDecommission(ctx, s)
+	return true, ctrl.Result{}, nil
 }
 
 // leftovers lists what of the tenant the cluster still holds: its namespace (in

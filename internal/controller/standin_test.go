@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
@@ -94,6 +95,13 @@ func withJetStream(js *messaging.Client) standInOption {
 // nothing once it has reported, so it does not disturb tests of the operator's writes.
 func startStandIn(t testing.TB, opts ...standInOption) {
 	t.Helper()
+	startStandInOn(t, env.Config, opts...)
+}
+
+// startStandInOn is startStandIn for the API server restConfig reaches (a test's second
+// API server).
+func startStandInOn(t testing.TB, restConfig *rest.Config, opts ...standInOption) {
+	t.Helper()
 	var cfg standInConfig
 	for _, o := range opts {
 		o(&cfg)
@@ -101,7 +109,7 @@ func startStandIn(t testing.TB, opts ...standInOption) {
 	if cfg.js == nil {
 		cfg.js = standInJetStream(t)
 	}
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: controllerConfig(),
 	})
@@ -254,8 +262,11 @@ var heldQuotas sync.Map
 // it no test would see a release. Unlike the rest of the stand-in it runs for every
 // test, as the real controller runs in every cluster. It does not compute usage (no
 // pods run in envtest). The real one runs in internal/e2e.
-func startQuotaStandIn() (stop func(), err error) {
-	mgr, err := ctrl.NewManager(env.Config, ctrl.Options{
+func startQuotaStandIn() (stop func(), err error) { return startQuotaStandInOn(env.Config) }
+
+// startQuotaStandInOn is startQuotaStandIn for the API server restConfig reaches.
+func startQuotaStandInOn(restConfig *rest.Config) (stop func(), err error) {
+	mgr, err := ctrl.NewManager(restConfig, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
 		Controller: controllerConfig(),
 	})

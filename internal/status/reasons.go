@@ -77,6 +77,11 @@ const (
 	EventDeletionHeld = "DeletionHeld"
 	// EventPlaced: the fleet operator placed the tenant on a cell (status.cell).
 	EventPlaced = "Placed"
-	// EventNotPlaced: no cell can take the tenant, or its placement excludes its cell.
+	// EventNotPlaced: no cell can take the tenant.
 	EventNotPlaced = "NotPlaced"
+	// EventMoveStarted, EventMoveTargetActive and EventMoveComplete: the steps of a
+	// move between cells.
+	EventMoveStarted      = "MoveStarted"
+	EventMoveTargetActive = "MoveTargetActive"
+	EventMoveComplete     = "MoveComplete"
 )

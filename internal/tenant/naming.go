@@ -12,9 +12,11 @@ const (
 	LabelTier = "eva.aidonow.com/tier"
 	// LabelModule marks an object belonging to one module.
 	LabelModule = "eva.aidonow.com/module"
-	// LabelCell, on an EvaTenant, names the cell the fleet operator placed it on (a
-	// copy of status.cell that a cell's operator can select by; status.cell decides).
-	LabelCell = "eva.aidonow.com/cell"
+	// CellLabelPrefix, followed by a cell's name, is the label the fleet operator puts
+	// on an EvaTenant for each cell that must look at it: the one in status.cell, and
+	// during a move the target too. A cell's operator selects its tenants by it;
+	// status.cell and status.move decide what it does with them.
+	CellLabelPrefix = "cell.eva.aidonow.com/"
 	// AnnotationOperatorVersion records which operator version owns a tenant.
 	AnnotationOperatorVersion = "eva.aidonow.com/operator-version"
 	// AnnotationSeedLoaded is set by the provisioner to the seeds version it loaded.
@@ -76,3 +78,6 @@ func IngressName(code string) string { return "eva-" + strings.ToLower(code) }
 
 // Host returns the tenant's host name under domain.
 func Host(code, domain string) string { return strings.ToLower(code) + "." + domain }
+
+// CellLabel is the label that shows an EvaTenant to the operator of cell.
+func CellLabel(cell string) string { return CellLabelPrefix + cell }

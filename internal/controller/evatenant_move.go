@@ -1,0 +1,129 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"k8s.io/apimachinery/pkg/api/equality"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/status"
+)
+
+// DefaultMoveDrain is how long a move waits, after taking the tenant's traffic off the
+// source cell, before removing the tenant there: for requests in flight to finish and
+// consumers to take what the source's streams still hold.
+const DefaultMoveDrain = time.Minute
+
+// concerns says whether this cell's operator has anything to do with t: it is placed
+// on this cell, or moving to it.
+func (r *EvaTenantReconciler) concerns(t *evav1.EvaTenant) bool {
+	return t.Status.Cell == r.Cell || (t.Status.Move != nil && t.Status.Move.To == r.Cell)
+}
+
+// moveStep runs this cell's part of a move of t (cellmove.go), if it has one now;
+// handled says the reconcile is done with t. The source serves the tenant as usual
+// while the target provisions it.
+func (r *EvaTenantReconciler) moveStep(ctx context.Context, t *evav1.EvaTenant) (res ctrl.Result, handled bool, err error) {
+	mv := t.Status.Move
+	switch {
+	case mv == nil || (mv.From == r.Cell && mv.Step == evav1.MoveProvisioningTarget):
+		return ctrl.Result{}, false, nil
+	case !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned:
+		// Decommissioned mid-move: the source's operator runs the saga; the target's
+		// copy is left for now (docs/cells.md#moves).
+		return ctrl.Result{}, mv.From != r.Cell, nil
+	case r.GitOps != nil:
+		return ctrl.Result{}, true, r.reportMove(ctx, t, func(m *evav1.Move) {
+			m.TargetMessage = "cell " + r.Cell + " publishes for Flux (GitOps mode), where moves are not supported yet"
+		})
+	case mv.To == r.Cell && mv.Step == evav1.MoveProvisioningTarget:
+		res, err := r.provisionMoveTarget(ctx, t)
+		return res, true, err
+	case mv.From == r.Cell && mv.Step == evav1.MoveRemovingSource && mv.SourceRemovedAt == nil:
+		res, err := r.removeMoveSource(ctx, t)
+		return res, true, err
+	}
+	return ctrl.Result{}, true, nil // the fleet operator takes the next step
+}
+
+// provisionMoveTarget provisions t on this cell, the move's target, as a new tenant: the
+// usual phases run on a copy whose status starts empty, and only the phase reached and
+// its Ready message are written, into status.move (the tenant's conditions stay the
+// source's until the move ends). Nothing of the copy's bookkeeping is kept, so each
+// reconcile applies the bundle again; the move is short.
+func (r *EvaTenantReconciler) provisionMoveTarget(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
+	copied := t.DeepCopy()
+	copied.Status = evav1.EvaTenantStatus{Cell: r.Cell}
+	s := &scope{tenant: copied, base: copied.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", "target")}
+	if err := r.resolveRelease(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	res, err := runPhases(ctx, s, r.provisionPhases())
+	status.Record(&copied.Status, s.outcome, t.Generation, metav1.NewTime(r.now()))
+	ready := findCondition(copied, evav1.ConditionReady)
+	if werr := r.reportMove(ctx, t, func(m *evav1.Move) {
+		m.TargetPhase, m.TargetMessage = copied.Status.Phase, ready.Message
+	}); werr != nil {
+		return ctrl.Result{}, werr
+	}
+	return res, err
+}
+
+// removeMoveSource removes t from this cell, the move's source, once the target is
+// Active: its Ingress first (the traffic then reaches the target only), then, after
+// the drain, everything else, as the decommission saga removes it. JetStream streams
+// the operator manages itself (direct messaging) are left: cells that share one NATS
+// share them with the target.
+func (r *EvaTenantReconciler) removeMoveSource(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
+	mv := t.Status.Move
+	if mv.TrafficMovedAt == nil {
+		for _, ref := range t.Status.Inventory {
+			if ref.Kind == "Ingress" {
+				if err := r.deleteRef(ctx, t, ref); err != nil {
+					return ctrl.Result{}, fmt.Errorf("moving traffic off cell %s: %w", r.Cell, err)
+				}
+			}
+		}
+		now := metav1.NewTime(r.now())
+		return ctrl.Result{RequeueAfter: r.moveDrain()}, r.reportMove(ctx, t, func(m *evav1.Move) { m.TrafficMovedAt = &now })
+	}
+	if left := r.moveDrain() - r.now().Sub(mv.TrafficMovedAt.Time); left > 0 {
+		return ctrl.Result{RequeueAfter: left}, nil
+	}
+	s := &scope{tenant: t.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", "source")}
+	done, res, err := r.removeAll(ctx, s, false)
+	if !done || err != nil {
+		return res, err
+	}
+	r.memo.forget(t.UID)
+	r.lastApply.Delete(t.UID)
+	now := metav1.NewTime(r.now())
+	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { m.SourceRemovedAt = &now })
+}
+
+// moveDrain is MoveDrain, or DefaultMoveDrain when unset.
+func (r *EvaTenantReconciler) moveDrain() time.Duration {
+	if r.MoveDrain > 0 {
+		return r.MoveDrain
+	}
+	return DefaultMoveDrain
+}
+
+// reportMove writes what update changes of t's status.move, guarded by the
+// resourceVersion (a conflict is retried by the caller's requeue).
+func (r *EvaTenantReconciler) reportMove(ctx context.Context, t *evav1.EvaTenant, update func(*evav1.Move)) error {
+	base := t.DeepCopy()
+	update(t.Status.Move)
+	if equality.Semantic.DeepEqual(base.Status.Move, t.Status.Move) {
+		return nil
+	}
+	if err := r.Status().Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("reporting the move of %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	return nil
+}
