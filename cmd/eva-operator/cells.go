@@ -63,17 +63,41 @@ func roleOf(cfg config, env *overlay.Environment) (role, *overlay.Cell, error) {
 	return 0, nil, fmt.Errorf("--cell %s: environment %s has no such cell (it has %s)", cfg.cell, env.Name, strings.Join(names, ", "))
 }
 
-// leaderElectionID is the Lease this operator elects its leader on: the fleet
+// leaderElectionID is the Lease this operator elects its leader on. The fleet
 // operator's and each cell's differ from each other and from a one-cluster operator's,
-// so they can run in one cluster.
-func leaderElectionID(r role, cell string, shards shard.Selector) string {
+// so they can run in one cluster; so do each operator version's (OPERATOR_VERSION), so
+// that two versions serving their own tenants (blue/green) both run, while the replicas
+// of one version and shard share one leader.
+func leaderElectionID(r role, cell, version string, shards shard.Selector) string {
+	base := "eva-operator.eva.aidonow.com"
 	switch r {
 	case roleFleet:
-		return shards.LeaderElectionID("eva-fleet.eva.aidonow.com")
+		base = "eva-fleet.eva.aidonow.com"
 	case roleCell:
-		return shards.LeaderElectionID("eva-cell-" + cell + ".eva.aidonow.com")
+		base = "eva-cell-" + cell + ".eva.aidonow.com"
 	}
-	return shards.LeaderElectionID("eva-operator.eva.aidonow.com")
+	if v := leaseSafe(version); v != "" {
+		base = "v" + v + "." + base
+	}
+	return shards.LeaderElectionID(base)
+}
+
+// leaseSafe is version as one label of a Lease name: lower case, characters a name
+// cannot hold as '-', at most 40 characters, trimmed of '-' at either end.
+func leaseSafe(version string) string {
+	var b strings.Builder
+	for _, c := range strings.ToLower(strings.TrimPrefix(version, "v")) {
+		if (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') {
+			b.WriteRune(c)
+		} else {
+			b.WriteByte('-')
+		}
+	}
+	out := b.String()
+	if len(out) > 40 {
+		out = out[:40]
+	}
+	return strings.Trim(out, "-")
 }
 
 // publishToCell points the publish flags at the cell's own tree: its folder below

@@ -156,7 +156,7 @@ func run(cfg config) error {
 		HealthProbeBindAddress:  cfg.probeAddr,
 		PprofBindAddress:        cfg.profilerAddr,
 		LeaderElection:          cfg.leaderElect,
-		LeaderElectionID:        leaderElectionID(role, cfg.cell, shards),
+		LeaderElectionID:        leaderElectionID(role, cfg.cell, cfg.operatorVersion, shards),
 		LeaderElectionNamespace: cfg.ownNamespace,
 		Cache:                   controller.CacheOptions(cfg.claimsNS, shards, renderer.ArgoCD() && cfg.publishMode != "none"),
 	})

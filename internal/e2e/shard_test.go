@@ -59,7 +59,8 @@ func TestShardsSplitTheFleet(t *testing.T) {
 	holders := map[string]string{}
 	for name, sel := range selectors {
 		var lease coordinationv1.Lease
-		key := types.NamespacedName{Namespace: operatorNamespace, Name: sel.LeaderElectionID("eva-operator.eva.aidonow.com")}
+		// The operators run as version 1.0.0 (startOperator): each version elects its own.
+		key := types.NamespacedName{Namespace: operatorNamespace, Name: sel.LeaderElectionID("v1-0-0.eva-operator.eva.aidonow.com")}
 		if err := cluster.Client.Get(ctx, key, &lease); err != nil {
 			t.Fatalf("shard %s's leader Lease: %v", name, err)
 		}
