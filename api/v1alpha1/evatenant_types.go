@@ -441,6 +441,14 @@ type Move struct {
 	// tenant there; the fleet operator then ends the move.
 	// +optional
 	SourceRemovedAt *metav1.Time `json:"sourceRemovedAt,omitempty"`
+	// cancelled says the move is being undone: the tenant's placement allows its
+	// source again before the target was Active. The target's copy is removed.
+	// +optional
+	Cancelled bool `json:"cancelled,omitempty"`
+	// targetRemovedAt is when the target cell's operator finished removing its copy
+	// of a cancelled move, or of a tenant decommissioned or deleted during its move.
+	// +optional
+	TargetRemovedAt *metav1.Time `json:"targetRemovedAt,omitempty"`
 }
 
 // ObjectRef names one applied object.

@@ -9,6 +9,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/placement"
 	"github.com/aidonow/eva/internal/status"
 )
 
@@ -23,6 +24,12 @@ import (
 //     rest there and records status.move.sourceRemovedAt.
 //  3. The fleet operator moves status.cell to the target and clears the move: the
 //     target's operator now reports the tenant's conditions.
+//
+// A move whose tenant's placement allows the source again before the target is Active
+// is cancelled (status.move.cancelled): the target's operator removes its copy and
+// records targetRemovedAt, and the fleet operator clears the move. A tenant deleted or
+// decommissioned during its move has its copy on the target removed the same way, and
+// its decommission on the source finishes only once that copy is gone.
 
 // startMove records a move of t to cell to.
 func (p *CellPlacer) startMove(ctx context.Context, t *evav1.EvaTenant, to string) error {
@@ -44,7 +51,17 @@ func (p *CellPlacer) advanceMove(ctx context.Context, t *evav1.EvaTenant) error 
 		return err
 	}
 	base := t.DeepCopy()
+	retired := t.Spec.LifecycleOrDefault() != evav1.LifecycleActive
 	switch {
+	case mv.TargetRemovedAt != nil && (mv.Cancelled || retired):
+		t.Status.Move = nil
+		if mv.Cancelled {
+			defer p.event(t, corev1.EventTypeNormal, status.EventMoveCancelled, "Move to cell %s undone; the tenant stays on cell %s", mv.To, mv.From)
+		}
+	case mv.Step == evav1.MoveProvisioningTarget && !mv.Cancelled && !retired && p.allows(t, mv.From) && !p.allows(t, mv.To):
+		t.Status.Move.Cancelled = true
+	case mv.Cancelled || retired:
+		return nil // the target's operator removes its copy
 	case mv.Step == evav1.MoveProvisioningTarget && mv.TargetPhase == evav1.PhaseActive:
 		t.Status.Move.Step = evav1.MoveRemovingSource
 		defer p.event(t, corev1.EventTypeNormal, status.EventMoveTargetActive, "Active on cell %s; removing it from cell %s", mv.To, mv.From)
@@ -62,4 +79,18 @@ func (p *CellPlacer) advanceMove(ctx context.Context, t *evav1.EvaTenant) error 
 		return p.labelCells(ctx, t, t.Status.Cell)
 	}
 	return nil
+}
+
+// allows says whether t's spec.placement admits the environment's cell named cell.
+func (p *CellPlacer) allows(t *evav1.EvaTenant, cell string) bool {
+	req := placement.Request{}
+	if pl := t.Spec.Placement; pl != nil {
+		req.Cell, req.Labels = pl.Cell, pl.Labels
+	}
+	for _, c := range p.Env.Settings.PlacementCells() {
+		if c.Name == cell {
+			return req.Allows(c)
+		}
+	}
+	return false
 }

@@ -184,6 +184,12 @@ func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant)
 // before the finalizer goes, so a restart never runs the saga again), then the finalizer.
 func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope) (ctrl.Result, error) {
 	t := s.tenant
+	if mv := t.Status.Move; mv != nil && mv.TargetRemovedAt == nil {
+		// Decommissioned during a move between cells: done once the target's copy is
+		// gone too (cellmove.go), so nothing is left behind in either cell.
+		s.waiting(status.ReasonDecommissioning, fmt.Sprintf("waiting for cell %s to remove the tenant's copy there", mv.To))
+		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+	}
 	s.outcome = status.Outcome{Decommission: &status.Decommission{Done: true}, Settled: true}
 	s.event(corev1.EventTypeNormal, status.EventDeprovisionComplete, "Tenant %s decommissioned", t.Spec.CapsuleCode)
 	if err := r.writeStatus(ctx, s); err != nil {

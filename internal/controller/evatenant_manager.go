@@ -123,7 +123,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	hasCapsule := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[tenant.LabelCapsule] != ""
 	}))
-	specChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{})
+	specChanged := predicate.Or(predicate.GenerationChangedPredicate{}, predicate.AnnotationChangedPredicate{}, predicate.LabelChangedPredicate{}, placementChanged)
 	b := ctrl.NewControllerManagedBy(mgr).
 		Named("evatenant").
 		Watches(&corev1.Namespace{}, toTenant, hasCapsule).
@@ -157,6 +157,15 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	}
 	return b.Complete(r)
 }
+
+// placementChanged lets through a change of the tenant's cell or of its move, which
+// the fleet operator writes into the status: each step of a move is another cell
+// operator's to take (cellmove.go).
+var placementChanged = predicate.Funcs{UpdateFunc: func(e event.UpdateEvent) bool {
+	oldT, okOld := e.ObjectOld.(*evav1.EvaTenant)
+	newT, okNew := e.ObjectNew.(*evav1.EvaTenant)
+	return okOld && okNew && (oldT.Status.Cell != newT.Status.Cell || !equality.Semantic.DeepEqual(oldT.Status.Move, newT.Status.Move))
+}}
 
 // quotaHardChanged lets through a quota's creation, deletion and a change of its
 // enforced limits (status.hard), not the usage updates.

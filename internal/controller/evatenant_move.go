@@ -30,13 +30,18 @@ func (r *EvaTenantReconciler) concerns(t *evav1.EvaTenant) bool {
 // while the target provisions it.
 func (r *EvaTenantReconciler) moveStep(ctx context.Context, t *evav1.EvaTenant) (res ctrl.Result, handled bool, err error) {
 	mv := t.Status.Move
+	retired := !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned
 	switch {
-	case mv == nil || (mv.From == r.Cell && mv.Step == evav1.MoveProvisioningTarget):
+	case mv == nil || (mv.From == r.Cell && (mv.Step == evav1.MoveProvisioningTarget || retired)):
+		// The source serves the tenant while the target provisions, and runs its
+		// decommission as usual (finishDecommission waits for the target's copy).
 		return ctrl.Result{}, false, nil
-	case !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned:
-		// Decommissioned mid-move: the source's operator runs the saga; the target's
-		// copy is left for now (docs/cells.md#moves).
-		return ctrl.Result{}, mv.From != r.Cell, nil
+	case mv.To == r.Cell && (mv.Cancelled || retired):
+		if mv.TargetRemovedAt != nil {
+			return ctrl.Result{}, true, nil
+		}
+		res, err := r.removeMoveTarget(ctx, t)
+		return res, true, err
 	case r.GitOps != nil:
 		return ctrl.Result{}, true, r.reportMove(ctx, t, func(m *evav1.Move) {
 			m.TargetMessage = "cell " + r.Cell + " publishes for Flux (GitOps mode), where moves are not supported yet"
@@ -104,6 +109,21 @@ func (r *EvaTenantReconciler) removeMoveSource(ctx context.Context, t *evav1.Eva
 	r.lastApply.Delete(t.UID)
 	now := metav1.NewTime(r.now())
 	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { m.SourceRemovedAt = &now })
+}
+
+// removeMoveTarget removes this cell's copy of t (a cancelled move, or a tenant
+// decommissioned or deleted during its move), as the decommission saga removes it, and
+// records targetRemovedAt.
+func (r *EvaTenantReconciler) removeMoveTarget(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
+	s := &scope{tenant: t.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", "target")}
+	done, res, err := r.removeAll(ctx, s, false)
+	if !done || err != nil {
+		return res, err
+	}
+	r.memo.forget(t.UID)
+	r.lastApply.Delete(t.UID)
+	now := metav1.NewTime(r.now())
+	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { m.TargetRemovedAt = &now })
 }
 
 // moveDrain is MoveDrain, or DefaultMoveDrain when unset.

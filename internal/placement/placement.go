@@ -68,8 +68,8 @@ type Request struct {
 	Previous string
 }
 
-// allows says whether the request's constraint admits cell c.
-func (r Request) allows(c Cell) bool {
+// Allows says whether the request's constraint admits cell c.
+func (r Request) Allows(c Cell) bool {
 	if r.Cell != "" && r.Cell != c.Name {
 		return false
 	}
@@ -127,7 +127,7 @@ func Place(cells []Cell, requests []Request) Result {
 	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Code < reqs[j].Code })
 	var pending []Request
 	for _, r := range reqs {
-		if c, ok := byName[r.Previous]; ok && r.allows(c) {
+		if c, ok := byName[r.Previous]; ok && r.Allows(c) {
 			res.Cells[r.Code] = c.Name
 			*res.Use[c.Name] = res.Use[c.Name].plus(r.Claim)
 			continue
@@ -142,7 +142,7 @@ func Place(cells []Cell, requests []Request) Result {
 	for _, r := range pending {
 		best, bestLoad, why := "", 2.0, []string{}
 		for _, c := range cells {
-			if !r.allows(c) {
+			if !r.Allows(c) {
 				continue
 			}
 			after := res.Use[c.Name].plus(r.Claim)

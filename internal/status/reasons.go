@@ -84,4 +84,5 @@ const (
 	EventMoveStarted      = "MoveStarted"
 	EventMoveTargetActive = "MoveTargetActive"
 	EventMoveComplete     = "MoveComplete"
+	EventMoveCancelled    = "MoveCancelled"
 )
