@@ -105,7 +105,7 @@ func run(m *testing.M) (int, error) {
 	if err := bootstrapSource(ctx, "GitRepository", "eva-tenants", gitSrv.URL+"/"+fleetRepo, "main", "10s"); err != nil {
 		return 0, err
 	}
-	if err := installOperatorChart(root); err != nil {
+	if err := installOperatorChart(root, cluster.KubeConfig); err != nil {
 		return 0, err
 	}
 	// JetStream, real and embedded, and the two stand-ins the cluster cannot do without.
@@ -175,10 +175,10 @@ func chartSourceURL() string { return "oci://" + registry.Host() + "/eva/charts"
 // in deploy/charts/eva-operator (CRD, RBAC, admission policies, network policy,
 // environment), but with no replica: the operator runs here as a process, its image is
 // not built on this machine.
-func installOperatorChart(root string) error {
+func installOperatorChart(root, kubeconfig string) error {
 	ns := "eva-system"
 	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Namespace = &cluster.KubeConfig, &ns
+	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
 	cfg := new(action.Configuration)
 	if err := cfg.Init(flags, ns, "secret", func(string, ...any) {}); err != nil {
 		return err
