@@ -100,30 +100,29 @@ func (r *EvaTenantReconciler) removeMoveSource(ctx context.Context, t *evav1.Eva
 	if left := r.moveDrain() - r.now().Sub(mv.TrafficMovedAt.Time); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
-	s := &scope{tenant: t.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", "source")}
-	done, res, err := r.removeAll(ctx, s, false)
-	if !done || err != nil {
-		return res, err
-	}
-	r.memo.forget(t.UID)
-	r.lastApply.Delete(t.UID)
-	now := metav1.NewTime(r.now())
-	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { m.SourceRemovedAt = &now })
+	return r.removeCopy(ctx, t, "source", func(m *evav1.Move, at *metav1.Time) { m.SourceRemovedAt = at })
 }
 
 // removeMoveTarget removes this cell's copy of t (a cancelled move, or a tenant
 // decommissioned or deleted during its move), as the decommission saga removes it, and
 // records targetRemovedAt.
 func (r *EvaTenantReconciler) removeMoveTarget(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
-	s := &scope{tenant: t.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", "target")}
-	done, res, err := r.removeAll(ctx, s, false)
-	if !done || err != nil {
+	return r.removeCopy(ctx, t, "target", func(m *evav1.Move, at *metav1.Time) { m.TargetRemovedAt = at })
+}
+
+// removeCopy removes this cell's copy of t (the move's side, for the log) as the
+// decommission saga removes it, leaving JetStream streams the operator manages, and
+// once it is gone records the time with done.
+func (r *EvaTenantReconciler) removeCopy(ctx context.Context, t *evav1.EvaTenant, side string, done func(*evav1.Move, *metav1.Time)) (ctrl.Result, error) {
+	s := &scope{tenant: t.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", side)}
+	gone, res, err := r.removeAll(ctx, s, false)
+	if !gone || err != nil {
 		return res, err
 	}
 	r.memo.forget(t.UID)
 	r.lastApply.Delete(t.UID)
 	now := metav1.NewTime(r.now())
-	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { m.TargetRemovedAt = &now })
+	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { done(m, &now) })
 }
 
 // moveDrain is MoveDrain, or DefaultMoveDrain when unset.
