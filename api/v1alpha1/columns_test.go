@@ -44,18 +44,27 @@ func TestKubectlGetShowsWhy(t *testing.T) {
 	if err := json.Unmarshal(raw, &table); err != nil {
 		t.Fatal(err)
 	}
-	var names []string
-	for _, c := range table.ColumnDefinitions {
-		names = append(names, c.Name)
+	// kubectl get shows the columns of priority 0; -o wide adds the others.
+	var names, wide []string
+	message := -1
+	for i, c := range table.ColumnDefinitions {
+		if c.Name == "Message" {
+			message = i
+		}
+		if c.Priority == 0 {
+			names = append(names, c.Name)
+		} else {
+			wide = append(wide, c.Name)
+		}
 	}
 	want := []string{"Name", "Code", "Tier", "Wave", "Phase", "Ready", "Message", "Age"}
-	if !slices.Equal(names, want) {
-		t.Fatalf("columns %v, want %v", names, want)
+	if !slices.Equal(names, want) || !slices.Equal(wide, []string{"Cell"}) {
+		t.Fatalf("columns %v and with -o wide %v, want %v and [Cell]", names, wide, want)
 	}
 	if len(table.Rows) != 1 {
 		t.Fatalf("%d rows", len(table.Rows))
 	}
-	if got := table.Rows[0].Cells[6]; got != why {
+	if got := table.Rows[0].Cells[message]; got != why {
 		t.Errorf("Message column %q, want %q", got, why)
 	}
 }
