@@ -13,6 +13,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
@@ -318,8 +319,21 @@ func TestCellsOnTwoClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := map[string]bool{}
+	// The availability window: how long both cells served the tenant (an Ingress with
+	// a load-balancer address), and how long neither did, polled through the move.
+	var both, neither time.Duration
+	polled := time.Now()
 	deadline = time.Now().Add(within(t, 5*time.Minute))
 	for {
+		eu, us := servingOn(ctx, cluster.Client, code), servingOn(ctx, cell.Client, code)
+		now := time.Now()
+		switch {
+		case eu && us:
+			both += now.Sub(polled)
+		case !eu && !us:
+			neither += now.Sub(polled)
+		}
+		polled = now
 		cellNow, step := cellOf(t, moving)
 		switch {
 		case step == "ProvisioningTarget" && !killed["fleet"]:
@@ -353,5 +367,16 @@ func TestCellsOnTwoClusters(t *testing.T) {
 			time.Sleep(time.Second)
 		}
 	}
-	t.Logf("placed %v; operators killed during the move: %v", perCell, killed)
+	if neither > 0 {
+		t.Errorf("no cell served %s for %s of its move", code, neither.Round(time.Millisecond))
+	}
+	t.Logf("placed %v; operators killed during the move: %v; both cells served the moving tenant for %s, neither for %s",
+		perCell, killed, both.Round(100*time.Millisecond), neither.Round(100*time.Millisecond))
+}
+
+// servingOn says whether c holds the tenant's Ingress with a load-balancer address.
+func servingOn(ctx context.Context, c client.Client, code string) bool {
+	var ing networkingv1.Ingress
+	err := c.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.IngressName(code)}, &ing)
+	return err == nil && ing.DeletionTimestamp.IsZero() && len(ing.Status.LoadBalancer.Ingress) > 0
 }
