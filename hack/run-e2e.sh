@@ -16,11 +16,17 @@ flags=${1:--race -count=1 -timeout=30m -parallel=4}
 # OCI, JetStream, the stand-ins); under the detector that process used an eighth of
 # the suite's CPU on a 2-core machine where make test is CPU-bound. The packages that run
 # the product in-process (internal/controller, internal/cli, ...) keep -race.
+#
+# Eight scenarios at a time (EVA_E2E_PARALLEL), whatever -parallel says: a scenario
+# spends most of its time waiting (kwok's pod start delay, Flux's intervals), so the
+# suite's wall time is its scenarios' summed time over the slots; at four, the SIGKILL
+# rounds queued behind the longest scenarios for four minutes, while the suite used
+# about 1.2 of the 2 cores.
 race_free=
 for flag in $flags; do
-  case "$flag" in -race | -race=*) ;; *) race_free+=" $flag" ;; esac
+  case "$flag" in -race | -race=* | -parallel=*) ;; *) race_free+=" $flag" ;; esac
 done
-flags=$race_free
+flags="$race_free -parallel=${EVA_E2E_PARALLEL:-8}"
 KUBEBUILDER_ASSETS="$(hack/envtest-binaries.sh "$bin")"
 export KUBEBUILDER_ASSETS
 
