@@ -280,13 +280,7 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 	// A move undone while the target provisions (its quota held, so it cannot get
 	// Active): the target's copy goes, the tenant stays.
 	undone := tenants[1]
-	from, to = rig.pin(undone, "hold")
-	eventually(t, 30*time.Second, "the move of "+undone.Spec.CapsuleCode+" started", func() error {
-		if mv := getTenant(t, undone).Status.Move; mv == nil || !rig.namespaceOn(to, undone.Spec.CapsuleCode) {
-			return fmt.Errorf("move %+v, nothing on %s yet", mv, to)
-		}
-		return nil
-	})
+	from, to = rig.startHeldMove(undone)
 	rig.pin(undone, from)
 	rig.waitOnlyOn(undone, from, 60*time.Second)
 	waitEvents(t, undone, status.EventMoveStarted, status.EventMoveCancelled)
@@ -295,13 +289,7 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 	// until that operator is back and has removed its copy, then nothing is left in
 	// either cell, and the tenant goes.
 	deleted := tenants[3]
-	from, to = rig.pin(deleted, "hold")
-	eventually(t, 30*time.Second, "the move of "+deleted.Spec.CapsuleCode+" started", func() error {
-		if mv := getTenant(t, deleted).Status.Move; mv == nil || !rig.namespaceOn(to, deleted.Spec.CapsuleCode) {
-			return fmt.Errorf("move %+v, nothing on %s yet", mv, to)
-		}
-		return nil
-	})
+	from, to = rig.startHeldMove(deleted)
 	rig.procs[to].Kill()
 	if err := k8s.Delete(context.Background(), getTenant(t, deleted)); err != nil {
 		t.Fatal(err)
@@ -324,6 +312,21 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// startHeldMove pins tn to the other cell with its copy there held from getting Active
+// (pin "hold"), waits until the move has begun provisioning there, and returns its
+// cell and the target.
+func (rig *cellsRig) startHeldMove(tn *evav1.EvaTenant) (from, to string) {
+	rig.t.Helper()
+	from, to = rig.pin(tn, "hold")
+	eventually(rig.t, 30*time.Second, "the move of "+tn.Spec.CapsuleCode+" started", func() error {
+		if mv := getTenant(rig.t, tn).Status.Move; mv == nil || !rig.namespaceOn(to, tn.Spec.CapsuleCode) {
+			return fmt.Errorf("move %+v, nothing on %s yet", mv, to)
+		}
+		return nil
+	})
+	return from, to
 }
 
 // waitEvents waits until the tenant's events include each of reasons (the recorder
