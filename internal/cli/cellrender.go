@@ -22,7 +22,6 @@ import (
 type renderedShare struct {
 	cellShare
 	files []render.File
-	plan  *publish.Plan
 }
 
 // renderShares renders every cell's share under treePath and previews each against the
@@ -39,11 +38,10 @@ func (j *job) renderShares(treePath treePaths, safety publish.Safety) ([]rendere
 		total.Tenants += stats.Tenants
 		total.Objects += stats.Objects
 		total.Bytes += stats.Bytes
-		plan, err := publish.Preview(j.cellTrees[s.cell.Name], publish.FullUpdate(files), safety)
-		if err != nil {
+		if _, err := publish.Preview(j.cellTrees[s.cell.Name], publish.FullUpdate(files), safety); err != nil {
 			return nil, total, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("cell %s: %w", s.cell.Name, err)}
 		}
-		out = append(out, renderedShare{cellShare: s, files: files, plan: plan})
+		out = append(out, renderedShare{cellShare: s, files: files})
 	}
 	return out, total, nil
 }

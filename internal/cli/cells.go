@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -132,11 +131,7 @@ a tenant no cell can take is a problem at its file and line (exit 1).`,
 			}
 			res, err := tenantfile.Load(tenants, catalog)
 			if err != nil {
-				var usage *tenantfile.UsageError
-				if errors.As(err, &usage) {
-					return &ExitError{Code: ExitUsage, Err: err}
-				}
-				return err
+				return usageExit(err)
 			}
 			record, err := publishedPlacements(cmd, published, e)
 			if err != nil {

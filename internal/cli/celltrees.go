@@ -41,20 +41,13 @@ func publishedCells(ctx context.Context, cells []overlay.Cell, read treeReader) 
 			}
 			code := strings.ToUpper(dir)
 			if other, ok := out[code]; ok && other != c.Name {
-				a, b := sorted2(other, c.Name)
-				return nil, nil, fmt.Errorf("tenant %s is published on cells %s and %s: remove it from the one it does not run on", code, a, b)
+				return nil, nil, fmt.Errorf("tenant %s is published on cells %s and %s: remove it from the one it does not run on",
+					code, min(other, c.Name), max(other, c.Name))
 			}
 			out[code] = c.Name
 		}
 	}
 	return out, trees, nil
-}
-
-func sorted2(a, b string) (string, string) {
-	if b < a {
-		return b, a
-	}
-	return a, b
 }
 
 // dirCells reads each cell's tree from its folder under dir (a render's --out, or a

@@ -71,6 +71,16 @@ func checkAuthor(cmd *cobra.Command) error {
 	return nil
 }
 
+// usageExit is err as the exit error of a command that loaded tenant files: a usage
+// error (no such path, standard input named with other paths) exits with ExitUsage.
+func usageExit(err error) error {
+	var usage *tenantfile.UsageError
+	if errors.As(err, &usage) {
+		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	return err
+}
+
 // safeProblem is the one escaping every printed problem goes through: file, field and
 // message escaped (one line, no control characters) and bounded, whichever package
 // made the problem. Escaping is idempotent: a problem cleaned where it was made is
@@ -169,11 +179,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	}
 	res, err := tenantfile.LoadWith(ri.tenants, catalog, load)
 	if err != nil {
-		var usage *tenantfile.UsageError
-		if errors.As(err, &usage) {
-			return nil, &ExitError{Code: ExitUsage, Err: err}
-		}
-		return nil, err
+		return nil, usageExit(err)
 	}
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
 	placed, placeProblems := placeTenants(res, env, catalog, published)

@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -58,11 +57,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			}
 			res, err := loadTenants(cmd, args, catalog)
 			if err != nil {
-				var usage *tenantfile.UsageError
-				if errors.As(err, &usage) {
-					return &ExitError{Code: ExitUsage, Err: err}
-				}
-				return err
+				return usageExit(err)
 			}
 			// Release files are checked as render checks them: what validate accepts,
 			// render accepts.
