@@ -271,6 +271,9 @@ type DecommissionStep string
 
 // The GitOps decommission saga's steps, in order.
 const (
+	// StepTrafficRemoved: the Ingress is out of the tree (the source cell of a move
+	// takes its traffic away first, and drains).
+	StepTrafficRemoved DecommissionStep = "TrafficRemoved"
 	// StepStreamsRemoved: the streams and alert rules are out of the tree.
 	StepStreamsRemoved DecommissionStep = "StreamsRemoved"
 	// StepReleasesRemoved: the workloads are out of the tree too (helm-controller
@@ -380,10 +383,11 @@ type EvaTenantStatus struct {
 	Release string `json:"release,omitempty"`
 
 	// decommissionStep is how far the decommission saga got in GitOps mode, where each
-	// step is a publish Flux applies before the next: StreamsRemoved, ReleasesRemoved,
-	// NamespaceOnly, Removed. A restarted operator resumes from it.
+	// step is a publish Flux applies before the next: TrafficRemoved (a move's source
+	// only), StreamsRemoved, ReleasesRemoved, NamespaceOnly, Removed. A restarted
+	// operator resumes from it.
 	// +optional
-	// +kubebuilder:validation:Enum=StreamsRemoved;ReleasesRemoved;NamespaceOnly;Removed
+	// +kubebuilder:validation:Enum=TrafficRemoved;StreamsRemoved;ReleasesRemoved;NamespaceOnly;Removed
 	DecommissionStep DecommissionStep `json:"decommissionStep,omitempty"`
 
 	// cell is the cell (cluster) the tenant was placed on, in an environment with cells
@@ -449,6 +453,27 @@ type Move struct {
 	// of a cancelled move, or of a tenant decommissioned or deleted during its move.
 	// +optional
 	TargetRemovedAt *metav1.Time `json:"targetRemovedAt,omitempty"`
+	// sourceMessage is what the source cell's operator waits for while it removes the
+	// tenant there.
+	// +optional
+	SourceMessage string `json:"sourceMessage,omitempty"`
+	// targetPublished is what the target cell's operator published of the tenant in
+	// GitOps mode (its copy's record: the tenant's own status is the source's until
+	// the move ends, when the fleet operator makes this the tenant's record).
+	// +optional
+	TargetPublished *Publication `json:"targetPublished,omitempty"`
+}
+
+// Publication is what an operator in GitOps mode last published of a tenant: the
+// revision, the digest of the tenant's files in it, and the decommission step they are.
+type Publication struct {
+	// +optional
+	Revision string `json:"revision,omitempty"`
+	// +optional
+	AppliedDigest string `json:"appliedDigest,omitempty"`
+	// +optional
+	// +kubebuilder:validation:Enum=TrafficRemoved;StreamsRemoved;ReleasesRemoved;NamespaceOnly;Removed
+	DecommissionStep DecommissionStep `json:"decommissionStep,omitempty"`
 }
 
 // ObjectRef names one applied object.

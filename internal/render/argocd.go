@@ -91,7 +91,7 @@ func (r *Renderer) argoFilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]Fi
 	var workloads []byte
 	var modules []*argov1.Application
 	if td < TeardownWorkloads {
-		if workloads, err = b.LayerManifest(Workloads, "HelmRelease"); err != nil {
+		if workloads, err = b.LayerManifest(Workloads, append(withoutTraffic(td), "HelmRelease")...); err != nil {
 			return nil, err
 		}
 		if modules, err = r.moduleApplications(t, b); err != nil {

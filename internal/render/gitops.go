@@ -75,13 +75,25 @@ type Teardown int
 const (
 	// TeardownNone renders everything the tenant's spec asks for.
 	TeardownNone Teardown = iota
-	// TeardownMessaging leaves out the streams and the alert rules.
+	// TeardownTraffic leaves out the Ingress: the first step of every teardown (a
+	// move's source takes its traffic away, and drains, before anything else).
+	TeardownTraffic
+	// TeardownMessaging also leaves out the streams and the alert rules.
 	TeardownMessaging
 	// TeardownWorkloads also leaves out the workloads (releases, seed Job, Ingress): Flux
 	// deletes the HelmReleases and helm-controller uninstalls them, as the deployer
 	// account the foundation still holds.
 	TeardownWorkloads
 )
+
+// withoutTraffic is what a teardown leaves out of the workloads: the Ingress from
+// TeardownTraffic on.
+func withoutTraffic(td Teardown) []string {
+	if td >= TeardownTraffic {
+		return []string{"Ingress"}
+	}
+	return nil
+}
 
 // TenantFiles renders one tenant's files of the GitOps tree.
 func (r *Renderer) TenantFiles(t *evav1.EvaTenant) ([]File, error) {
@@ -117,7 +129,7 @@ func (r *Renderer) FilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, 
 	}
 	var workloads []byte
 	if td < TeardownWorkloads {
-		if workloads, err = b.LayerManifest(Workloads); err != nil {
+		if workloads, err = b.LayerManifest(Workloads, withoutTraffic(td)...); err != nil {
 			return nil, err
 		}
 	}

@@ -5,6 +5,8 @@ import (
 	"testing"
 
 	"go.yaml.in/yaml/v3"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
 
 // kustomizationResources decodes a kustomization and returns its resources.
@@ -55,6 +57,39 @@ func TestKustomizationsOfCodesAreUnchanged(t *testing.T) {
 	} {
 		if tc.got != tc.want {
 			t.Errorf("got\n%s\nwant\n%s", tc.got, tc.want)
+		}
+	}
+}
+
+// TestTeardownTakesTrafficFirst: every teardown step leaves out the Ingress, from
+// TeardownTraffic (a move's source's first step) on, and that step leaves out nothing
+// else; under Flux and under Argo CD.
+func TestTeardownTakesTrafficFirst(t *testing.T) {
+	for name, r := range map[string]*Renderer{"flux": renderer(t), "argocd": argoRenderer(t)} {
+		tn := tenantFor("GLOBEX", withTier(evav1.TierEnterprise))
+		for _, tc := range []struct {
+			td               Teardown
+			ingress, streams bool
+		}{
+			{TeardownNone, true, true},
+			{TeardownTraffic, false, true},
+			{TeardownMessaging, false, false},
+			{TeardownWorkloads, false, false},
+		} {
+			files, err := r.TenantFilesAt(tn, tc.td)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var all strings.Builder
+			for _, f := range files {
+				all.Write(f.Data)
+			}
+			if got := strings.Contains(all.String(), "kind: Ingress\n"); got != tc.ingress {
+				t.Errorf("%s, teardown %d: Ingress rendered %v, want %v", name, tc.td, got, tc.ingress)
+			}
+			if got := strings.Contains(all.String(), "kind: Stream\n"); got != tc.streams {
+				t.Errorf("%s, teardown %d: streams rendered %v, want %v", name, tc.td, got, tc.streams)
+			}
 		}
 	}
 }

@@ -2,7 +2,9 @@
 // observed, the one thing to do next. Each step is a publish the GitOps tool applies
 // (and prunes) before the next is published, in pure-cluster mode's order:
 //
-//  1. StreamsRemoved: the tree without streams and alert rules; wait until the
+//  0. TrafficRemoved (the source of a move between cells only): the tree without the
+//     Ingress; wait until the workloads applied it, then wait out the drain;
+//  1. StreamsRemoved: the tree without the Ingress, streams and alert rules; wait until the
 //     foundation applied it and the Stream objects are gone (NACK deletes the streams;
 //     with direct messaging the operator deletes them in JetStream);
 //  2. ReleasesRemoved: the workloads out too; wait until they are uninstalled (Flux:
@@ -54,6 +56,9 @@ type Observed struct {
 	// DirectMessaging: the streams live in JetStream only (no Stream objects); the
 	// operator deletes them itself.
 	DirectMessaging bool
+	// Moving: the tenant is taken off the source cell of a move: its traffic first,
+	// then the drain (Drained says it is over), then the rest.
+	Moving, Drained bool
 	// StreamsLeft, ReleasesLeft and ApplicationsLeft name the tenant's Stream objects,
 	// HelmReleases and Argo CD Applications still in the cluster (sorted); Applications
 	// counts the foundation's too, WorkloadApplications does not.
@@ -70,6 +75,8 @@ const (
 	Publish
 	// Finish: everything is gone; release the code and remove the finalizer.
 	Finish
+	// Drain: the traffic is off; record since when (once) and wait out the drain.
+	Drain
 )
 
 // Decision is the next thing to do.
@@ -94,6 +101,17 @@ func Next(o Observed) Decision {
 	case "":
 		if !o.EverPublished && o.NamespaceGone && !o.Foundation.Found && !o.Workloads.Found {
 			return Decision{Action: Finish}
+		}
+		if o.Moving {
+			return publish(evav1.StepTrafficRemoved)
+		}
+		return publish(evav1.StepStreamsRemoved)
+	case evav1.StepTrafficRemoved:
+		if ok, msg := applied(o, o.Workloads); !ok {
+			return wait(msg)
+		}
+		if o.Moving && !o.Drained {
+			return Decision{Action: Drain, Message: "traffic taken off; draining"}
 		}
 		return publish(evav1.StepStreamsRemoved)
 	case evav1.StepStreamsRemoved:

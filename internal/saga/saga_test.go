@@ -41,6 +41,19 @@ func TestNextTakesEachStepInOrder(t *testing.T) {
 		}, Decision{Action: Publish, Step: evav1.StepStreamsRemoved}},
 		"published: first step": {flux(""), nil, Decision{Action: Publish, Step: evav1.StepStreamsRemoved}},
 
+		// Step 0: a move's source takes the traffic away first, and drains.
+		"moving: traffic first": {flux(""), func(o *Observed) { o.Moving = true },
+			Decision{Action: Publish, Step: evav1.StepTrafficRemoved}},
+		"traffic: workloads not applied yet": {flux(evav1.StepTrafficRemoved), func(o *Observed) {
+			o.Moving, o.Workloads.Applied = true, false
+		}, wait("waiting for Kustomization flux-system/eva-tenant-acmeco-workloads to apply main@sha1:rev-1")},
+		"traffic: applied, draining": {flux(evav1.StepTrafficRemoved), func(o *Observed) { o.Moving = true },
+			Decision{Action: Drain, Message: "traffic taken off; draining"}},
+		"traffic: drained": {flux(evav1.StepTrafficRemoved), func(o *Observed) { o.Moving, o.Drained = true, true },
+			Decision{Action: Publish, Step: evav1.StepStreamsRemoved}},
+		"traffic: decommissioned mid-move, no drain": {flux(evav1.StepTrafficRemoved), nil,
+			Decision{Action: Publish, Step: evav1.StepStreamsRemoved}},
+
 		// Step 1: streams out.
 		"streams: foundation not applied yet": {flux(evav1.StepStreamsRemoved), func(o *Observed) { o.Foundation.Applied = false },
 			wait("waiting for Kustomization flux-system/eva-tenant-acmeco to apply main@sha1:rev-1")},
@@ -101,19 +114,27 @@ func TestNextTakesEachStepInOrder(t *testing.T) {
 // the next step, waits, or finishes once nothing is left; it never publishes a step it
 // passed.
 func TestNextNeverGoesBack(t *testing.T) {
-	order := []evav1.DecommissionStep{"", evav1.StepStreamsRemoved, evav1.StepReleasesRemoved, evav1.StepNamespaceOnly, evav1.StepRemoved}
+	order := []evav1.DecommissionStep{"", evav1.StepTrafficRemoved, evav1.StepStreamsRemoved, evav1.StepReleasesRemoved,
+		evav1.StepNamespaceOnly, evav1.StepRemoved}
 	for i, step := range order {
 		for _, base := range []Observed{flux(step), argo(step)} {
-			for mask := range 1 << 6 {
+			for mask := range 1 << 8 {
 				o := base
 				o.NamespaceGone = mask&1 != 0
 				o.Foundation.Found, o.Foundation.Applied = mask&2 != 0, mask&4 != 0
 				o.Workloads.Found, o.Workloads.Applied = mask&8 != 0, mask&16 != 0
 				o.EverPublished = mask&32 != 0
+				o.Moving, o.Drained = mask&64 != 0, mask&128 != 0
+				next := order[min(i+1, len(order)-1)]
+				if step == "" && !o.Moving {
+					next = evav1.StepStreamsRemoved // only a move's source takes its traffic first
+				}
 				d := Next(o)
 				switch {
-				case d.Action == Publish && (i+1 >= len(order) || d.Step != order[i+1]):
+				case d.Action == Publish && (step == evav1.StepRemoved || d.Step != next):
 					t.Errorf("at %q (%+v): publishes %q", step, o, d.Step)
+				case d.Action == Drain && (step != evav1.StepTrafficRemoved || !o.Moving || o.Drained):
+					t.Errorf("at %q (%+v): drains", step, o)
 				case d.Action == Finish && step != evav1.StepRemoved && step != "":
 					t.Errorf("at %q (%+v): finishes mid-saga", step, o)
 				case d.Action == Finish && !o.NamespaceGone:
