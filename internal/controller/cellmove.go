@@ -23,7 +23,8 @@ import (
 //     the tenant's traffic away (its Ingress first), waits out the drain, removes the
 //     rest there and records status.move.sourceRemovedAt.
 //  3. The fleet operator moves status.cell to the target and clears the move: the
-//     target's operator now reports the tenant's conditions.
+//     target's operator now reports the tenant's conditions (in GitOps mode, what it
+//     published becomes the tenant's revision and appliedDigest).
 //
 // A move whose tenant's placement allows the source again before the target is Active
 // is cancelled (status.move.cancelled): the target's operator removes its copy and
@@ -67,6 +68,10 @@ func (p *CellPlacer) advanceMove(ctx context.Context, t *evav1.EvaTenant) error 
 		defer p.event(t, corev1.EventTypeNormal, status.EventMoveTargetActive, "Active on cell %s; removing it from cell %s", mv.To, mv.From)
 	case mv.Step == evav1.MoveRemovingSource && mv.SourceRemovedAt != nil:
 		t.Status.Cell, t.Status.Move = mv.To, nil
+		if p := mv.TargetPublished; p != nil {
+			// GitOps mode: what the target published is now the tenant's record.
+			t.Status.Revision, t.Status.AppliedDigest, t.Status.DecommissionStep = p.Revision, p.AppliedDigest, p.DecommissionStep
+		}
 		defer p.event(t, corev1.EventTypeNormal, status.EventMoveComplete, "Moved from cell %s to cell %s in %s", mv.From, mv.To,
 			mv.SourceRemovedAt.Sub(mv.StartedAt.Time).Round(1e9))
 	default:

@@ -42,10 +42,6 @@ func (r *EvaTenantReconciler) moveStep(ctx context.Context, t *evav1.EvaTenant) 
 		}
 		res, err := r.removeMoveTarget(ctx, t)
 		return res, true, err
-	case r.GitOps != nil:
-		return ctrl.Result{}, true, r.reportMove(ctx, t, func(m *evav1.Move) {
-			m.TargetMessage = "cell " + r.Cell + " publishes for Flux (GitOps mode), where moves are not supported yet"
-		})
 	case mv.To == r.Cell && mv.Step == evav1.MoveProvisioningTarget:
 		res, err := r.provisionMoveTarget(ctx, t)
 		return res, true, err
@@ -59,11 +55,11 @@ func (r *EvaTenantReconciler) moveStep(ctx context.Context, t *evav1.EvaTenant) 
 // provisionMoveTarget provisions t on this cell, the move's target, as a new tenant: the
 // usual phases run on a copy whose status starts empty, and only the phase reached and
 // its Ready message are written, into status.move (the tenant's conditions stay the
-// source's until the move ends). Nothing of the copy's bookkeeping is kept, so each
-// reconcile applies the bundle again; the move is short.
+// source's until the move ends), with, in GitOps mode, what was published
+// (targetPublished). Nothing else of the copy's bookkeeping is kept, so in pure-cluster
+// mode each reconcile applies the bundle again; the move is short.
 func (r *EvaTenantReconciler) provisionMoveTarget(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
-	copied := t.DeepCopy()
-	copied.Status = evav1.EvaTenantStatus{Cell: r.Cell}
+	copied := r.targetCopy(t)
 	s := &scope{tenant: copied, base: copied.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", "target")}
 	if err := r.resolveRelease(ctx, s); err != nil {
 		return ctrl.Result{}, err
@@ -73,6 +69,7 @@ func (r *EvaTenantReconciler) provisionMoveTarget(ctx context.Context, t *evav1.
 	ready := findCondition(copied, evav1.ConditionReady)
 	if werr := r.reportMove(ctx, t, func(m *evav1.Move) {
 		m.TargetPhase, m.TargetMessage = copied.Status.Phase, ready.Message
+		m.TargetPublished = r.publicationOf(&copied.Status)
 	}); werr != nil {
 		return ctrl.Result{}, werr
 	}
@@ -85,6 +82,9 @@ func (r *EvaTenantReconciler) provisionMoveTarget(ctx context.Context, t *evav1.
 // the operator manages itself (direct messaging) are left: cells that share one NATS
 // share them with the target.
 func (r *EvaTenantReconciler) removeMoveSource(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
+	if r.GitOps != nil {
+		return r.unpublishMoveSource(ctx, t)
+	}
 	mv := t.Status.Move
 	if mv.TrafficMovedAt == nil {
 		for _, ref := range t.Status.Inventory {
@@ -107,6 +107,9 @@ func (r *EvaTenantReconciler) removeMoveSource(ctx context.Context, t *evav1.Eva
 // decommissioned or deleted during its move), as the decommission saga removes it, and
 // records targetRemovedAt.
 func (r *EvaTenantReconciler) removeMoveTarget(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
+	if r.GitOps != nil {
+		return r.unpublishMoveTarget(ctx, t)
+	}
 	return r.removeCopy(ctx, t, "target", func(m *evav1.Move, at *metav1.Time) { m.TargetRemovedAt = at })
 }
 
@@ -136,9 +139,15 @@ func (r *EvaTenantReconciler) moveDrain() time.Duration {
 // reportMove writes what update changes of t's status.move, guarded by the
 // resourceVersion (a conflict is retried by the caller's requeue).
 func (r *EvaTenantReconciler) reportMove(ctx context.Context, t *evav1.EvaTenant, update func(*evav1.Move)) error {
+	return r.reportMoveStatus(ctx, t, func(st *evav1.EvaTenantStatus) { update(st.Move) })
+}
+
+// reportMoveStatus writes what update changes of t's status, guarded by the
+// resourceVersion.
+func (r *EvaTenantReconciler) reportMoveStatus(ctx context.Context, t *evav1.EvaTenant, update func(*evav1.EvaTenantStatus)) error {
 	base := t.DeepCopy()
-	update(t.Status.Move)
-	if equality.Semantic.DeepEqual(base.Status.Move, t.Status.Move) {
+	update(&t.Status)
+	if equality.Semantic.DeepEqual(base.Status, t.Status) {
 		return nil
 	}
 	if err := r.Status().Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {

@@ -20,41 +20,68 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// decommissionGitOps drives the decommission saga in GitOps mode: it reads what the
-// step needs, asks saga.Next what to do, and does it. status.decommissionStep records
-// the step published, so a restarted operator resumes.
+// decommissionGitOps drives the decommission saga in GitOps mode (stepGitOps), and
+// finishes once the tenant is out of the tree and its namespace pruned.
 func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
-	t := s.tenant
-	if message, republished, err := r.republishStep(ctx, s); err != nil || republished {
-		if err != nil {
-			return ctrl.Result{}, err
-		}
-		s.waiting(status.ReasonDecommissioning, message)
-		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+	if mv := s.tenant.Status.Move; mv != nil && mv.From == r.Cell && mv.SourceRemovedAt != nil {
+		// The move took the tenant off this cell already (its decommissionStep is
+		// Removed): the rest is the target's copy, which finishDecommission waits for.
+		return r.finishDecommission(ctx, s)
 	}
-	o, err := r.observeSaga(ctx, s)
+	d, err := r.stepGitOps(ctx, s, nil)
 	if err != nil {
 		return ctrl.Result{}, err
 	}
-	d := saga.Next(o)
-	switch d.Action {
-	case saga.Finish:
+	if d.Action == saga.Finish {
 		return r.finishDecommission(ctx, s)
-	case saga.Publish:
-		if d.DeleteStreams {
-			// Direct messaging: the streams live in JetStream only, the operator deletes them.
-			if err := r.deleteStreams(ctx, t.Spec.CapsuleCode); err != nil {
-				s.log.Error(err, "deleting the tenant's streams")
-				d.Message = "deleting the streams in JetStream failed: " + err.Error()
-				break
-			}
-		}
-		if d.Message, err = r.publishStep(s, d.Step); err != nil {
-			return ctrl.Result{}, err
-		}
 	}
 	s.waiting(status.ReasonDecommissioning, d.Message)
 	return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+}
+
+// stepGitOps takes the GitOps saga's next step for s.tenant: it reads what the step
+// needs, asks saga.Next what to do, and does it, recording the step published in
+// s.tenant's status (decommissionStep, revision, appliedDigest), so a restarted
+// operator resumes. c, for a cell's copy in a move, says how it differs from a
+// decommission. The decision says what is left to do: Wait
+// (its message says for what), Drain, or Finish.
+func (r *EvaTenantReconciler) stepGitOps(ctx context.Context, s *scope, c *copyRemoval) (saga.Decision, error) {
+	t := s.tenant
+	if message, republished, err := r.republishStep(ctx, s); err != nil || republished {
+		return saga.Decision{Action: saga.Wait, Message: message}, err
+	}
+	o, err := r.observeSaga(ctx, s)
+	if err != nil {
+		return saga.Decision{}, err
+	}
+	if c != nil {
+		// The streams stay: cells that share one NATS share them.
+		o.Moving, o.Drained, o.DirectMessaging = c.source, c.drained, false
+	}
+	d := saga.Next(o)
+	if d.Action != saga.Publish {
+		return d, nil
+	}
+	if d.DeleteStreams {
+		// Direct messaging: the streams live in JetStream only, the operator deletes them.
+		if err := r.deleteStreams(ctx, t.Spec.CapsuleCode); err != nil {
+			s.log.Error(err, "deleting the tenant's streams")
+			return saga.Decision{Action: saga.Wait, Message: "deleting the streams in JetStream failed: " + err.Error()}, nil
+		}
+	}
+	if d.Message, err = r.publishStep(s, d.Step); err != nil {
+		return saga.Decision{}, err
+	}
+	d.Action = saga.Wait
+	return d, nil
+}
+
+// copyRemoval is how removing one cell's copy of a moving tenant differs from a
+// decommission: the JetStream streams stay, and the source takes its traffic first.
+type copyRemoval struct {
+	// source: the move's source (traffic first, then the drain); drained: the drain is
+	// over.
+	source, drained bool
 }
 
 // observeSaga reads what the saga's next step depends on: always the namespace and the
@@ -161,6 +188,8 @@ func (r *EvaTenantReconciler) republishStep(ctx context.Context, s *scope) (stri
 // stepFiles are the tenant's files at a saga step; none once it is Removed.
 func (r *EvaTenantReconciler) stepFiles(s *scope, step evav1.DecommissionStep) ([]render.File, error) {
 	switch step {
+	case evav1.StepTrafficRemoved:
+		return r.Renderer.TenantFilesAt(s.rendered, render.TeardownTraffic)
 	case evav1.StepStreamsRemoved:
 		return r.Renderer.TenantFilesAt(s.rendered, render.TeardownMessaging)
 	case evav1.StepReleasesRemoved:
