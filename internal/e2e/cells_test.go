@@ -192,32 +192,7 @@ func TestCellsOnTwoClusters(t *testing.T) {
 	cell, _ := startCell(t)
 	cellsDir := cellsOverlays(t)
 	ns := tenantNamespace(t, "cells")
-	fleetKC, err := cluster.KubeConfigAs(testenv.OperatorServiceAccount, "system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated")
-	if err != nil {
-		t.Fatal(err)
-	}
-	usKC, err := cell.KubeConfigAs(testenv.OperatorServiceAccount, "system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated")
-	if err != nil {
-		t.Fatal(err)
-	}
-	procEnv := []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace}
-	args := func(extra ...string) []string {
-		return append([]string{"--overlays=" + cellsDir, "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-			"--tenant-namespaces=" + ns}, extra...)
-	}
-	start := map[string]func() *testenv.Process{
-		"fleet": func() *testenv.Process { return testenv.StartOperator(t, fleetKC, procEnv, args()...) },
-		"eu-1": func() *testenv.Process {
-			return testenv.StartOperator(t, fleetKC, procEnv, args("--cell=eu-1", "--fleet-kubeconfig="+fleetKC, "--move-drain=5s")...)
-		},
-		"us-1": func() *testenv.Process {
-			return testenv.StartOperator(t, usKC, procEnv, args("--cell=us-1", "--fleet-kubeconfig="+fleetKC, "--move-drain=5s")...)
-		},
-	}
-	procs := map[string]*testenv.Process{}
-	for name, s := range start {
-		procs[name] = s()
-	}
+	ops := startCellOperators(t, cell, cellsDir, ns, 5*time.Second, nil)
 	clusters := map[string]client.Client{"eu-1": cluster.Client, "us-1": cell.Client}
 	modules := len(tenant.DefaultCatalog().ModulesOf("Starter"))
 
@@ -338,12 +313,10 @@ func TestCellsOnTwoClusters(t *testing.T) {
 		switch {
 		case step == "ProvisioningTarget" && !killed["fleet"]:
 			killed["fleet"] = true
-			procs["fleet"].Kill()
-			procs["fleet"] = start["fleet"]()
+			ops.restart("fleet")
 		case step == "RemovingSource" && !killed["eu-1"]:
 			killed["eu-1"] = true
-			procs["eu-1"].Kill()
-			procs["eu-1"] = start["eu-1"]()
+			ops.restart("eu-1")
 		}
 		if cellNow == "us-1" && step == "" {
 			break
@@ -355,23 +328,63 @@ func TestCellsOnTwoClusters(t *testing.T) {
 	}
 	kubectlWaitReady(t, 3*time.Minute, moving)
 	for name, c := range clusters {
-		deadline := time.Now().Add(within(t, 2*time.Minute))
-		for {
-			err := deliveredOn(ctx, c, code, modules, name == "us-1")
-			if err == nil {
-				break
-			}
-			if time.Now().After(deadline) {
-				t.Fatalf("%s after its move, on %s: %v", code, name, err)
-			}
-			time.Sleep(time.Second)
-		}
+		waitDelivered(t, c, name, code, modules, name == "us-1")
 	}
 	if neither > 0 {
 		t.Errorf("no cell served %s for %s of its move", code, neither.Round(time.Millisecond))
 	}
 	t.Logf("placed %v; operators killed during the move: %v; both cells served the moving tenant for %s, neither for %s",
 		perCell, killed, both.Round(100*time.Millisecond), neither.Round(100*time.Millisecond))
+}
+
+// cellOperators are the operators of the two-cluster scenarios: the fleet operator
+// (on the suite's cluster) and one per cell, eu-1 (the suite's cluster) and us-1.
+type cellOperators struct {
+	start map[string]func() *testenv.Process
+	procs map[string]*testenv.Process
+}
+
+// startCellOperators starts the fleet operator and the two cells' operators, each of
+// these with a move drain of drain and the flags cellArgs gives for its cell (GitOps
+// mode's).
+func startCellOperators(t *testing.T, cell *testcluster.Cluster, cellsDir, ns string, drain time.Duration, cellArgs func(cell string) []string) *cellOperators {
+	t.Helper()
+	groups := []string{"system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated"}
+	fleetKC, err := cluster.KubeConfigAs(testenv.OperatorServiceAccount, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	usKC, err := cell.KubeConfigAs(testenv.OperatorServiceAccount, groups...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	procEnv := []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace}
+	args := func(extra ...string) []string {
+		return append([]string{"--overlays=" + cellsDir, "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
+			"--tenant-namespaces=" + ns}, extra...)
+	}
+	cellOperator := func(name, kubeconfig string) func() *testenv.Process {
+		extra := []string{"--cell=" + name, "--fleet-kubeconfig=" + fleetKC, "--move-drain=" + drain.String()}
+		if cellArgs != nil {
+			extra = append(extra, cellArgs(name)...)
+		}
+		return func() *testenv.Process { return testenv.StartOperator(t, kubeconfig, procEnv, args(extra...)...) }
+	}
+	ops := &cellOperators{procs: map[string]*testenv.Process{}, start: map[string]func() *testenv.Process{
+		"fleet": func() *testenv.Process { return testenv.StartOperator(t, fleetKC, procEnv, args()...) },
+		"eu-1":  cellOperator("eu-1", fleetKC),
+		"us-1":  cellOperator("us-1", usKC),
+	}}
+	for name, start := range ops.start {
+		ops.procs[name] = start()
+	}
+	return ops
+}
+
+// restart kills an operator (SIGKILL) and starts it again.
+func (o *cellOperators) restart(name string) {
+	o.procs[name].Kill()
+	o.procs[name] = o.start[name]()
 }
 
 // servingOn says whether c holds the tenant's Ingress with a load-balancer address.

@@ -10,6 +10,7 @@ import (
 	git "github.com/go-git/go-git/v5"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aidonow/eva/internal/overlay"
@@ -72,6 +73,12 @@ func newGitRepository(t *testing.T, name string) string {
 // tag ref on the plain-HTTP registry), fetched every interval, and the root
 // Kustomization applying it, both named name in flux-system.
 func bootstrapSource(ctx context.Context, kind, name, url, ref, interval string) error {
+	return bootstrapSourceOn(ctx, cluster.Client, kind, name, url, ref, interval, "./")
+}
+
+// bootstrapSourceOn is bootstrapSource on cluster c, the root Kustomization applying
+// the folder dir of the tree (a cell's).
+func bootstrapSourceOn(ctx context.Context, c client.Client, kind, name, url, ref, interval, dir string) error {
 	var source string
 	switch kind {
 	case "GitRepository":
@@ -81,7 +88,7 @@ func bootstrapSource(ctx context.Context, kind, name, url, ref, interval string)
 	default:
 		return fmt.Errorf("source kind %s", kind)
 	}
-	return applyYAML(ctx, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
+	return applyYAMLOn(ctx, c, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
 kind: %[1]s
 metadata:
   name: %[2]s
@@ -96,12 +103,12 @@ metadata:
   namespace: %[3]s
 spec:
   interval: 30s
-  path: ./
+  path: %[6]s
   prune: true
   sourceRef:
     kind: %[1]s
     name: %[2]s
-`, kind, name, testcluster.FluxNamespace, source, interval))
+`, kind, name, testcluster.FluxNamespace, source, interval, dir))
 }
 
 // tenantNamespace creates the namespace one test's EvaTenants live in. Each test runs

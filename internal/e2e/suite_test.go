@@ -196,7 +196,10 @@ func installOperatorChart(root, kubeconfig string) error {
 }
 
 // applyYAML server-side applies every object of a YAML text as the test.
-func applyYAML(ctx context.Context, text string) error {
+func applyYAML(ctx context.Context, text string) error { return applyYAMLOn(ctx, cluster.Client, text) }
+
+// applyYAMLOn server-side applies a YAML stream on cluster c.
+func applyYAMLOn(ctx context.Context, c client.Client, text string) error {
 	for _, doc := range splitDocuments(text) {
 		var u unstructured.Unstructured
 		if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
@@ -205,7 +208,7 @@ func applyYAML(ctx context.Context, text string) error {
 		if len(u.Object) == 0 {
 			continue
 		}
-		if err := cluster.Client.Patch(ctx, &u, client.Apply, client.FieldOwner("eva-e2e"), client.ForceOwnership); err != nil {
+		if err := c.Patch(ctx, &u, client.Apply, client.FieldOwner("eva-e2e"), client.ForceOwnership); err != nil {
 			return fmt.Errorf("applying %s %s: %w", u.GetKind(), u.GetName(), err)
 		}
 	}
