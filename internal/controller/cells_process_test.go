@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,11 +96,13 @@ type cellsRig struct {
 	clusters map[string]client.Client
 	start    map[string]func() *testenv.Process
 	procs    map[string]*testenv.Process
+	// cellProcs are every cell operator process started, killed ones included.
+	cellProcs []*testenv.Process
 }
 
 // newCellsRig starts the second API server with the operator installed, and the fleet
 // operator and both cells' operators, as deployed (each as the operator's service
-// account, the us-1 operator reaching the fleet cluster through a kubeconfig).
+// account in its own cluster, and as its cell's identity on the fleet cluster).
 func newCellsRig(t *testing.T) *cellsRig {
 	applyOperatorBase(t)
 	crds := filepath.Join(testenv.RepoRoot(), "internal", "testenv", "crds")
@@ -125,7 +128,14 @@ func newCellsRig(t *testing.T) *cellsRig {
 	t.Cleanup(stopQuota)
 	rig := &cellsRig{t: t, ns: newTestNamespace(t), overlays: cellsOverlays(t),
 		clusters: map[string]client.Client{"eu-1": k8s, "us-1": cellClient}, procs: map[string]*testenv.Process{}}
+	// The cells' operators reach the fleet cluster as their cells' identities, held to
+	// their own cells' tenants (eva-cell-fence).
 	fleetKubeconfig := env.KubeConfigAs(t, testenv.OperatorServiceAccount)
+	cellKubeconfig := map[string]string{}
+	for _, cell := range []string{"eu-1", "us-1"} {
+		bindCellIdentity(t, k8s, cell)
+		cellKubeconfig[cell] = env.KubeConfigAs(t, cellIdentity(cell))
+	}
 	usKubeconfig := cellEnv.KubeConfigAs(t, testenv.OperatorServiceAccount)
 	procEnv := []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + claimsNamespace}
 	args := func(extra ...string) []string {
@@ -135,16 +145,37 @@ func newCellsRig(t *testing.T) *cellsRig {
 	rig.start = map[string]func() *testenv.Process{
 		"fleet": func() *testenv.Process { return testenv.StartOperator(t, fleetKubeconfig, procEnv, args()...) },
 		"eu-1": func() *testenv.Process {
-			return testenv.StartOperator(t, fleetKubeconfig, procEnv, args("--cell=eu-1", "--fleet-kubeconfig="+fleetKubeconfig, "--move-drain=2s")...)
+			return testenv.StartOperator(t, fleetKubeconfig, procEnv, args("--cell=eu-1", "--fleet-kubeconfig="+cellKubeconfig["eu-1"], "--move-drain=2s")...)
 		},
 		"us-1": func() *testenv.Process {
-			return testenv.StartOperator(t, usKubeconfig, procEnv, args("--cell=us-1", "--fleet-kubeconfig="+fleetKubeconfig, "--move-drain=2s")...)
+			return testenv.StartOperator(t, usKubeconfig, procEnv, args("--cell=us-1", "--fleet-kubeconfig="+cellKubeconfig["us-1"], "--move-drain=2s")...)
 		},
+	}
+	for _, cell := range []string{"eu-1", "us-1"} {
+		start := rig.start[cell]
+		rig.start[cell] = func() *testenv.Process {
+			p := start()
+			rig.cellProcs = append(rig.cellProcs, p)
+			return p
+		}
 	}
 	for name, start := range rig.start {
 		rig.procs[name] = start()
 	}
 	return rig
+}
+
+// noRefusals fails the test if the API server refused any request of a cell's
+// operator: a cell's identity on the fleet cluster grants all it needs.
+func (rig *cellsRig) noRefusals() {
+	rig.t.Helper()
+	for _, p := range rig.cellProcs {
+		for line := range strings.Lines(p.Output()) {
+			if strings.Contains(line, "forbidden") {
+				rig.t.Errorf("a cell's operator was refused: %s", line)
+			}
+		}
+	}
 }
 
 // restart kills an operator with SIGKILL and starts it again.
@@ -312,6 +343,7 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 		}
 		return nil
 	})
+	rig.noRefusals()
 }
 
 // startHeldMove pins tn to the other cell with its copy there held from getting Active
