@@ -364,7 +364,12 @@ func startCellOperators(t *testing.T, cell *testcluster.Cluster, cellsDir, ns st
 			"--tenant-namespaces=" + ns}, extra...)
 	}
 	cellOperator := func(name, kubeconfig string) func() *testenv.Process {
-		extra := []string{"--cell=" + name, "--fleet-kubeconfig=" + fleetKC, "--move-drain=" + drain.String()}
+		// On the fleet cluster, as the cell's identity (the chart's cellIdentities).
+		asCell, err := cluster.KubeConfigAs("system:serviceaccount:eva-system:eva-cell-"+name, groups...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		extra := []string{"--cell=" + name, "--fleet-kubeconfig=" + asCell, "--move-drain=" + drain.String()}
 		if cellArgs != nil {
 			extra = append(extra, cellArgs(name)...)
 		}

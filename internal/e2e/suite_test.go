@@ -173,8 +173,8 @@ func chartSourceURL() string { return "oci://" + registry.Host() + "/eva/charts"
 
 // installOperatorChart installs the operator as a user does, with Helm from the chart
 // in deploy/charts/eva-operator (CRD, RBAC, admission policies, network policy,
-// environment), but with no replica: the operator runs here as a process, its image is
-// not built on this machine.
+// environment, the identities of cells eu-1 and us-1), but with no replica: the
+// operator runs here as a process, its image is not built on this machine.
 func installOperatorChart(root, kubeconfig string) error {
 	ns := "eva-system"
 	flags := genericclioptions.NewConfigFlags(false)
@@ -189,7 +189,9 @@ func installOperatorChart(root, kubeconfig string) error {
 	}
 	install := action.NewInstall(cfg)
 	install.ReleaseName, install.Namespace, install.CreateNamespace = "eva-operator", ns, true
-	if _, err := install.Run(chrt, map[string]any{"env": "dev", "replicas": 0}); err != nil {
+	// The cells' identities serve the two-cluster scenarios (cells_test.go), where this
+	// cluster is the fleet's.
+	if _, err := install.Run(chrt, map[string]any{"env": "dev", "replicas": 0, "cellIdentities": []any{"eu-1", "us-1"}}); err != nil {
 		return fmt.Errorf("helm install of deploy/charts/eva-operator: %w", err)
 	}
 	return nil
