@@ -153,6 +153,6 @@ func joinFleet(mgr ctrl.Manager, fleet cluster.Cluster, cfg config, r *controlle
 // setupPlacer registers the fleet operator's placer.
 func setupPlacer(mgr ctrl.Manager, r *controller.EvaTenantReconciler) error {
 	p := &controller.CellPlacer{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
-		Catalog: r.Renderer.Catalog, Env: r.Renderer.Env, TenantNamespaces: r.TenantNamespaces}
+		Catalog: r.Renderer.Catalog, Env: r.Renderer.Env, TenantNamespaces: r.TenantNamespaces, Claims: r.Claims}
 	return p.SetupWithManager(mgr)
 }

@@ -9,6 +9,10 @@
 // survives restarts and blue/green upgrades because it lives in the cluster, not in
 // memory. The Lease carries no duration: it is a record, not a lock that expires.
 //
+// With cells (docs/cells.md), the fleet operator alone writes the claims: it claims a
+// code before placing its tenant and releases it once the tenant's cell recorded the
+// tenant Decommissioned; the cells' operators only read them (Holder).
+//
 // A claim outlives its holder only when the holder was deleted without its saga (Eva's
 // finalizer removed by hand): the operator then reports the claim as orphaned to the
 // next tenant given the code and frees nothing itself, since the old tenant's namespace,
@@ -109,6 +113,18 @@ func (s *Store) Acquire(ctx context.Context, code string, owner Owner) (Owner, b
 	}
 	holder := ownerOf(&lease)
 	return holder, holder.UID == owner.UID, nil
+}
+
+// Holder returns the owner of code's claim; found is false when nothing claims it.
+func (s *Store) Holder(ctx context.Context, code string) (holder Owner, found bool, err error) {
+	var lease coordinationv1.Lease
+	if err := s.Client.Get(ctx, s.Key(code), &lease); err != nil {
+		if apierrors.IsNotFound(err) {
+			return Owner{}, false, nil
+		}
+		return Owner{}, false, fmt.Errorf("reading claim %s of capsule code %s: %w", s.Key(code), code, err)
+	}
+	return ownerOf(&lease), true, nil
 }
 
 // Release deletes the claim on code if owner holds it; a claim held by another tenant,

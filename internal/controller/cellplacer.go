@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/placement"
 	"github.com/aidonow/eva/internal/status"
@@ -45,6 +46,9 @@ type CellPlacer struct {
 	Env      *overlay.Environment
 	// TenantNamespaces, as the tenant reconciler's: tenants elsewhere are not placed.
 	TenantNamespaces []string
+	// Claims are the capsule-code claims, which the fleet operator alone writes
+	// (claimCodes).
+	Claims *claim.Store
 
 	mu sync.Mutex
 	// written holds the cells this process recorded, by tenant UID, until the cache
@@ -78,6 +82,10 @@ func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("listing tenants: %w", err)
 	}
 	tenants := p.candidates(list.Items)
+	var errs []error
+	if err := p.claimCodes(ctx, list.Items, tenants); err != nil {
+		errs = append(errs, err)
+	}
 	byCode := map[string]*evav1.EvaTenant{}
 	for _, t := range tenants {
 		byCode[t.Spec.CapsuleCode] = t
@@ -90,7 +98,6 @@ func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 			problems[pr.Code] = pr.Message
 		}
 	}
-	var errs []error
 	for _, t := range tenants {
 		code := t.Spec.CapsuleCode
 		var err error
@@ -118,6 +125,27 @@ func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 		return ctrl.Result{}, fmt.Errorf("placing tenants: %w", errors.Join(errs...))
 	}
 	return ctrl.Result{}, nil
+}
+
+// claimCodes keeps the fleet's capsule-code claims, which the cells' operators only read
+// (their identities write none: docs/cells.md#the-cell-identity). A deleted tenant
+// recorded as Decommissioned (its cell ran the saga) has its claim released, so that its
+// cell lets it go; then each tenant the placer weighs claims its code (the first
+// created of a code, as candidates chose; its cell refuses any other).
+func (p *CellPlacer) claimCodes(ctx context.Context, items []evav1.EvaTenant, candidates []*evav1.EvaTenant) error {
+	var errs []error
+	for i := range items {
+		t := &items[i]
+		if t.DeletionTimestamp != nil && t.Status.Phase == evav1.PhaseDecommissioned && namespaceAccepted(p.TenantNamespaces, t.Namespace) {
+			errs = append(errs, p.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t)))
+		}
+	}
+	for _, t := range candidates {
+		if _, _, err := p.Claims.Acquire(ctx, t.Spec.CapsuleCode, ownerOf(t)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // candidates are the tenants the placer weighs: those in the accepted namespaces, not

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -20,6 +21,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
@@ -343,6 +345,13 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 		}
 		return nil
 	})
+	// Its code is free again: the fleet operator released its claim once its cell had
+	// run the saga (the cells write no claims).
+	var claimLease coordinationv1.Lease
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: claimsNamespace,
+		Name: claim.Name(deleted.Spec.CapsuleCode)}, &claimLease); !apierrors.IsNotFound(err) {
+		t.Errorf("the claim of %s, deleted: %v", deleted.Spec.CapsuleCode, err)
+	}
 	rig.noRefusals()
 }
 

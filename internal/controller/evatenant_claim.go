@@ -29,6 +29,46 @@ func ownerOf(t *evav1.EvaTenant) claim.Owner {
 	return claim.Owner{Namespace: t.Namespace, Name: t.Name, UID: t.UID}
 }
 
+// claimCode claims the tenant's capsule code, or, for a cell's operator, reads the claim
+// the fleet operator made (cells never write claims: docs/cells.md#the-cell-identity).
+// holder is nil when a cell finds no claim on a tenant still to serve; a tenant being
+// deleted whose claim the fleet operator released (its saga is done) is this one's.
+func (r *EvaTenantReconciler) claimCode(ctx context.Context, t *evav1.EvaTenant) (holder *claim.Owner, owned bool, err error) {
+	if r.Cell == "" {
+		h, owned, err := r.Claims.Acquire(ctx, t.Spec.CapsuleCode, ownerOf(t))
+		return &h, owned, err
+	}
+	h, found, err := r.Claims.Holder(ctx, t.Spec.CapsuleCode)
+	switch {
+	case err != nil:
+		return nil, false, err
+	case found:
+		return &h, h.UID == t.UID, nil
+	case !t.DeletionTimestamp.IsZero():
+		self := ownerOf(t)
+		return &self, true, nil
+	}
+	return nil, false, nil
+}
+
+// errClaimHeld says a cell's operator waits for the fleet operator to release a
+// decommissioned tenant's claim before it lets the tenant go.
+var errClaimHeld = errors.New("the capsule code's claim is not released yet")
+
+// releaseClaim releases the tenant's claim before its finalizer goes. A cell's operator
+// does not write claims: the fleet operator releases the claim of a deleted tenant
+// recorded as Decommissioned, and until it has, errClaimHeld.
+func (r *EvaTenantReconciler) releaseClaim(ctx context.Context, t *evav1.EvaTenant) error {
+	if r.Cell == "" {
+		return r.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t))
+	}
+	holder, found, err := r.Claims.Holder(ctx, t.Spec.CapsuleCode)
+	if err == nil && found && holder.UID == t.UID {
+		return errClaimHeld
+	}
+	return err
+}
+
 // namespaceAllowed reports whether EvaTenants are accepted from ns. An empty list
 // accepts every namespace; the operator binary never leaves it empty (its default is its
 // own namespace).

@@ -50,6 +50,9 @@ const (
 	// QuotaRetry is how soon a tenant whose workloads wait for its quota to be enforced
 	// looks again if no change of the quota's status woke it first.
 	QuotaRetry = 2 * time.Second
+	// ClaimRetry is how soon a cell's operator looks again at a tenant whose capsule
+	// code the fleet operator has not claimed yet (its claim wakes the tenant first).
+	ClaimRetry = 2 * time.Second
 	// ConflictRetry is how soon a tenant whose status patch lost to another write is
 	// looked at again (the watch event of that write usually comes first).
 	ConflictRetry = 200 * time.Millisecond
@@ -207,12 +210,15 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	// One owner per code, before anything else: an object whose code another tenant
 	// holds touches nothing, not even its own finalizer's saga.
-	holder, owned, err := r.Claims.Acquire(ctx, t.Spec.CapsuleCode, ownerOf(t))
-	if err != nil {
+	holder, owned, err := r.claimCode(ctx, t)
+	switch {
+	case err != nil:
 		return ctrl.Result{}, err
-	}
-	if !owned {
-		return r.refuseImpostor(ctx, t, holder)
+	case holder == nil:
+		log.V(1).Info("waiting for the fleet operator to claim the tenant's capsule code")
+		return ctrl.Result{RequeueAfter: ClaimRetry}, nil
+	case !owned:
+		return r.refuseImpostor(ctx, t, *holder)
 	}
 	if r.Cell != "" {
 		if res, handled, err := r.moveStep(ctx, t); handled {

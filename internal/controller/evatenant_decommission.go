@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 
@@ -39,7 +40,7 @@ func (r *EvaTenantReconciler) decommission(ctx context.Context, s *scope) (ctrl.
 			return ctrl.Result{}, err
 		}
 		if len(left) == 0 {
-			return ctrl.Result{}, r.releaseFinalizer(ctx, t)
+			return letGo(r.releaseFinalizer(ctx, t))
 		}
 		s.log.Info("Tenant recorded as Decommissioned still has objects in the cluster; running the saga again", "left", left)
 	}
@@ -201,7 +202,16 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope) 
 	r.memo.forget(t.UID)
 	r.lastApply.Delete(t.UID)
 	// 5. The finalizer.
-	return ctrl.Result{}, r.releaseFinalizer(ctx, t)
+	return letGo(r.releaseFinalizer(ctx, t))
+}
+
+// letGo is the result of releasing a tenant's finalizer: a cell's operator waiting for
+// the fleet operator to release the tenant's claim looks again soon.
+func letGo(err error) (ctrl.Result, error) {
+	if errors.Is(err, errClaimHeld) {
+		return ctrl.Result{RequeueAfter: ClaimRetry}, nil
+	}
+	return ctrl.Result{}, err
 }
 
 // waiting records that the decommission saga is under way and what it waits for.
@@ -246,7 +256,7 @@ func (r *EvaTenantReconciler) releaseFinalizer(ctx context.Context, t *evav1.Eva
 	// in memory.
 	// The code's claim goes first: were the finalizer removed first, a crash in between
 	// would leave the code claimed by a tenant that no longer exists.
-	if err := r.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t)); err != nil {
+	if err := r.releaseClaim(ctx, t); err != nil {
 		return err
 	}
 	cp := t.DeepCopy()
