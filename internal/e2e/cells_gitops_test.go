@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -14,42 +15,76 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
 // TestCellsMoveInGitOpsMode moves a tenant between two cells whose operators publish
-// to git, each cell's tree (cells/eu-1, cells/us-1 of one repository) applied by its
-// own cluster's real Flux. The target's operator is killed (SIGKILL) right after it
-// published, the fleet operator while the target provisions, and the source's operator
-// during its drain. The tenant ends Active on us-1 from the us-1 tree alone, published
-// there once; eu-1's tree and cluster hold nothing of it. A second move, undone while
-// its target provisions, leaves nothing on the target. Deleted afterwards, the moved
-// tenant is decommissioned on us-1 from the record the move handed over.
+// for Flux, each cell's tree applied by its own cluster's real Flux: the cells' folders
+// of one git repository, or the cells' OCI artifacts. The target's operator is killed
+// (SIGKILL) right after it published, the fleet operator while the target provisions,
+// and the source's operator during its drain. The tenant ends Active on us-1 from the
+// us-1 tree alone (in git, published there once); eu-1's tree and cluster hold nothing
+// of it. A second move, undone while its target provisions, leaves nothing on the
+// target. Deleted afterwards, the moved tenant is decommissioned on us-1 from the
+// record the move handed over.
 func TestCellsMoveInGitOpsMode(t *testing.T) {
 	if os.Getenv(cellsE2E) == "" {
 		t.Skip("two clusters with Flux each: run with make e2e-cells")
 	}
+	for _, mode := range []string{"git", "oci"} {
+		t.Run(mode, func(t *testing.T) { cellsGitOpsMove(t, mode) })
+	}
+}
+
+// cellTrees are the cells' published trees of one delivery mode.
+type cellTrees interface {
+	// holds says whether cell's tree holds the tenant's folder.
+	holds(t *testing.T, cell, code string) bool
+	// publishes counts the publishes that changed the tenant's folder in cell's tree,
+	// or -1 when the mode keeps no history (an OCI tag moves).
+	publishes(t *testing.T, cell, code string) int
+}
+
+func cellsGitOpsMove(t *testing.T, mode string) {
 	ctx := context.Background()
 	cell, _ := startCell(t)
 	cellsDir := cellsOverlays(t)
-	if err := setSettings(filepath.Join(cellsDir, "dev", "tenant", overlay.SettingsFile), gitOpsSource("GitRepository", "cells")); err != nil {
+	kind := map[string]string{"git": "GitRepository", "oci": "OCIRepository"}[mode]
+	if err := setSettings(filepath.Join(cellsDir, "dev", "tenant", overlay.SettingsFile), gitOpsSource(kind, "cells")); err != nil {
 		t.Fatal(err)
 	}
-	const repo = "cells.git"
-	url := newGitRepository(t, repo)
 	clusters := map[string]client.Client{"eu-1": cluster.Client, "us-1": cell.Client}
-	for name, c := range clusters {
-		if err := bootstrapSourceOn(ctx, c, "GitRepository", "cells", url, "main", "10m", "./cells/"+name); err != nil {
-			t.Fatal(err)
+	var trees cellTrees
+	var publishArgs func(cell string) []string
+	switch mode {
+	case "git":
+		url := newGitRepository(t, "cells.git")
+		for name, c := range clusters {
+			if err := bootstrapSourceOn(ctx, c, kind, "cells", url, "main", "10m", "./cells/"+name); err != nil {
+				t.Fatal(err)
+			}
 		}
+		trees = gitTrees(filepath.Join(gitRoot, "cells.git"))
+		caches := map[string]string{"eu-1": t.TempDir(), "us-1": t.TempDir()}
+		publishArgs = func(name string) []string {
+			return []string{"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + caches[name]}
+		}
+	case "oci":
+		ref := "oci://" + registry.Host() + "/eva/cells:e2e"
+		for name, c := range clusters {
+			repo, _, _ := strings.Cut(publish.CellRef(ref, "cells/"+name), ":e2e")
+			if err := bootstrapSourceOn(ctx, c, kind, "cells", repo, "e2e", "10m", "./"); err != nil {
+				t.Fatal(err)
+			}
+		}
+		trees = ociTrees(ref)
+		publishArgs = func(string) []string { return []string{"--publish=oci", "--oci-ref=" + ref, "--oci-insecure"} }
 	}
-	ns := tenantNamespace(t, "cells-gitops")
-	caches := map[string]string{"eu-1": t.TempDir(), "us-1": t.TempDir()}
 	const drain = 15 * time.Second
-	ops := startCellOperators(t, cell, cellsDir, ns, drain, func(name string) []string {
-		return []string{"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + caches[name]}
-	})
+	ns := tenantNamespace(t, "cells-"+mode)
+	ops := startCellOperators(t, cell, cellsDir, ns, drain, publishArgs)
 	modules := len(tenant.DefaultCatalog().ModulesOf("Starter"))
 	pinned := func(code, cell string) *unstructured.Unstructured {
 		tn := evaTenant(ns, code, "Starter")
@@ -59,15 +94,15 @@ func TestCellsMoveInGitOpsMode(t *testing.T) {
 		}
 		return tn
 	}
-	moving, staying := pinned("CELGMA", "eu-1"), pinned("CELGST", "us-1")
+	prefix := map[string]string{"git": "CELG", "oci": "CELO"}[mode]
+	moving, staying := pinned(prefix+"MA", "eu-1"), pinned(prefix+"ST", "us-1")
 	kubectlWaitReady(t, 5*time.Minute, moving, staying)
 	code := codeOf(moving)
-	tree := filepath.Join(gitRoot, repo)
 	for name, c := range clusters {
 		if err := deliveredOn(ctx, c, code, modules, name == "eu-1"); err != nil {
 			t.Fatalf("%s before its move, on %s: %v", code, name, err)
 		}
-		if got := treeHolds(t, tree, name, code); got != (name == "eu-1") {
+		if got := trees.holds(t, name, code); got != (name == "eu-1") {
 			t.Fatalf("before the move, the %s tree holds %s: %v", name, code, got)
 		}
 	}
@@ -129,12 +164,12 @@ func TestCellsMoveInGitOpsMode(t *testing.T) {
 	kubectlWaitReady(t, 3*time.Minute, moving)
 	for name, c := range clusters {
 		waitDelivered(t, c, name, code, modules, name == "us-1")
-		if got := treeHolds(t, tree, name, code); got != (name == "us-1") {
+		if got := trees.holds(t, name, code); got != (name == "us-1") {
 			t.Errorf("after the move, the %s tree holds %s: %v", name, code, got)
 		}
 	}
-	if commits := treeCommits(t, tree, "us-1", code); len(commits) != 1 {
-		t.Errorf("%s published %d times on us-1 (%v), want once", code, len(commits), commits)
+	if n := trees.publishes(t, "us-1", code); n != 1 && n != -1 {
+		t.Errorf("%s published %d times on us-1, want once", code, n)
 	}
 	if neither > 0 {
 		t.Errorf("no cell served %s for %s of its move", code, neither.Round(time.Millisecond))
@@ -143,12 +178,12 @@ func TestCellsMoveInGitOpsMode(t *testing.T) {
 		t.Errorf("the source's modules stopped %s after its Ingress went; want the drain, %s, at least", kept.Round(time.Millisecond), drain)
 	}
 
-	undoMove(t, staying, cell.Client, tree)
+	undoMove(t, staying, cell.Client, trees)
 
 	// The us-1 operator decommissions it from the record the move handed over.
 	deleteAndWaitGone(t, 3*time.Minute, moving)
 	waitDelivered(t, cell.Client, "us-1", code, modules, false)
-	if treeHolds(t, tree, "us-1", code) {
+	if trees.holds(t, "us-1", code) {
 		t.Errorf("%s deleted: the us-1 tree still holds it", code)
 	}
 	if err := deliveredOn(ctx, cell.Client, codeOf(staying), modules, true); err != nil {
@@ -162,7 +197,7 @@ func TestCellsMoveInGitOpsMode(t *testing.T) {
 // undoMove starts a move of tn, served by us-1, to eu-1, and pins it back to us-1 as
 // soon as eu-1 published it: eu-1 takes its copy out of its tree and cluster, and us-1
 // serves the tenant throughout.
-func undoMove(t *testing.T, tn *unstructured.Unstructured, us client.Client, tree string) {
+func undoMove(t *testing.T, tn *unstructured.Unstructured, us client.Client, trees cellTrees) {
 	t.Helper()
 	ctx := context.Background()
 	code := codeOf(tn)
@@ -188,7 +223,7 @@ func undoMove(t *testing.T, tn *unstructured.Unstructured, us client.Client, tre
 			pinnedBack = true
 		case pinnedBack && step == "":
 			waitDelivered(t, cluster.Client, "eu-1", code, modules, false)
-			if treeHolds(t, tree, "eu-1", code) {
+			if trees.holds(t, "eu-1", code) {
 				t.Errorf("%s: its undone move left it in the eu-1 tree", code)
 			}
 			if n, _ := countEvents(t, tn.GetNamespace(), tn.GetName(), "MoveCancelled"); n == 0 {
@@ -240,27 +275,47 @@ func waitDelivered(t *testing.T, c client.Client, name, code string, modules int
 	}
 }
 
-// treeHolds says whether the published branch holds the tenant's folder in cell's tree.
-func treeHolds(t *testing.T, bare, cell, code string) bool {
+// gitTrees are the cells' folders of the branch main of a bare repository.
+type gitTrees string
+
+func (g gitTrees) holds(t *testing.T, cell, code string) bool {
 	t.Helper()
-	out, err := exec.Command("git", "-C", bare, "ls-tree", "main", "--", tenantFolder(cell, code)).Output()
+	out, err := exec.Command("git", "-C", string(g), "ls-tree", "main", "--", tenantFolder("cells/"+cell, code)).Output()
 	if err != nil {
 		t.Fatalf("git ls-tree: %v", err)
 	}
 	return strings.TrimSpace(string(out)) != ""
 }
 
-// treeCommits lists the commits of the published branch that changed the tenant's
-// folder in cell's tree.
-func treeCommits(t *testing.T, bare, cell, code string) []string {
+func (g gitTrees) publishes(t *testing.T, cell, code string) int {
 	t.Helper()
-	out, err := exec.Command("git", "-C", bare, "log", "--format=%h", "main", "--", tenantFolder(cell, code)).Output()
+	out, err := exec.Command("git", "-C", string(g), "log", "--format=%h", "main", "--", tenantFolder("cells/"+cell, code)).Output()
 	if err != nil {
 		t.Fatalf("git log: %v", err)
 	}
-	return strings.Fields(string(out))
+	return len(strings.Fields(string(out)))
 }
 
-func tenantFolder(cell, code string) string {
-	return "cells/" + cell + "/" + render.TenantsDir + "/" + render.DirName(code)
+// ociTrees are the cells' artifacts below one reference (publish.CellRef).
+type ociTrees string
+
+func (o ociTrees) holds(t *testing.T, cell, code string) bool {
+	t.Helper()
+	tree, _, err := (&publish.OCI{Ref: publish.CellRef(string(o), "cells/"+cell), Insecure: true}).Read(context.Background())
+	if err != nil {
+		t.Fatalf("reading cell %s's artifact: %v", cell, err)
+	}
+	for file := range tree {
+		if strings.HasPrefix(file, tenantFolder("", code)+"/") {
+			return true
+		}
+	}
+	return false
+}
+
+func (ociTrees) publishes(*testing.T, string, string) int { return -1 }
+
+// tenantFolder is the tenant's folder in a tree at root.
+func tenantFolder(root, code string) string {
+	return path.Join(root, render.TenantsDir, render.DirName(code))
 }
