@@ -11,6 +11,7 @@ import (
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -181,6 +182,9 @@ func TestCellIdentityIsFenced(t *testing.T) {
 		}),
 		"label its own tenant": edit(onUS, false, func(tn *evav1.EvaTenant) { tn.Labels["eva.aidonow.com/shard"] = "b" }),
 		// The Lease rights just granted take a moment to reach the authorizer.
+		"record an event about a Secret": us.Create(ctx, &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: "fence", Namespace: ns},
+			EventTime: metav1.NowMicro(), Reason: "Forged", Action: "Forged", ReportingController: "eva-operator", ReportingInstance: "x",
+			Type: corev1.EventTypeNormal, Regarding: corev1.ObjectReference{Kind: "Secret", Namespace: ns, Name: "db"}}, client.DryRunAll),
 		"claim a capsule code": untilFenced(waitFor, func() error {
 			return us.Create(ctx, lease("capsule-fencex", claimLabel), client.DryRunAll)
 		}),
