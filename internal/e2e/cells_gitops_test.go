@@ -111,20 +111,13 @@ func cellsGitOpsMove(t *testing.T, mode string) {
 	killed := map[string]bool{}
 	// The availability window, and the drain: how long the source's modules kept
 	// running once its Ingress was gone.
-	var both, neither time.Duration
+	var window availability
 	var trafficOff, modulesOff time.Time
-	polled := time.Now()
 	deadline := time.Now().Add(within(t, 5*time.Minute))
 	for {
 		eu, us := servingOn(ctx, cluster.Client, code), servingOn(ctx, cell.Client, code)
+		window.observe(eu, us)
 		now := time.Now()
-		switch {
-		case eu && us:
-			both += now.Sub(polled)
-		case !eu && !us:
-			neither += now.Sub(polled)
-		}
-		polled = now
 		if !eu && trafficOff.IsZero() {
 			trafficOff = now
 		}
@@ -171,8 +164,8 @@ func cellsGitOpsMove(t *testing.T, mode string) {
 	if n := trees.publishes(t, "us-1", code); n != 1 && n != -1 {
 		t.Errorf("%s published %d times on us-1, want once", code, n)
 	}
-	if neither > 0 {
-		t.Errorf("no cell served %s for %s of its move", code, neither.Round(time.Millisecond))
+	if window.neither > 0 {
+		t.Errorf("no cell served %s for %s of its move", code, window.neither.Round(time.Millisecond))
 	}
 	if kept := modulesOff.Sub(trafficOff); kept < drain {
 		t.Errorf("the source's modules stopped %s after its Ingress went; want the drain, %s, at least", kept.Round(time.Millisecond), drain)
@@ -189,9 +182,8 @@ func cellsGitOpsMove(t *testing.T, mode string) {
 	if err := deliveredOn(ctx, cell.Client, codeOf(staying), modules, true); err != nil {
 		t.Errorf("%s, never moved, on us-1: %v", codeOf(staying), err)
 	}
-	t.Logf("operators killed during the move: %v; both cells served the moving tenant for %s, neither for %s; "+
-		"the source's modules ran %s after its Ingress went", killed, both.Round(100*time.Millisecond),
-		neither.Round(100*time.Millisecond), modulesOff.Sub(trafficOff).Round(100*time.Millisecond))
+	t.Logf("operators killed during the move: %v; %s; the source's modules ran %s after its Ingress went",
+		killed, &window, modulesOff.Sub(trafficOff).Round(100*time.Millisecond))
 }
 
 // undoMove starts a move of tn, served by us-1, to eu-1, and pins it back to us-1 as

@@ -294,21 +294,10 @@ func TestCellsOnTwoClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	killed := map[string]bool{}
-	// The availability window: how long both cells served the tenant (an Ingress with
-	// a load-balancer address), and how long neither did, polled through the move.
-	var both, neither time.Duration
-	polled := time.Now()
+	var window availability
 	deadline = time.Now().Add(within(t, 5*time.Minute))
 	for {
-		eu, us := servingOn(ctx, cluster.Client, code), servingOn(ctx, cell.Client, code)
-		now := time.Now()
-		switch {
-		case eu && us:
-			both += now.Sub(polled)
-		case !eu && !us:
-			neither += now.Sub(polled)
-		}
-		polled = now
+		window.observe(servingOn(ctx, cluster.Client, code), servingOn(ctx, cell.Client, code))
 		cellNow, step := cellOf(t, moving)
 		switch {
 		case step == "ProvisioningTarget" && !killed["fleet"]:
@@ -330,11 +319,10 @@ func TestCellsOnTwoClusters(t *testing.T) {
 	for name, c := range clusters {
 		waitDelivered(t, c, name, code, modules, name == "us-1")
 	}
-	if neither > 0 {
-		t.Errorf("no cell served %s for %s of its move", code, neither.Round(time.Millisecond))
+	if window.neither > 0 {
+		t.Errorf("no cell served %s for %s of its move", code, window.neither.Round(time.Millisecond))
 	}
-	t.Logf("placed %v; operators killed during the move: %v; both cells served the moving tenant for %s, neither for %s",
-		perCell, killed, both.Round(100*time.Millisecond), neither.Round(100*time.Millisecond))
+	t.Logf("placed %v; operators killed during the move: %v; %s", perCell, killed, &window)
 }
 
 // cellOperators are the operators of the two-cluster scenarios: the fleet operator
@@ -390,6 +378,33 @@ func startCellOperators(t *testing.T, cell *testcluster.Cluster, cellsDir, ns st
 func (o *cellOperators) restart(name string) {
 	o.procs[name].Kill()
 	o.procs[name] = o.start[name]()
+}
+
+// availability is the window of a move, polled: how long both cells served the tenant
+// (an Ingress with a load-balancer address), and how long neither did.
+type availability struct {
+	both, neither time.Duration
+	polled        time.Time
+}
+
+// observe adds the time since the last poll to what this poll found.
+func (a *availability) observe(eu, us bool) {
+	now := time.Now()
+	if a.polled.IsZero() {
+		a.polled = now
+	}
+	switch {
+	case eu && us:
+		a.both += now.Sub(a.polled)
+	case !eu && !us:
+		a.neither += now.Sub(a.polled)
+	}
+	a.polled = now
+}
+
+func (a *availability) String() string {
+	return fmt.Sprintf("both cells served the moving tenant for %s, neither for %s",
+		a.both.Round(100*time.Millisecond), a.neither.Round(100*time.Millisecond))
 }
 
 // servingOn says whether c holds the tenant's Ingress with a load-balancer address.
