@@ -52,7 +52,7 @@ func (p *CellPlacer) advanceMove(ctx context.Context, t *evav1.EvaTenant) error 
 		return err
 	}
 	base := t.DeepCopy()
-	retired := t.Spec.LifecycleOrDefault() != evav1.LifecycleActive
+	retired := retiring(t)
 	switch {
 	case mv.TargetRemovedAt != nil && (mv.Cancelled || retired):
 		t.Status.Move = nil

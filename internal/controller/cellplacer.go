@@ -1,6 +1,7 @@
 package controller
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,13 +10,18 @@ import (
 	"strings"
 	"sync"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"k8s.io/client-go/util/workqueue"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -56,16 +62,45 @@ type CellPlacer struct {
 	written map[types.UID]string
 	// reported holds the last problem reported for each tenant, so each is one event.
 	reported map[types.UID]string
+	// unserved are tenants deleted before any cell served them (their last state had
+	// no phase): nothing of them can be left, and their claims go.
+	unservedMu sync.Mutex
+	unserved   []*evav1.EvaTenant
 }
 
 // SetupWithManager registers the placer: every EvaTenant event asks for one pass.
 func (p *CellPlacer) SetupWithManager(mgr ctrl.Manager) error {
-	toFleet := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
+	toFleet := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 		return []reconcile.Request{fleetRequest}
+	})
+	onTenants := handler.Funcs{
+		CreateFunc: func(_ context.Context, _ event.CreateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.Add(fleetRequest)
+		},
+		UpdateFunc: func(_ context.Context, _ event.UpdateEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.Add(fleetRequest)
+		},
+		DeleteFunc: func(_ context.Context, e event.DeleteEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			if t, ok := e.Object.(*evav1.EvaTenant); ok && t.Status.Phase == "" {
+				p.unservedMu.Lock()
+				p.unserved = append(p.unserved, t)
+				p.unservedMu.Unlock()
+			}
+			q.Add(fleetRequest)
+		},
+		GenericFunc: func(_ context.Context, _ event.GenericEvent, q workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+			q.Add(fleetRequest)
+		},
+	}
+	claims := predicate.NewPredicateFuncs(func(o client.Object) bool {
+		_, ok := o.GetLabels()[tenant.LabelCapsule]
+		return ok
 	})
 	return ctrl.NewControllerManagedBy(mgr).
 		Named("cellplacer").
-		Watches(&evav1.EvaTenant{}, toFleet).
+		Watches(&evav1.EvaTenant{}, onTenants).
+		// A claim deleted by hand (an orphan cleared) lets the fleet claim the code again.
+		Watches(&coordinationv1.Lease{}, toFleet, builder.WithPredicates(claims)).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 1}).
 		Complete(p)
 }
@@ -96,6 +131,13 @@ func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 	for _, pr := range result.Problems {
 		if pr.Code != "" {
 			problems[pr.Code] = pr.Message
+		}
+	}
+	for i := range list.Items {
+		// A tenant deleted during its move: its cells finish their parts (the target
+		// removes its copy once labelled), and the move is cleared.
+		if t := &list.Items[i]; t.DeletionTimestamp != nil && t.Status.Move != nil && namespaceAccepted(p.TenantNamespaces, t.Namespace) {
+			errs = append(errs, p.advanceMove(ctx, t))
 		}
 	}
 	for _, t := range tenants {
@@ -140,6 +182,9 @@ func (p *CellPlacer) claimCodes(ctx context.Context, items []evav1.EvaTenant, ca
 			errs = append(errs, p.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t)))
 		}
 	}
+	for _, t := range p.takeUnserved() {
+		errs = append(errs, p.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t)))
+	}
 	for _, t := range candidates {
 		if _, _, err := p.Claims.Acquire(ctx, t.Spec.CapsuleCode, ownerOf(t)); err != nil {
 			errs = append(errs, err)
@@ -148,12 +193,23 @@ func (p *CellPlacer) claimCodes(ctx context.Context, items []evav1.EvaTenant, ca
 	return errors.Join(errs...)
 }
 
+// takeUnserved returns the tenants deleted before any cell served them, and forgets them.
+func (p *CellPlacer) takeUnserved() []*evav1.EvaTenant {
+	p.unservedMu.Lock()
+	defer p.unservedMu.Unlock()
+	out := p.unserved
+	p.unserved = nil
+	return out
+}
+
 // candidates are the tenants the placer weighs: those in the accepted namespaces, not
 // being deleted, one per capsule code (the first created; the code's claim decides
 // which one runs, and a second one would count its claim twice), by code.
 func (p *CellPlacer) candidates(items []evav1.EvaTenant) []*evav1.EvaTenant {
 	slices.SortFunc(items, func(a, b evav1.EvaTenant) int {
-		return a.CreationTimestamp.Compare(b.CreationTimestamp.Time)
+		// Creation times have one-second resolution: the UID breaks ties, so one pass
+		// and the next choose the same tenant of a code.
+		return cmp.Or(a.CreationTimestamp.Compare(b.CreationTimestamp.Time), strings.Compare(string(a.UID), string(b.UID)))
 	})
 	seen := map[string]bool{}
 	var out []*evav1.EvaTenant

@@ -273,6 +273,14 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 		}
 		return nil
 	})
+	// Deleted before any cell served it, it leaves nothing: its code's claim, which the
+	// fleet operator made, goes with it.
+	if err := k8s.Delete(context.Background(), getTenant(t, extra)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "CELLAE's claim released", func() error {
+		return claimGone(extra.Spec.CapsuleCode)
+	})
 
 	// The move.
 	moving := tenants[0]
@@ -347,12 +355,20 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 	})
 	// Its code is free again: the fleet operator released its claim once its cell had
 	// run the saga (the cells write no claims).
-	var claimLease coordinationv1.Lease
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: claimsNamespace,
-		Name: claim.Name(deleted.Spec.CapsuleCode)}, &claimLease); !apierrors.IsNotFound(err) {
-		t.Errorf("the claim of %s, deleted: %v", deleted.Spec.CapsuleCode, err)
+	if err := claimGone(deleted.Spec.CapsuleCode); err != nil {
+		t.Error(err)
 	}
 	rig.noRefusals()
+}
+
+// claimGone says why a code's claim is still there, if it is.
+func claimGone(code string) error {
+	var claimLease coordinationv1.Lease
+	err := k8s.Get(context.Background(), types.NamespacedName{Namespace: claimsNamespace, Name: claim.Name(code)}, &claimLease)
+	if !apierrors.IsNotFound(err) {
+		return fmt.Errorf("the claim of %s, deleted: %v (held by %s)", code, err, claimLease.Annotations[claim.AnnotationOwner])
+	}
+	return nil
 }
 
 // startHeldMove pins tn to the other cell with its copy there held from getting Active

@@ -25,12 +25,18 @@ func (r *EvaTenantReconciler) concerns(t *evav1.EvaTenant) bool {
 	return t.Status.Cell == r.Cell || (t.Status.Move != nil && t.Status.Move.To == r.Cell)
 }
 
+// retiring says whether t is being decommissioned or deleted, and may be:
+// spec.deletionProtection refuses both, and a protected tenant's move goes on.
+func retiring(t *evav1.EvaTenant) bool {
+	return (!t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned) && !t.Spec.DeletionProtection
+}
+
 // moveStep runs this cell's part of a move of t (cellmove.go), if it has one now;
 // handled says the reconcile is done with t. The source serves the tenant as usual
 // while the target provisions it.
 func (r *EvaTenantReconciler) moveStep(ctx context.Context, t *evav1.EvaTenant) (res ctrl.Result, handled bool, err error) {
 	mv := t.Status.Move
-	retired := !t.DeletionTimestamp.IsZero() || t.Spec.LifecycleOrDefault() == evav1.LifecycleDecommissioned
+	retired := retiring(t)
 	switch {
 	case mv == nil || (mv.From == r.Cell && (mv.Step == evav1.MoveProvisioningTarget || retired)):
 		// The source serves the tenant while the target provisions, and runs its
@@ -40,7 +46,7 @@ func (r *EvaTenantReconciler) moveStep(ctx context.Context, t *evav1.EvaTenant) 
 		if mv.TargetRemovedAt != nil {
 			return ctrl.Result{}, true, nil
 		}
-		res, err := r.removeMoveTarget(ctx, t)
+		res, err := r.removeMoveTarget(ctx, t, retired)
 		return res, true, err
 	case mv.To == r.Cell && mv.Step == evav1.MoveProvisioningTarget:
 		res, err := r.provisionMoveTarget(ctx, t)
@@ -100,25 +106,27 @@ func (r *EvaTenantReconciler) removeMoveSource(ctx context.Context, t *evav1.Eva
 	if left := r.moveDrain() - r.now().Sub(mv.TrafficMovedAt.Time); left > 0 {
 		return ctrl.Result{RequeueAfter: left}, nil
 	}
-	return r.removeCopy(ctx, t, "source", func(m *evav1.Move, at *metav1.Time) { m.SourceRemovedAt = at })
+	return r.removeCopy(ctx, t, "source", false, func(m *evav1.Move, at *metav1.Time) { m.SourceRemovedAt = at })
 }
 
 // removeMoveTarget removes this cell's copy of t (a cancelled move, or a tenant
-// decommissioned or deleted during its move), as the decommission saga removes it, and
-// records targetRemovedAt.
-func (r *EvaTenantReconciler) removeMoveTarget(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
+// decommissioned or deleted during its move: retired), as the decommission saga
+// removes it, and records targetRemovedAt. The JetStream streams the operator manages
+// go only with a retired tenant: cells sharing one NATS share them with the source.
+func (r *EvaTenantReconciler) removeMoveTarget(ctx context.Context, t *evav1.EvaTenant, retired bool) (ctrl.Result, error) {
 	if r.GitOps != nil {
-		return r.unpublishMoveTarget(ctx, t)
+		return r.unpublishMoveTarget(ctx, t, retired)
 	}
-	return r.removeCopy(ctx, t, "target", func(m *evav1.Move, at *metav1.Time) { m.TargetRemovedAt = at })
+	return r.removeCopy(ctx, t, "target", retired, func(m *evav1.Move, at *metav1.Time) { m.TargetRemovedAt = at })
 }
 
 // removeCopy removes this cell's copy of t (the move's side, for the log) as the
-// decommission saga removes it, leaving JetStream streams the operator manages, and
-// once it is gone records the time with done.
-func (r *EvaTenantReconciler) removeCopy(ctx context.Context, t *evav1.EvaTenant, side string, done func(*evav1.Move, *metav1.Time)) (ctrl.Result, error) {
+// decommission saga removes it, the JetStream streams the operator manages too when
+// jetStream says so, and once it is gone records the time with done.
+func (r *EvaTenantReconciler) removeCopy(ctx context.Context, t *evav1.EvaTenant, side string, jetStream bool,
+	done func(*evav1.Move, *metav1.Time)) (ctrl.Result, error) {
 	s := &scope{tenant: t.DeepCopy(), log: ctrl.LoggerFrom(ctx).WithValues("move", side)}
-	gone, res, err := r.removeAll(ctx, s, false)
+	gone, res, err := r.removeAll(ctx, s, jetStream)
 	if !gone || err != nil {
 		return res, err
 	}
@@ -153,5 +161,6 @@ func (r *EvaTenantReconciler) reportMoveStatus(ctx context.Context, t *evav1.Eva
 	if err := r.Status().Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("reporting the move of %s/%s: %w", t.Namespace, t.Name, err)
 	}
+	r.written.record(t, r.now()) // the source's steps change its appliedDigest
 	return nil
 }

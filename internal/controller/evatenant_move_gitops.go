@@ -53,7 +53,7 @@ func (r *EvaTenantReconciler) unpublishMoveSource(ctx context.Context, t *evav1.
 	if mv.TrafficMovedAt != nil {
 		drainLeft -= r.now().Sub(mv.TrafficMovedAt.Time)
 	}
-	d, err := r.stepGitOps(ctx, s, &copyRemoval{source: true, drained: drainLeft <= 0})
+	d, err := r.stepGitOps(ctx, s, &copyRemoval{source: true, drained: drainLeft <= 0, keepStreams: true})
 	if err != nil {
 		return ctrl.Result{}, err
 	}
@@ -81,16 +81,17 @@ func (r *EvaTenantReconciler) unpublishMoveSource(ctx context.Context, t *evav1.
 }
 
 // unpublishMoveTarget takes this cell's copy of t (a cancelled move, or a tenant
-// decommissioned or deleted during its move) out of its tree, one saga step per
+// decommissioned or deleted during its move: retired) out of its tree, one saga step per
 // reconcile, recording the steps in targetPublished and, once the copy's namespace is
-// pruned, targetRemovedAt.
-func (r *EvaTenantReconciler) unpublishMoveTarget(ctx context.Context, t *evav1.EvaTenant) (ctrl.Result, error) {
+// pruned, targetRemovedAt. The streams the operator manages go only with a retired
+// tenant.
+func (r *EvaTenantReconciler) unpublishMoveTarget(ctx context.Context, t *evav1.EvaTenant, retired bool) (ctrl.Result, error) {
 	copied := r.targetCopy(t)
 	s := &scope{tenant: copied, log: ctrl.LoggerFrom(ctx).WithValues("move", "target")}
 	if err := r.resolveRelease(ctx, s); err != nil {
 		return ctrl.Result{}, err
 	}
-	d, err := r.stepGitOps(ctx, s, &copyRemoval{})
+	d, err := r.stepGitOps(ctx, s, &copyRemoval{keepStreams: !retired})
 	if err != nil {
 		return ctrl.Result{}, err
 	}

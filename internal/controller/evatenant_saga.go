@@ -23,16 +23,23 @@ import (
 // decommissionGitOps drives the decommission saga in GitOps mode (stepGitOps), and
 // finishes once the tenant is out of the tree and its namespace pruned.
 func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if mv := s.tenant.Status.Move; mv != nil && mv.From == r.Cell && mv.SourceRemovedAt != nil {
-		// The move took the tenant off this cell already (its decommissionStep is
-		// Removed): the rest is the target's copy, which finishDecommission waits for.
-		return r.finishDecommission(ctx, s)
-	}
-	d, err := r.stepGitOps(ctx, s, nil)
-	if err != nil {
-		return ctrl.Result{}, err
+	mv := s.tenant.Status.Move
+	d := saga.Decision{Action: saga.Finish}
+	if mv == nil || mv.From != r.Cell || mv.SourceRemovedAt == nil {
+		// Unless the move took the tenant off this cell already (its decommissionStep
+		// is Removed): the rest is the target's copy, which finishDecommission waits for.
+		var err error
+		if d, err = r.stepGitOps(ctx, s, nil); err != nil {
+			return ctrl.Result{}, err
+		}
 	}
 	if d.Action == saga.Finish {
+		if mv != nil && r.Streams != nil {
+			// A move's removal of this cell's copy left the streams (direct messaging).
+			if err := r.deleteStreams(ctx, s.tenant.Spec.CapsuleCode); err != nil {
+				return ctrl.Result{}, err
+			}
+		}
 		return r.finishDecommission(ctx, s)
 	}
 	s.waiting(status.ReasonDecommissioning, d.Message)
@@ -55,8 +62,8 @@ func (r *EvaTenantReconciler) stepGitOps(ctx context.Context, s *scope, c *copyR
 		return saga.Decision{}, err
 	}
 	if c != nil {
-		// The streams stay: cells that share one NATS share them.
-		o.Moving, o.Drained, o.DirectMessaging = c.source, c.drained, false
+		o.Moving, o.Drained = c.source, c.drained
+		o.DirectMessaging = o.DirectMessaging && !c.keepStreams
 	}
 	d := saga.Next(o)
 	if d.Action != saga.Publish {
@@ -77,11 +84,15 @@ func (r *EvaTenantReconciler) stepGitOps(ctx context.Context, s *scope, c *copyR
 }
 
 // copyRemoval is how removing one cell's copy of a moving tenant differs from a
-// decommission: the JetStream streams stay, and the source takes its traffic first.
+// decommission: the source takes its traffic first, and the JetStream streams the
+// operator manages stay unless the tenant is retired (cells that share one NATS share
+// them).
 type copyRemoval struct {
 	// source: the move's source (traffic first, then the drain); drained: the drain is
 	// over.
 	source, drained bool
+	// keepStreams leaves the streams in JetStream (direct messaging).
+	keepStreams bool
 }
 
 // observeSaga reads what the saga's next step depends on: always the namespace and the
@@ -93,6 +104,15 @@ func (r *EvaTenantReconciler) observeSaga(ctx context.Context, s *scope) (saga.O
 	_, submitted := r.GitOps.lastSubmitted(t.UID)
 	o := saga.Observed{Step: t.Status.DecommissionStep, Revision: t.Status.Revision, EverPublished: t.Status.Revision != "" || submitted,
 		Namespace: tenant.Namespace(code), ArgoCD: r.argoCD(), DirectMessaging: r.Streams != nil}
+	if !o.EverPublished {
+		// Nothing recorded: a process killed between a publish and its record (a move's
+		// copy has no record of its own) may have left the tenant's files in the tree.
+		empty, _, err := r.GitOps.headHolds(ctx, code, publish.EmptyTenantDigest)
+		if err != nil {
+			return o, err
+		}
+		o.EverPublished = !empty
+	}
 	var namespace corev1.Namespace
 	found, err := r.get(ctx, types.NamespacedName{Name: o.Namespace}, &namespace)
 	if err != nil {
