@@ -70,7 +70,7 @@ type CellPlacer struct {
 
 // SetupWithManager registers the placer: every EvaTenant event asks for one pass.
 func (p *CellPlacer) SetupWithManager(mgr ctrl.Manager) error {
-	toFleet := handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+	toFleet := handler.EnqueueRequestsFromMapFunc(func(context.Context, client.Object) []reconcile.Request {
 		return []reconcile.Request{fleetRequest}
 	})
 	onTenants := handler.Funcs{
