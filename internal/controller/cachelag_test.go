@@ -76,8 +76,19 @@ func TestACacheBehindOwnWriteWaits(t *testing.T) {
 	createTenant(t, tn)
 	startStandIn(t)
 	active := waitPhase(t, tn, evav1.PhaseActive)
-	time.Sleep(time.Second) // the reconciles Active set off have run
+	// The reconciles Active set off have run: no apply for a while. A fixed second was
+	// too short under make test's load (a stand-in's late status update woke one more
+	// reconcile, whose drift check applied the changed objects after it).
 	before := lag.applies.Load()
+	eventually(t, waitFor, "the applies settled", func() error {
+		time.Sleep(1500 * time.Millisecond)
+		if now := lag.applies.Load(); now != before {
+			n := now - before
+			before = now
+			return fmt.Errorf("%d applied meanwhile", n)
+		}
+		return nil
+	})
 
 	stale := active.DeepCopy()
 	stale.Status = evav1.EvaTenantStatus{}
