@@ -353,6 +353,39 @@ func TestCellsPlaceDeliverAndMoveAcrossTwoAPIServers(t *testing.T) {
 		}
 		return nil
 	})
+	// Deleted during its move under spec.deletionProtection: the decommission is refused,
+	// and the move goes on (the target keeps its copy) rather than leaving the tenant
+	// served by no cell. Unprotected, it goes from its new cell.
+	protected := tenants[2]
+	rig.protect(protected, true)
+	from, to = rig.startHeldMove(protected)
+	if err := k8s.Delete(context.Background(), getTenant(t, protected)); err != nil {
+		t.Fatal(err)
+	}
+	consistently(t, protected.Spec.CapsuleCode+", protected, kept on both cells", func() error {
+		mv := getTenant(t, protected).Status.Move
+		if mv == nil || mv.TargetRemovedAt != nil || !rig.namespaceOn(from, protected.Spec.CapsuleCode) ||
+			!rig.namespaceOn(to, protected.Spec.CapsuleCode) {
+			return fmt.Errorf("move %+v", mv)
+		}
+		return nil
+	})
+	releaseQuota(tenant.Namespace(protected.Spec.CapsuleCode))
+	eventually(t, 90*time.Second, protected.Spec.CapsuleCode+", protected, moved to "+to, func() error {
+		if got := getTenant(t, protected); got.Status.Cell != to || got.Status.Move != nil {
+			return fmt.Errorf("status.cell %q, move %+v", got.Status.Cell, got.Status.Move)
+		}
+		return nil
+	})
+	rig.protect(protected, false)
+	eventually(t, 60*time.Second, protected.Spec.CapsuleCode+" deleted", func() error {
+		var gone evav1.EvaTenant
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(protected), &gone); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("still there (%v): phase %s", err, gone.Status.Phase)
+		}
+		return nil
+	})
+
 	// Its code is free again: the fleet operator released its claim once its cell had
 	// run the saga (the cells write no claims).
 	if err := claimGone(deleted.Spec.CapsuleCode); err != nil {
@@ -384,6 +417,17 @@ func (rig *cellsRig) startHeldMove(tn *evav1.EvaTenant) (from, to string) {
 		return nil
 	})
 	return from, to
+}
+
+// protect sets tn's spec.deletionProtection.
+func (rig *cellsRig) protect(tn *evav1.EvaTenant, on bool) {
+	rig.t.Helper()
+	got := getTenant(rig.t, tn)
+	patch := client.MergeFrom(got.DeepCopy())
+	got.Spec.DeletionProtection = on
+	if err := k8s.Patch(context.Background(), got, patch); err != nil {
+		rig.t.Fatal(err)
+	}
 }
 
 // waitEvents waits until the tenant's events include each of reasons (the recorder
