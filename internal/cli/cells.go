@@ -103,7 +103,8 @@ type cellUse struct {
 
 func newCellsCommand(opts *options) *cobra.Command {
 	var tenants []string
-	var env, overlays, output, published string
+	var env, overlays, output string
+	var published publishedRecord
 	cmd := &cobra.Command{
 		Use:   "cells",
 		Short: "Show each cell's use and headroom and where each tenant is placed",
@@ -133,7 +134,7 @@ a tenant no cell can take is a problem at its file and line (exit 1).`,
 			if err != nil {
 				return usageExit(err)
 			}
-			record, err := publishedPlacements(cmd, published, e)
+			record, err := published.placements(cmd, e)
 			if err != nil {
 				return err
 			}
@@ -156,25 +157,43 @@ a tenant no cell can take is a problem at its file and line (exit 1).`,
 	f.StringVar(&env, "env", "dev", "environment whose cells the tenants are placed on")
 	f.StringVar(&overlays, "overlays", "overlays", "folder of environment overlays")
 	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
-	bindPublished(cmd, &published)
+	published.bind(cmd)
 	return cmd
 }
 
-// bindPublished adds the --published flag of the commands that place tenants without
-// publishing them.
-func bindPublished(cmd *cobra.Command, dir *string) {
-	cmd.Flags().StringVar(dir, "published", "", "folder holding the environment's published tree (a checkout of the published branch at publish's --path, or render's --out): tenants stay on the cells whose trees hold them; unset, every tenant is placed afresh")
+// publishedRecord is where the commands that place tenants without publishing them
+// read the record of placement: a folder (--published), or the published branch itself
+// (--repo and the other flags of publish git).
+type publishedRecord struct {
+	dir string
+	git gitTarget
 }
 
-// publishedPlacements reads where the tenants were placed from the cells' trees under
-// dir (none when dir is empty or the environment has no cells).
-func publishedPlacements(cmd *cobra.Command, dir string, e *overlay.Environment) (map[string]string, error) {
-	if dir == "" || len(e.Settings.Cells) == 0 {
+// bind adds the record's flags.
+func (p *publishedRecord) bind(cmd *cobra.Command) {
+	cmd.Flags().StringVar(&p.dir, "published", "", "folder holding the environment's published tree (a checkout of the published branch at publish's --path, or render's --out): tenants stay on the cells whose trees hold them; unset (and no --repo), every tenant is placed afresh")
+	p.git.bind(cmd.Flags())
+}
+
+// placements reads where the tenants were placed from the cells' trees (none when
+// neither --published nor --repo is set, or the environment has no cells).
+func (p *publishedRecord) placements(cmd *cobra.Command, e *overlay.Environment) (map[string]string, error) {
+	var read treeReader
+	switch {
+	case p.dir != "" && p.git.repo != "":
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("name one of --published and --repo")}
+	case len(e.Settings.Cells) == 0:
+		return nil, nil
+	case p.dir != "":
+		read = dirCells(p.dir)
+	case p.git.repo != "":
+		read = gitCells(&p.git)
+	default:
 		return nil, nil
 	}
-	placed, _, err := publishedCells(cmd.Context(), e.Settings.Cells, dirCells(dir))
+	placed, _, err := publishedCells(cmd.Context(), e.Settings.Cells, read)
 	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--published %s: %w", dir, err)}
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("the published trees (--published or --repo): %w", err)}
 	}
 	return placed, nil
 }

@@ -85,6 +85,12 @@ func TestCellTreesRecordPlacement(t *testing.T) {
 	if code, msg := runEvactl(t, render...); code != ExitInvalid || !strings.Contains(msg, wantMove) {
 		t.Fatalf("render of a move: exit %d\n%s", code, msg)
 	}
+	// The record read from the published branch itself, as the scaffolded pull-request
+	// workflow reads it.
+	fromBranch := append([]string{"validate", tenants, "--overlays", overlays, "--verify-charts=false"}, target...)
+	if code, msg := runEvactl(t, fromBranch...); code != ExitInvalid || !strings.Contains(msg, wantMove) {
+		t.Fatalf("validate --repo of a move: exit %d\n%s", code, msg)
+	}
 	if err := os.WriteFile(moved, before, 0o644); err != nil {
 		t.Fatal(err)
 	}

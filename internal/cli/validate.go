@@ -17,7 +17,8 @@ import (
 const DefaultTenantsDir = "tenants"
 
 func newValidateCommand(opts *options) *cobra.Command {
-	var output, rollouts, published string
+	var output, rollouts string
+	var published publishedRecord
 	var charts chartFlags
 	cmd := &cobra.Command{
 		Use:   "validate [PATH... | -]",
@@ -72,7 +73,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			if env, err := loadEnvironment(cmd, charts.overlays, charts.env); err == nil {
 				res.Problems = append(res.Problems, secretProblems(res, env)...)
 				res.Problems = append(res.Problems, reservedProblems(res, env)...)
-				placed, err := publishedPlacements(cmd, published, env)
+				placed, err := published.placements(cmd, env)
 				if err != nil {
 					return err
 				}
@@ -96,7 +97,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json, yaml or github (GitHub Actions annotations)")
 	cmd.Flags().StringVar(&rollouts, "rollouts", rolloutfile.DefaultDir, "folder of platform releases (EvaRollout files) to check; none when it does not exist")
-	bindPublished(cmd, &published)
+	published.bind(cmd)
 	charts.bind(cmd.Flags())
 	return cmd
 }

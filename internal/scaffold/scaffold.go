@@ -163,7 +163,8 @@ func workflow(o Options) string {
 # and release files, values against the module charts, annotations at the offending
 # line), then evactl diff against the published branch, which fails where publish would.
 # Set the repository variable EVA_PUBLISH_REPO (and EVA_PUBLISH_BRANCH) to enable the diff,
-# with a token that can read it in the secret EVA_GIT_TOKEN.
+# and validate's reading of where each tenant was placed (environments with cells), with
+# a token that can read it in the secret EVA_GIT_TOKEN.
 name: validate-tenants
 on:
   pull_request:
@@ -180,7 +181,12 @@ jobs:
           go-version: stable
       - run: %[1]s
       - name: evactl validate
-        run: evactl validate --output github --env %[2]s
+        # With the published branch, tenants stay on the cells it records them on.
+        env:
+          EVA_PUBLISH_REPO: ${{ vars.EVA_PUBLISH_REPO }}
+          EVA_PUBLISH_BRANCH: ${{ vars.EVA_PUBLISH_BRANCH || 'main' }}
+          EVA_GIT_TOKEN: ${{ secrets.EVA_GIT_TOKEN }}
+        run: evactl validate --output github --env %[2]s ${EVA_PUBLISH_REPO:+--repo "$EVA_PUBLISH_REPO" --branch "$EVA_PUBLISH_BRANCH"}
       - name: evactl diff (fails where publish would)
         if: ${{ vars.EVA_PUBLISH_REPO != '' }}
         env:
