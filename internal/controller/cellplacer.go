@@ -183,7 +183,9 @@ func (p *CellPlacer) claimCodes(ctx context.Context, items []evav1.EvaTenant, ca
 		}
 	}
 	for _, t := range p.takeUnserved() {
-		errs = append(errs, p.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t)))
+		if namespaceAccepted(p.TenantNamespaces, t.Namespace) {
+			errs = append(errs, p.Claims.Release(ctx, t.Spec.CapsuleCode, ownerOf(t)))
+		}
 	}
 	for _, t := range candidates {
 		if _, _, err := p.Claims.Acquire(ctx, t.Spec.CapsuleCode, ownerOf(t)); err != nil {

@@ -104,9 +104,10 @@ func (r *EvaTenantReconciler) observeSaga(ctx context.Context, s *scope) (saga.O
 	_, submitted := r.GitOps.lastSubmitted(t.UID)
 	o := saga.Observed{Step: t.Status.DecommissionStep, Revision: t.Status.Revision, EverPublished: t.Status.Revision != "" || submitted,
 		Namespace: tenant.Namespace(code), ArgoCD: r.argoCD(), DirectMessaging: r.Streams != nil}
-	if !o.EverPublished {
-		// Nothing recorded: a process killed between a publish and its record (a move's
-		// copy has no record of its own) may have left the tenant's files in the tree.
+	if !o.EverPublished && o.Step == "" {
+		// Nothing recorded before the first step (the only one EverPublished decides): a
+		// process killed between a publish and its record (a move's copy has no record
+		// of its own) may have left the tenant's files in the tree.
 		empty, _, err := r.GitOps.headHolds(ctx, code, publish.EmptyTenantDigest)
 		if err != nil {
 			return o, err
