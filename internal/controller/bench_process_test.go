@@ -125,7 +125,7 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 		metricsAddrs = append(metricsAddrs, addr)
 	}
 	cost := startCPUCost(b)
-	eventsBefore := eventWrites(b)
+	eventsBefore, watchBefore := eventWrites(b), watchEvents(b)
 	start := time.Now()
 	createFleet(b, ns, prefix, r.fleet, func(i int) []tenantOpt {
 		if r.shards == 1 {
@@ -158,6 +158,7 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 		by = append(by, fmt.Sprintf("%s %.2f", k, perTenant(total.writesBy[k])))
 	}
 	b.Logf("writes per tenant by verb and resource: %s", strings.Join(by, "; "))
+	logWatchEvents(b, watchBefore, r.fleet)
 	objects, events := bundleObjects(b, ns), eventWrites(b)-eventsBefore
 	b.ReportMetric(perTenant(total.requests), "requests/tenant")
 	b.ReportMetric(perTenant(total.writes-events), "writes/tenant")
@@ -281,9 +282,8 @@ func labelOf(m *dto.Metric, name string) string {
 	return ""
 }
 
-// eventWrites is the API server's count of writes (create, update, patch) to Events
-// since it started.
-func eventWrites(b *testing.B) float64 {
+// apiServerMetrics reads the API server's /metrics.
+func apiServerMetrics(b *testing.B) map[string]*dto.MetricFamily {
 	b.Helper()
 	cs, err := kubernetes.NewForConfig(env.Config)
 	if err != nil {
@@ -298,6 +298,47 @@ func eventWrites(b *testing.B) float64 {
 	if err != nil {
 		b.Fatalf("the API server's metrics: %v", err)
 	}
+	return families
+}
+
+// watchEvents is what the API server has sent its watchers since it started, by
+// resource: the events and their bytes (as JSON, whatever encoding a watcher asked for).
+func watchEvents(b *testing.B) map[string][2]float64 {
+	b.Helper()
+	out := map[string][2]float64{}
+	for _, m := range apiServerMetrics(b)["apiserver_watch_events_sizes"].GetMetric() {
+		key := labelOf(m, "resource")
+		if g := labelOf(m, "group"); g != "" {
+			key += "." + g
+		}
+		h := m.GetHistogram()
+		out[key] = [2]float64{out[key][0] + float64(h.GetSampleCount()), out[key][1] + h.GetSampleSum()}
+	}
+	return out
+}
+
+// logWatchEvents logs the watch events sent since before (watchEvents), per tenant, by
+// resource, most bytes first: to every watcher, the operator's and the stand-in's.
+func logWatchEvents(b *testing.B, before map[string][2]float64, tenants int) {
+	b.Helper()
+	after := watchEvents(b)
+	for k, v := range before {
+		after[k] = [2]float64{after[k][0] - v[0], after[k][1] - v[1]}
+	}
+	var by []string
+	for _, k := range slices.SortedFunc(maps.Keys(after), func(x, y string) int { return cmp.Compare(after[y][1], after[x][1]) }) {
+		if after[k][0] > 0 {
+			by = append(by, fmt.Sprintf("%s %.1f (%.1f kB)", k, after[k][0]/float64(tenants), after[k][1]/1024/float64(tenants)))
+		}
+	}
+	b.Logf("watch events per tenant by resource, to the operator and the stand-in: %s", strings.Join(by, "; "))
+}
+
+// eventWrites is the API server's count of writes (create, update, patch) to Events
+// since it started.
+func eventWrites(b *testing.B) float64 {
+	b.Helper()
+	families := apiServerMetrics(b)
 	var n float64
 	for _, m := range families["apiserver_request_total"].GetMetric() {
 		switch labelOf(m, "verb") {
