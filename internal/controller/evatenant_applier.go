@@ -2,13 +2,7 @@ package controller
 
 import (
 	"context"
-
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/types"
-
-	"github.com/aidonow/eva/internal/status"
-	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/observe"
 )
 
 // applier reads back what the tool applying a tenant's objects did with them: Flux
@@ -46,36 +40,13 @@ func (f fluxApplier) observeDelivery(ctx context.Context, s *scope) error {
 // whether that is about the spec the tenant renders now.
 func (f fluxApplier) observeModules(ctx context.Context, s *scope, rendered map[string]string) error {
 	r, t := f.r, s.tenant
-	ns := tenant.Namespace(t.Spec.CapsuleCode)
+	var modules []observe.Module
 	for _, module := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
-		var hr helmv2.HelmRelease
-		found, err := r.get(ctx, types.NamespacedName{Namespace: ns, Name: module}, &hr)
-		if err != nil {
-			return err
-		}
-		rs := status.ReleaseState{Module: module, Name: ns + "/" + module,
-			Version: r.Renderer.Catalog.ModuleVersion(s.rendered, module), Found: found}
-		if found {
-			if want := rendered[module]; want != "" && hr.Annotations[tenant.AnnotationSpecDigest] != want {
-				rs.Outdated = true
-			}
-			rs.Generation, rs.ObservedGeneration = hr.Generation, hr.Status.ObservedGeneration
-			rs.Ready = apimeta.FindStatusCondition(hr.Status.Conditions, "Ready")
-			rs.Stalled = apimeta.FindStatusCondition(hr.Status.Conditions, "Stalled")
-			rs.LastAttemptedRevision = hr.Status.LastAttemptedRevision
-			if latest := hr.Status.History.Latest(); latest != nil {
-				rs.HistoryVersion = latest.ChartVersion
-			}
-			// Retries count for the generation helm-controller last attempted; a new
-			// spec resets them.
-			if rem := hr.GetActiveRemediation(); rem != nil && hr.Status.LastAttemptedGeneration == hr.Generation {
-				rs.RetriesExhausted = rem.RetriesExhausted(&hr)
-				rs.LastAction, rs.Failures = string(hr.Status.LastAttemptedReleaseAction), rem.GetFailureCount(&hr)
-			}
-		}
-		s.observed.Releases = append(s.observed.Releases, rs)
+		modules = append(modules, observe.Module{Name: module, Version: r.Renderer.Catalog.ModuleVersion(s.rendered, module), SpecDigest: rendered[module]})
 	}
-	return nil
+	releases, err := observe.HelmReleases(ctx, r, t.Spec.CapsuleCode, modules)
+	s.observed.Releases = append(s.observed.Releases, releases...)
+	return err
 }
 
 // argoApplier reads Argo CD's Applications (evatenant_argocd.go).

@@ -7,14 +7,13 @@ import (
 	"sync"
 	"time"
 
-	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/event"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/observe"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
@@ -309,24 +308,10 @@ func (r *EvaTenantReconciler) observeDelivery(ctx context.Context, s *scope) err
 // observeKustomizations reads the tenant's two Flux Kustomizations and whether each
 // applied the published revision (or a later one).
 func (r *EvaTenantReconciler) observeKustomizations(ctx context.Context, s *scope) error {
-	code := s.tenant.Spec.CapsuleCode
-	g := &status.GitOpsState{}
-	for _, k := range []struct {
-		name  string
-		state *status.DeliveryState
-	}{{render.FoundationName(code), &g.Foundation}, {render.WorkloadsName(code), &g.Workloads}} {
-		key := types.NamespacedName{Namespace: r.Renderer.Env.Settings.FluxNamespace, Name: k.name}
-		var ks kustomizev1.Kustomization
-		found, err := r.get(ctx, key, &ks)
-		if err != nil {
-			return err
-		}
-		*k.state = status.DeliveryState{Kind: kustomizev1.KustomizationKind, Name: key.String(), Found: found}
-		if found {
-			k.state.Ready = apimeta.FindStatusCondition(ks.Status.Conditions, "Ready")
-			k.state.LastAppliedRevision = ks.Status.LastAppliedRevision
-			k.state.Applied, k.state.RevisionError = r.applied(ctx, s, ks.Status.LastAppliedRevision)
-		}
+	g, err := observe.Kustomizations(ctx, r, r.Renderer.Env.Settings.FluxNamespace, s.tenant.Spec.CapsuleCode,
+		func(ctx context.Context, revision string) (bool, string) { return r.applied(ctx, s, revision) })
+	if err != nil {
+		return err
 	}
 	s.observed.GitOps = g
 	return nil

@@ -208,17 +208,5 @@ func (r *EvaTenantReconciler) republishStep(ctx context.Context, s *scope) (stri
 
 // stepFiles are the tenant's files at a saga step; none once it is Removed.
 func (r *EvaTenantReconciler) stepFiles(s *scope, step evav1.DecommissionStep) ([]render.File, error) {
-	switch step {
-	case evav1.StepTrafficRemoved:
-		return r.Renderer.TenantFilesAt(s.rendered, render.TeardownTraffic)
-	case evav1.StepStreamsRemoved:
-		return r.Renderer.TenantFilesAt(s.rendered, render.TeardownMessaging)
-	case evav1.StepReleasesRemoved:
-		return r.Renderer.TenantFilesAt(s.rendered, render.TeardownWorkloads)
-	case evav1.StepNamespaceOnly:
-		final := s.rendered.DeepCopy()
-		final.Spec.Lifecycle = evav1.LifecycleDecommissioned
-		return r.Renderer.TenantFiles(final)
-	}
-	return nil, nil
+	return r.Renderer.StepFiles(s.rendered, step)
 }

@@ -95,6 +95,28 @@ func withoutTraffic(td Teardown) []string {
 	return nil
 }
 
+// StepFiles renders the tenant's files at a step of the GitOps decommission saga
+// (internal/saga): what the operator publishes for an EvaTenant, and evactl for the
+// source of a tenant file's move. Before the first step the tenant renders whole; once
+// Removed, it has no files.
+func (r *Renderer) StepFiles(t *evav1.EvaTenant, step evav1.DecommissionStep) ([]File, error) {
+	switch step {
+	case "":
+		return r.TenantFiles(t)
+	case evav1.StepTrafficRemoved:
+		return r.TenantFilesAt(t, TeardownTraffic)
+	case evav1.StepStreamsRemoved:
+		return r.TenantFilesAt(t, TeardownMessaging)
+	case evav1.StepReleasesRemoved:
+		return r.TenantFilesAt(t, TeardownWorkloads)
+	case evav1.StepNamespaceOnly:
+		final := t.DeepCopy()
+		final.Spec.Lifecycle = evav1.LifecycleDecommissioned
+		return r.TenantFiles(final)
+	}
+	return nil, nil
+}
+
 // TenantFiles renders one tenant's files of the GitOps tree.
 func (r *Renderer) TenantFiles(t *evav1.EvaTenant) ([]File, error) {
 	return r.TenantFilesAt(t, TeardownNone)
