@@ -56,6 +56,9 @@ func renderCells(cmd *cobra.Command, j *job, ro *renderOptions, start time.Time)
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--out %s holds a tree rendered without cells; environment %s places its tenants on cells (%s): render into another folder (docs/cells.md)",
 			ro.out, j.r.Env.Name, strings.Join(cellNames(j.r.Env.Settings.Cells), ", "))}
 	}
+	if !ro.quiet {
+		j.reportMoves(cmd.ErrOrStderr())
+	}
 	safety := publish.Safety{AllowMassDelete: ro.allowMassDelete}
 	shares, stats, err := j.renderShares(ownRoot, safety)
 	if err != nil {

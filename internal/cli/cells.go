@@ -18,15 +18,17 @@ import (
 )
 
 // placeTenants places the tenants of res on the environment's cells (none when it has
-// no cells). published maps each code to the cell whose published tree holds it: a
-// published tenant stays there while its placement allows it, and a Decommissioned one
-// stays there regardless (it claims nothing, and goes nowhere when no cell holds it).
-// What cannot be placed is a problem at the tenant's placement, or its tier when it sets
-// none; so is a published tenant that would have to move, since evactl does not move
-// tenants between cells.
-func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *tenant.Catalog, published map[string]string) (placement.Result, []tenantfile.Problem) {
+// no cells), as the published trees record them (rec): a published tenant stays on its
+// cell while its placement allows it, and a Decommissioned one stays there regardless
+// (it claims nothing, and goes nowhere when no cell holds it). A tenant whose
+// placement no longer allows its cell moves (the moves returned, by code, with those
+// already under way): while it moves it claims room on both cells. What cannot be
+// placed is a problem at the tenant's placement, or its tier when it sets none; so is a
+// tenant that would leave a cell the environment no longer has, and a moving tenant
+// whose placement no longer allows the cell it moves to.
+func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *tenant.Catalog, rec placementRecord) (placement.Result, map[string]*fileMove, []tenantfile.Problem) {
 	if len(env.Settings.Cells) == 0 {
-		return placement.Result{}, nil
+		return placement.Result{}, nil, nil
 	}
 	byCode := map[string]*tenantfile.Tenant{}
 	var objects []*evav1.EvaTenant
@@ -42,10 +44,24 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 			retired = append(retired, code)
 		}
 	}
-	reqs := placement.Requests(objects, catalog, func(code string) string { return published[code] })
-	placed := placement.Place(env.Settings.PlacementCells(), reqs)
+	reqs := placement.Requests(objects, catalog, func(code string) string { return rec.cells[code] })
+	var redirected []string
+	for i, r := range reqs {
+		// A move goes on to its target whatever the placement now says: the tenant
+		// is placed there, and the placement is a problem.
+		if m, moving := rec.moves[r.Code]; moving && !r.Allows(placement.Cell{Name: m.record.To, Labels: cellLabels(env, m.record.To)}) {
+			reqs[i].Cell, reqs[i].Labels = m.record.To, nil
+			redirected = append(redirected, r.Code)
+		}
+	}
+	placed := placement.Place(env.Settings.PlacementCells(), append(reqs, leavingClaims(reqs, rec.moves)...))
+	for code := range placed.Cells {
+		if _, ok := byCode[code]; !ok {
+			delete(placed.Cells, code) // a moving tenant's claim on its source
+		}
+	}
 	for _, code := range retired {
-		if cell := published[code]; cell != "" {
+		if cell := rec.cells[code]; cell != "" {
 			placed.Cells[code] = cell
 		}
 	}
@@ -63,16 +79,58 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 			at(p.Code, p.Message)
 		}
 	}
+	moves := maps.Clone(rec.moves)
+	if moves == nil {
+		moves = map[string]*fileMove{}
+	}
+	for _, code := range redirected {
+		m := moves[code]
+		at(code, fmt.Sprintf("%s is moving from cell %s to %s (step %s), which its placement no longer allows; a move is neither undone nor redirected: let it finish, then move the tenant again (docs/cells.md#moves)",
+			code, m.from, m.record.To, stepName(m.record.Step)))
+	}
 	for _, code := range placed.Moves {
-		from := published[code]
-		why := "which its placement no longer allows"
-		if !slices.ContainsFunc(env.Settings.Cells, func(c overlay.Cell) bool { return c.Name == from }) {
-			why = "which the environment no longer has"
+		from := rec.cells[code]
+		switch {
+		case !slices.ContainsFunc(env.Settings.Cells, func(c overlay.Cell) bool { return c.Name == from }):
+			at(code, fmt.Sprintf("%s is published on cell %s, which the environment no longer has; evactl cannot take it off a cell it does not publish: keep the cell in environment.yaml until the tenant has moved (docs/cells.md#moves)", code, from))
+		default:
+			moves[code] = &fileMove{code: code, from: from, next: moveRecord{To: placed.Cells[code]}, started: true}
+			continue
 		}
-		at(code, fmt.Sprintf("%s is published on cell %s, %s; evactl does not move a tenant between cells (docs/cells.md#moves)", code, from, why))
 		delete(placed.Cells, code)
 	}
-	return placed, problems
+	return placed, moves, problems
+}
+
+// leavingClaims are the claims moving tenants still hold on their source cells: the
+// source serves a tenant until its copy is out, so it counts there too. Each is a
+// request of its own, pinned to the source.
+func leavingClaims(reqs []placement.Request, moves map[string]*fileMove) []placement.Request {
+	var out []placement.Request
+	for _, r := range reqs {
+		if m, ok := moves[r.Code]; ok {
+			out = append(out, placement.Request{Code: r.Code + " leaving " + m.from, Claim: r.Claim, Cell: m.from, Previous: m.from})
+		}
+	}
+	return out
+}
+
+// cellLabels are the labels of the environment's cell name.
+func cellLabels(env *overlay.Environment, name string) map[string]string {
+	for _, c := range env.Settings.PlacementCells() {
+		if c.Name == name {
+			return c.Labels
+		}
+	}
+	return nil
+}
+
+// stepName names a move's step in messages.
+func stepName(step evav1.DecommissionStep) string {
+	if step == "" {
+		return "ProvisioningTarget"
+	}
+	return string(step)
 }
 
 // cellReport is what evactl cells prints: each cell's capacity, use and headroom, and
@@ -138,7 +196,7 @@ a tenant no cell can take is a problem at its file and line (exit 1).`,
 			if err != nil {
 				return err
 			}
-			placed, problems := placeTenants(res, e, catalog, record)
+			placed, _, problems := placeTenants(res, e, catalog, record)
 			report := newCellReport(e, placed, append(res.Problems, problems...))
 			if output == "text" {
 				writeCellTable(cmd.OutOrStdout(), report)
@@ -177,25 +235,25 @@ func (p *publishedRecord) bind(cmd *cobra.Command) {
 
 // placements reads where the tenants were placed from the cells' trees (none when
 // neither --published nor --repo is set, or the environment has no cells).
-func (p *publishedRecord) placements(cmd *cobra.Command, e *overlay.Environment) (map[string]string, error) {
+func (p *publishedRecord) placements(cmd *cobra.Command, e *overlay.Environment) (placementRecord, error) {
 	var read treeReader
 	switch {
 	case p.dir != "" && p.git.repo != "":
-		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("name one of --published and --repo")}
+		return placementRecord{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("name one of --published and --repo")}
 	case len(e.Settings.Cells) == 0:
-		return nil, nil
+		return placementRecord{}, nil
 	case p.dir != "":
 		read = dirCells(p.dir)
 	case p.git.repo != "":
 		read = gitCells(&p.git)
 	default:
-		return nil, nil
+		return placementRecord{}, nil
 	}
-	placed, _, err := publishedCells(cmd.Context(), e.Settings.Cells, read)
+	rec, err := publishedCells(cmd.Context(), e.Settings.Cells, read)
 	if err != nil {
-		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("the published trees (--published or --repo): %w", err)}
+		return placementRecord{}, &ExitError{Code: ExitUsage, Err: fmt.Errorf("the published trees (--published or --repo): %w", err)}
 	}
-	return placed, nil
+	return rec, nil
 }
 
 // newCellReport gathers the placement into the report.

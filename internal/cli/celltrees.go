@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"path"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -23,31 +24,60 @@ import (
 // and none when nothing was published there yet.
 type treeReader func(ctx context.Context, c overlay.Cell) (map[string][]byte, error)
 
-// publishedCells reads every cell's tree (returned by cell name) and maps each tenant
-// code found to its cell. A tenant in two cells' trees is refused: the record must name
-// one.
-func publishedCells(ctx context.Context, cells []overlay.Cell, read treeReader) (map[string]string, map[string]map[string][]byte, error) {
-	out, trees := map[string]string{}, map[string]map[string][]byte{}
+// placementRecord is what the cells' published trees record of placement.
+type placementRecord struct {
+	// cells maps each published tenant's code to its cell; a moving tenant's is the
+	// cell it moves to.
+	cells map[string]string
+	// trees are the cells' trees, by cell name.
+	trees map[string]map[string][]byte
+	// moves are the tenant files moving between cells, by code (cellmoves.go).
+	moves map[string]*fileMove
+}
+
+// publishedCells reads every cell's tree and maps each tenant code found to its cell.
+// A tenant in two cells' trees is refused, unless it moves from one to the other: the
+// record must name one.
+func publishedCells(ctx context.Context, cells []overlay.Cell, read treeReader) (placementRecord, error) {
+	rec := placementRecord{cells: map[string]string{}, trees: map[string]map[string][]byte{}}
+	holders := map[string][]string{}
 	for _, c := range cells {
 		tree, err := read(ctx, c)
 		if err != nil {
-			return nil, nil, fmt.Errorf("cell %s: reading its published tree: %w", c.Name, err)
+			return placementRecord{}, fmt.Errorf("cell %s: reading its published tree: %w", c.Name, err)
 		}
-		trees[c.Name] = tree
+		rec.trees[c.Name] = tree
 		for p := range tree {
-			dir := publish.TenantOf(p)
-			if dir == "" {
-				continue
+			if dir := publish.TenantOf(p); dir != "" {
+				code := strings.ToUpper(dir)
+				if !slices.Contains(holders[code], c.Name) {
+					holders[code] = append(holders[code], c.Name)
+				}
 			}
-			code := strings.ToUpper(dir)
-			if other, ok := out[code]; ok && other != c.Name {
-				return nil, nil, fmt.Errorf("tenant %s is published on cells %s and %s: remove it from the one it does not run on",
-					code, min(other, c.Name), max(other, c.Name))
-			}
-			out[code] = c.Name
 		}
 	}
-	return out, trees, nil
+	moves, err := movesIn(rec.trees, cells)
+	if err != nil {
+		return placementRecord{}, err
+	}
+	rec.moves = moves
+	for code, on := range holders {
+		if m, moving := moves[code]; moving {
+			if other := slices.DeleteFunc(slices.Clone(on), func(c string) bool { return c == m.from || c == m.record.To }); len(other) > 0 {
+				return placementRecord{}, fmt.Errorf("tenant %s moves from cell %s to %s, and is published on cell %s too: remove it from the one it does not run on",
+					code, m.from, m.record.To, other[0])
+			}
+			rec.cells[code] = m.record.To
+			continue
+		}
+		if len(on) > 1 {
+			slices.Sort(on)
+			return placementRecord{}, fmt.Errorf("tenant %s is published on cells %s and %s: remove it from the one it does not run on",
+				code, on[0], on[1])
+		}
+		rec.cells[code] = on[0]
+	}
+	return rec, nil
 }
 
 // dirCells reads each cell's tree from its folder under dir (a render's --out, or a
@@ -128,7 +158,13 @@ func (j *job) renderShare(s cellShare, treePath string) ([]render.File, render.T
 	sub := *j
 	sub.r, sub.tenants = &r, s.tenants
 	sub.unchanged = make([]bool, len(s.tenants))
-	return sub.renderAll()
+	files, stats, err := sub.renderAll()
+	if err != nil {
+		return nil, stats, err
+	}
+	// The copies of the tenants moving off this cell, at their saga's step.
+	files, err = j.withSources(&r, s.cell.Name, files, &stats)
+	return files, stats, err
 }
 
 // treePaths says under which folder of its repository each cell's tree is published:

@@ -134,6 +134,8 @@ type job struct {
 	placed map[string]string
 	// cellTrees are the cells' published trees placement read, by cell name.
 	cellTrees map[string]map[string][]byte
+	// moves are the tenant files moving between cells, by code (cellmoves.go).
+	moves map[string]*fileMove
 }
 
 // prepare loads the catalog, the environment and the tenants, refusing (and printing
@@ -165,14 +167,13 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	}
 	loadStart := time.Now()
 	load := ru.loadOptions(key)
-	var published map[string]string
-	var trees map[string]map[string][]byte
+	var published placementRecord
 	if len(env.Settings.Cells) > 0 {
 		// Placement weighs every tenant's claim: each file is decoded, none reused,
 		// and each cell's tree is rendered on its own.
 		load, ru = tenantfile.LoadOptions{}, nil
 		if ri.published != nil {
-			if published, trees, err = publishedCells(cmd.Context(), env.Settings.Cells, ri.published); err != nil {
+			if published, err = publishedCells(cmd.Context(), env.Settings.Cells, ri.published); err != nil {
 				return nil, err
 			}
 		}
@@ -182,9 +183,9 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 		return nil, usageExit(err)
 	}
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
-	placed, placeProblems := placeTenants(res, env, catalog, published)
+	placed, moves, placeProblems := placeTenants(res, env, catalog, published)
 	res.Problems = append(res.Problems, placeProblems...)
-	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}, placed: placed.Cells, cellTrees: trees}
+	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}, placed: placed.Cells, cellTrees: published.trees, moves: moves}
 	releases, problems, err := rolloutfile.Load(ri.rollouts, catalog)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}

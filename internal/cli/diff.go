@@ -71,6 +71,7 @@ command also exits 1 when something differs (for CI).`,
 				j.r.TreePath = g.Path // rendered as publish git renders it
 			}
 			if j.hasCells() {
+				j.reportMoves(cmd.ErrOrStderr())
 				report, refused := diffCells(j, cellPaths, publish.Safety{AllowMassDelete: allowMassDelete})
 				return finishDiff(cmd, output, report, refused, unifiedDiff, showBookkeeping, exitCode)
 			}

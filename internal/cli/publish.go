@@ -209,10 +209,12 @@ type publishFlags struct {
 	allowMassDelete bool
 	quiet           bool
 	timeout         time.Duration
+	moves           moveFlags
 }
 
 func (p *publishFlags) bind(f *pflag.FlagSet) {
 	p.inputs.bind(f)
+	p.moves.bind(f)
 	f.BoolVar(&p.allowMassDelete, "allow-mass-delete", false, "allow removing most (or all) published tenants")
 	f.DurationVar(&p.timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.BoolVarP(&p.quiet, "quiet", "q", false, "print nothing but the published revision and errors")
@@ -311,7 +313,27 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 		onEnv(j.r.Env.Name)
 	}
 	if j.hasCells() {
+		ctx, cancel := context.WithTimeout(cmd.Context(), pf.timeout)
+		defer cancel()
+		err := j.advanceMoves(ctx, pf.moves, func(c overlay.Cell) (publish.Revisions, error) {
+			sink, err := cells.sink(c)
+			if err != nil {
+				return nil, err
+			}
+			revs, ok := sink.(publish.Revisions)
+			if !ok {
+				return nil, fmt.Errorf("cell %s: its destination cannot say what it holds", c.Name)
+			}
+			return revs, nil
+		}, time.Now())
+		if err != nil {
+			return err
+		}
+		j.reportMoves(cmd.ErrOrStderr())
 		return publishCells(cmd, j, pf, cells.sink, cells.treePath, start)
+	}
+	if len(pf.moves.kubeconfigs) > 0 {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--cell-kubeconfig: environment %s has no cells", j.r.Env.Name)}
 	}
 	files, stats, err := j.renderAll()
 	if err != nil {

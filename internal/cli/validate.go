@@ -77,7 +77,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 				if err != nil {
 					return err
 				}
-				_, placeProblems := placeTenants(res, env, catalog, placed)
+				_, _, placeProblems := placeTenants(res, env, catalog, placed)
 				res.Problems = append(res.Problems, placeProblems...)
 				tenantfile.SortProblems(res.Problems)
 			} else if len(res.Secrets) > 0 && (cmd.Flags().Changed("overlays") || cmd.Flags().Changed("env")) {

@@ -1,0 +1,273 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
+	"github.com/spf13/pflag"
+	corev1 "k8s.io/api/core/v1"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/clientcmd"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/observe"
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/publish"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/saga"
+	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// DefaultMoveDrain is how long a moving tenant's source keeps its workloads once its
+// traffic is seen gone, unless --move-drain says otherwise (the operator's default).
+const DefaultMoveDrain = time.Minute
+
+// moveFlags are the flags of the publishes that advance moves of tenant files.
+type moveFlags struct {
+	// kubeconfigs are the cells' clusters, by cell name.
+	kubeconfigs map[string]string
+	drain       time.Duration
+}
+
+func (m *moveFlags) bind(f *pflag.FlagSet) {
+	f.StringToStringVar(&m.kubeconfigs, "cell-kubeconfig", nil, "NAME=FILE: the kubeconfig of cell NAME's cluster, read to take a tenant file moving between cells one step further (repeat the flag per cell; docs/cells.md#moves)")
+	f.DurationVar(&m.drain, "move-drain", DefaultMoveDrain, "how long a moving tenant's source cell keeps its workloads once its traffic (Ingress) is seen gone")
+}
+
+// cellRevisions reads what a cell's destination holds (publish.Revisions).
+type cellRevisions func(c overlay.Cell) (publish.Revisions, error)
+
+// advanceMoves takes each move of a tenant file one step further where the cells'
+// clusters (mf.kubeconfigs) show the last step done, as the operator's saga would:
+// the target provisions the tenant until it is Active there; then the source's copy
+// goes through the decommission saga's steps (internal/saga), its traffic first, each
+// step once its cluster's Flux applied the one before. A move whose cluster evactl may
+// not read waits, and says so.
+func (j *job) advanceMoves(ctx context.Context, mf moveFlags, revisions cellRevisions, now time.Time) error {
+	cells := map[string]overlay.Cell{}
+	for _, c := range j.r.Env.Settings.Cells {
+		cells[c.Name] = c
+	}
+	for name := range mf.kubeconfigs {
+		if _, ok := cells[name]; !ok {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--cell-kubeconfig %s: environment %s has no such cell (%s)", name, j.r.Env.Name, strings.Join(cellNames(j.r.Env.Settings.Cells), ", "))}
+		}
+	}
+	for _, code := range slices.Sorted(maps.Keys(j.moves)) {
+		m := j.moves[code]
+		if m.started {
+			m.message = fmt.Sprintf("starts: cell %s provisions it while cell %s serves it", m.next.To, m.from)
+			continue
+		}
+		cell := m.from
+		if m.record.Step == "" {
+			if t := j.tenant(code); t != nil && t.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
+				// Decommissioned meanwhile: nothing is to be served on the target, and
+				// the source's copy goes as the saga takes it apart.
+				m.next.Step = evav1.StepTrafficRemoved
+				m.message = fmt.Sprintf("Decommissioned; step %s on cell %s", m.next.Step, m.from)
+				continue
+			}
+			cell = m.record.To
+		}
+		file := mf.kubeconfigs[cell]
+		if file == "" {
+			m.message = fmt.Sprintf("at step %s; evactl reads cell %s's cluster to go on: pass --cell-kubeconfig %s=FILE", stepName(m.record.Step), cell, cell)
+			continue
+		}
+		c, err := cellClient(file)
+		if err != nil {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--cell-kubeconfig %s=%s: %w", cell, file, err)}
+		}
+		revs, err := revisions(cells[cell])
+		if err != nil {
+			return err
+		}
+		if m.record.Step == "" {
+			err = j.advanceTarget(ctx, m, c, revs, now)
+		} else {
+			err = j.advanceSource(ctx, m, c, revs, mf.drain, now)
+		}
+		if err != nil {
+			return fmt.Errorf("move of %s from cell %s to %s: reading cell %s: %w", code, m.from, m.record.To, cell, err)
+		}
+	}
+	return nil
+}
+
+// advanceTarget takes the source's traffic off once the tenant is Active on the
+// target, judged from the target's cluster by status.Compute as the operator judges it.
+func (j *job) advanceTarget(ctx context.Context, m *fileMove, c client.Client, revs publish.Revisions, now time.Time) error {
+	t := j.tenant(m.code)
+	if t == nil {
+		m.message = "its tenant file is gone; the move waits for it"
+		return nil
+	}
+	o := status.Observed{Now: now, SeedsVersion: t.Spec.SeedsVersion}
+	if err := observe.Objects(ctx, c, m.code, t.Spec.SeedsVersion, false, &o); err != nil {
+		return err
+	}
+	b, err := j.r.Bundle(t)
+	if err != nil {
+		return err
+	}
+	digests := b.ReleaseSpecDigests()
+	var modules []observe.Module
+	for _, module := range j.r.Catalog.ModulesOf(t.Spec.Tier) {
+		modules = append(modules, observe.Module{Name: module, Version: j.r.Catalog.ModuleVersion(t, module), SpecDigest: digests[module]})
+	}
+	if o.Releases, err = observe.HelmReleases(ctx, c, m.code, modules); err != nil {
+		return err
+	}
+	o.Applied.Revision, o.GitOps, err = j.delivered(ctx, c, revs, m.record.To, m.code)
+	if err != nil {
+		return err
+	}
+	res := status.Compute(o)
+	if res.Phase != evav1.PhaseActive {
+		m.message = fmt.Sprintf("waiting for it to be Active on cell %s: %s", m.record.To, firstNotReady(res))
+		return nil
+	}
+	if d := saga.Next(saga.Observed{Moving: true, EverPublished: true}); d.Action == saga.Publish {
+		m.next.Step = d.Step
+	}
+	m.message = fmt.Sprintf("Active on cell %s; step %s: its Ingress goes from cell %s", m.record.To, m.next.Step, m.from)
+	return nil
+}
+
+// advanceSource asks the decommission saga for the next step of the source's copy,
+// from the source's cluster.
+func (j *job) advanceSource(ctx context.Context, m *fileMove, c client.Client, revs publish.Revisions, drain time.Duration, now time.Time) error {
+	ns := tenant.Namespace(m.code)
+	revision, g, err := j.delivered(ctx, c, revs, m.from, m.code)
+	if err != nil {
+		return err
+	}
+	o := saga.Observed{Step: m.record.Step, Revision: revision, EverPublished: true, Namespace: ns, Moving: true,
+		Drained: m.record.TrafficMovedAt != nil && !now.Before(m.record.TrafficMovedAt.Add(drain))}
+	o.Foundation = saga.Delivery{Name: g.Foundation.Kind + " " + g.Foundation.Name, Found: g.Foundation.Found, Applied: g.Foundation.Applied}
+	o.Workloads = saga.Delivery{Name: g.Workloads.Kind + " " + g.Workloads.Name, Found: g.Workloads.Found, Applied: g.Workloads.Applied}
+	found, err := observe.Get(ctx, c, types.NamespacedName{Name: ns}, &corev1.Namespace{})
+	if err != nil {
+		return err
+	}
+	o.NamespaceGone = !found
+	for _, stream := range []string{tenant.EventsStream(m.code), tenant.CommandsStream(m.code)} {
+		found, err := observe.Get(ctx, c, types.NamespacedName{Namespace: ns, Name: tenant.StreamObjectName(stream)}, &nackv1beta2.Stream{})
+		if err != nil && !apimeta.IsNoMatchError(err) {
+			return err
+		}
+		if found {
+			o.StreamsLeft = append(o.StreamsLeft, stream)
+		}
+	}
+	var releases helmv2.HelmReleaseList
+	if err := c.List(ctx, &releases, client.InNamespace(ns)); err != nil && !apimeta.IsNoMatchError(err) {
+		return fmt.Errorf("listing HelmReleases in %s: %w", ns, err)
+	}
+	for _, hr := range releases.Items {
+		o.ReleasesLeft = append(o.ReleasesLeft, hr.Name)
+	}
+	d := saga.Next(o)
+	switch d.Action {
+	case saga.Wait:
+		m.message = fmt.Sprintf("at step %s on cell %s: %s", m.record.Step, m.from, d.Message)
+	case saga.Drain:
+		if m.record.TrafficMovedAt == nil {
+			at := now.UTC().Truncate(time.Second)
+			m.next.TrafficMovedAt = &at
+		}
+		m.message = fmt.Sprintf("its traffic is off cell %s; draining until %s", m.from, m.next.TrafficMovedAt.Add(drain).Format(time.RFC3339))
+	default:
+		// Publish, or Finish (nothing left on the source): the copy's next step.
+		m.next.Step = d.Step
+		if d.Action == saga.Finish {
+			m.next.Step = evav1.StepRemoved
+		}
+		m.message = fmt.Sprintf("step %s on cell %s", m.next.Step, m.from)
+		if m.removed() {
+			m.message = fmt.Sprintf("its copy leaves cell %s: the move is done once Flux prunes it", m.from)
+		}
+	}
+	return nil
+}
+
+// delivered reads the tenant's two Flux Kustomizations on a cell, each Applied when the
+// revision it applied holds the tenant's files as the cell's published tree holds them
+// now (read from the destination: the operator's rule). It also returns that tree's
+// revision.
+func (j *job) delivered(ctx context.Context, c client.Client, revs publish.Revisions, cell, code string) (string, *status.GitOpsState, error) {
+	head, err := revs.Head(ctx)
+	if err != nil {
+		return "", nil, err
+	}
+	dir := render.DirName(code)
+	var files []render.File
+	for p, data := range j.cellTrees[cell] {
+		if publish.TenantOf(p) == dir {
+			files = append(files, render.File{Path: p, Data: data})
+		}
+	}
+	if len(files) == 0 {
+		// Not in the cell's tree yet: nothing of it can have been applied.
+		head = ""
+	}
+	published := publish.TenantDigest(files)
+	g, err := observe.Kustomizations(ctx, c, j.r.Env.Settings.FluxNamespace, code, func(ctx context.Context, revision string) (bool, string) {
+		if revision == "" || head == "" {
+			return false, ""
+		}
+		held, err := revs.TenantDigest(ctx, revision, dir)
+		if err != nil {
+			return false, err.Error()
+		}
+		return held == published, ""
+	})
+	return head, g, err
+}
+
+// firstNotReady names the first of the five conditions that is not True, and why.
+func firstNotReady(res status.Result) string {
+	for _, ct := range status.ConditionTypes {
+		if v := res.Verdicts[ct]; v.Status != "True" {
+			return ct + ": " + v.Message
+		}
+	}
+	return res.Verdicts[evav1.ConditionReady].Message
+}
+
+// tenant is the job's tenant of code, as it renders; nil when no file holds it.
+func (j *job) tenant(code string) *evav1.EvaTenant {
+	if i := slices.IndexFunc(j.tenants, func(t *evav1.EvaTenant) bool { return t.Spec.CapsuleCode == code }); i >= 0 {
+		return j.tenants[i]
+	}
+	return nil
+}
+
+// cellClient is a client of the cluster a kubeconfig file names, for the kinds a
+// move reads.
+func cellClient(file string) (client.Client, error) {
+	cfg, err := clientcmd.BuildConfigFromFlags("", file)
+	if err != nil {
+		return nil, err
+	}
+	scheme := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, helmv2.AddToScheme, kustomizev1.AddToScheme, nackv1beta2.AddToScheme} {
+		if err := add(scheme); err != nil {
+			return nil, err
+		}
+	}
+	return client.New(cfg, client.Options{Scheme: scheme})
+}

@@ -1,0 +1,165 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"path"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	"github.com/go-git/go-git/v5"
+	networkingv1 "k8s.io/api/networking/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// TestCellTreesMoveATenantFile moves a published tenant file from cell eu-1 to us-1
+// with publish git, each cell an API server of its own on which the test plays Flux
+// (fluxStandIn): the move starts with both cells holding the tenant and the source's
+// tree recording the move; evactl waits, and says why, while it may not read a cell
+// or the target is not Active by the operator's rules; a placement changed again
+// mid-move is refused at its line; then the source's copy goes through the
+// decommission saga's steps, each published once that cell's Flux applied the one
+// before, its traffic first and its drain waited out, until the move record goes
+// with the copy. validate and cells read the move from the branch throughout.
+func TestCellTreesMoveATenantFile(t *testing.T) {
+	tenants, overlays := cellsFleet(t, 4, "")
+	eu, us := startCellCluster(t), startCellCluster(t)
+	bare := filepath.Join(t.TempDir(), "fleet.git")
+	if _, err := git.PlainInit(bare, true); err != nil {
+		t.Fatal(err)
+	}
+	target := []string{"--repo", bare, "--branch", "main", "--path", "clusters/dev", "--cache-dir", filepath.Join(t.TempDir(), "cache")}
+	inputs := append([]string{"--tenants", tenants, "--overlays", overlays, "--verify-charts=false"}, target...)
+	kube := []string{"--cell-kubeconfig", "eu-1=" + eu.kubeconfig, "--cell-kubeconfig", "us-1=" + us.kubeconfig}
+	publish := func(want string, extra ...string) string {
+		t.Helper()
+		code, msg := runEvactl(t, append(append([]string{"publish", "git"}, inputs...), extra...)...)
+		if code != ExitOK || !strings.Contains(msg, want) {
+			t.Fatalf("publish git %v: exit %d, want %q in:\n%s", extra, code, want, msg)
+		}
+		return gitOut(t, bare, "rev-parse", "main")
+	}
+	const euTree, usTree = "clusters/dev/cells/eu-1", "clusters/dev/cells/us-1"
+	show := func(rev, tree, file string) string {
+		return gitOut(t, bare, "show", rev+":"+path.Join(tree, "tenants/cellab", file))
+	}
+	holds := func(rev, tree string) bool {
+		return strings.Contains(gitOut(t, bare, "ls-tree", "-r", "--name-only", rev, tree+"/tenants/"), "tenants/cellab/")
+	}
+
+	head := publish("eu-1 ")
+	eu.fluxStandIn(t, bare, euTree, "CELLAB", head)
+
+	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
+	head = publish("move of CELLAB from cell eu-1 to us-1: starts: cell us-1 provisions it while cell eu-1 serves it")
+	if !hasKind(show(head, usTree, "workloads/manifests.yaml"), "Ingress") || !hasKind(show(head, euTree, "workloads/manifests.yaml"), "Ingress") {
+		t.Fatal("while the target provisions, both cells serve the tenant")
+	}
+	if rec := readRecord(t, show(head, euTree, moveRecordFile)); rec.To != "us-1" || rec.Step != "" {
+		t.Fatalf("the source's record: %+v", rec)
+	}
+
+	// validate and cells read the move from the branch: the tenant is on its target,
+	// and claims room on both cells until its source's copy is out.
+	if code, msg := runEvactl(t, append([]string{"validate", tenants, "--overlays", overlays, "--verify-charts=false"}, target...)...); code != ExitOK {
+		t.Fatalf("validate of a tenant moving: exit %d\n%s", code, msg)
+	}
+	report := cellsOnBranch(t, tenants, overlays, target)
+	if report.Placements["CELLAB"] != "us-1" || report.Cells[0].Tenants != 3 || report.Cells[1].Tenants != 2 {
+		t.Fatalf("cells while moving: placements %v, cells %+v", report.Placements, report.Cells)
+	}
+
+	// It waits, and says why: a cell it may not read, then a target not yet Active.
+	publish("move of CELLAB from cell eu-1 to us-1: at step ProvisioningTarget; evactl reads cell us-1's cluster to go on: pass --cell-kubeconfig us-1=FILE")
+	publish("waiting for it to be Active on cell us-1: NamespaceReady: namespace not found", kube...)
+
+	// A move is neither undone nor redirected: refused at the placement's line.
+	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: eu}\n")
+	code, msg := runEvactl(t, append(append([]string{"publish", "git"}, inputs...), kube...)...)
+	if want := "CELLAB.yaml:19:3: spec.placement: environment dev: CELLAB is moving from cell eu-1 to us-1 (step ProvisioningTarget), which its placement no longer allows"; code != ExitInvalid || !strings.Contains(msg, want) {
+		t.Fatalf("a move redirected: exit %d, want %q in:\n%s", code, want, msg)
+	}
+	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
+
+	// Active on the target: the source's traffic goes first.
+	us.fluxStandIn(t, bare, usTree, "CELLAB", head)
+	head = publish("Active on cell us-1; step TrafficRemoved: its Ingress goes from cell eu-1", kube...)
+	if hasKind(show(head, euTree, "workloads/manifests.yaml"), "Ingress") || !hasKind(show(head, usTree, "workloads/manifests.yaml"), "Ingress") {
+		t.Fatal("TrafficRemoved: the source's Ingress must go, the target's stay")
+	}
+	publish("waiting for Kustomization flux-system/eva-tenant-cellab-workloads to apply", kube...)
+
+	// eu-1's Flux applied it: the drain starts, and is waited out.
+	eu.prune(t, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace("CELLAB"), Name: tenant.IngressName("CELLAB")}})
+	eu.applied(t, "CELLAB", head)
+	head = publish("its traffic is off cell eu-1; draining until", append(kube, "--move-drain", "1h")...)
+	if rec := readRecord(t, show(head, euTree, moveRecordFile)); rec.Step != "TrafficRemoved" || rec.TrafficMovedAt == nil {
+		t.Fatalf("the drain's start is recorded: %+v", rec)
+	}
+	eu.applied(t, "CELLAB", head)
+	if publish("draining until", append(kube, "--move-drain", "1h")...) != head {
+		t.Fatal("a move waiting out its drain published something")
+	}
+
+	// Then the rest of the source's copy, step by step.
+	head = publish("step StreamsRemoved on cell eu-1", append(kube, "--move-drain", "0s")...)
+	if hasKind(show(head, euTree, "manifests.yaml"), "Stream") {
+		t.Fatal("StreamsRemoved: the source's streams must go")
+	}
+	eu.applied(t, "CELLAB", head)
+	publish("waiting for Stream ", append(kube, "--move-drain", "0s")...)
+	ns := tenant.Namespace("CELLAB")
+	eu.prune(t, &nackv1beta2.Stream{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant.StreamObjectName(tenant.EventsStream("CELLAB"))}},
+		&nackv1beta2.Stream{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant.StreamObjectName(tenant.CommandsStream("CELLAB"))}})
+	head = publish("step ReleasesRemoved on cell eu-1", append(kube, "--move-drain", "0s")...)
+	eu.applied(t, "CELLAB", head)
+	publish("waiting for HelmReleases to be uninstalled: crm, itsm", append(kube, "--move-drain", "0s")...)
+	if err := eu.c.DeleteAllOf(context.Background(), &helmv2.HelmRelease{}, client.InNamespace(ns)); err != nil {
+		t.Fatal(err) // helm-controller uninstalled them
+	}
+	head = publish("step NamespaceOnly on cell eu-1", append(kube, "--move-drain", "0s")...)
+	if !strings.Contains(show(head, euTree, "manifests.yaml"), "eva.aidonow.com/lifecycle: Decommissioned") {
+		t.Fatal("NamespaceOnly: the source's copy is the Decommissioned bundle")
+	}
+	eu.applied(t, "CELLAB", head)
+	head = publish("its copy leaves cell eu-1", append(kube, "--move-drain", "0s")...)
+	if holds(head, euTree) || !holds(head, usTree) {
+		t.Fatal("the move is over: the tenant is in us-1's tree alone")
+	}
+
+	report = cellsOnBranch(t, tenants, overlays, target)
+	if report.Placements["CELLAB"] != "us-1" || report.Cells[0].Tenants != 2 || report.Cells[1].Tenants != 2 {
+		t.Fatalf("cells after the move: placements %v, cells %+v", report.Placements, report.Cells)
+	}
+	if code, msg := runEvactl(t, append([]string{"diff", "--exit-code"}, inputs...)...); code != ExitOK || !strings.Contains(msg, "no changes") {
+		t.Fatalf("diff after the move: exit %d\n%s", code, msg)
+	}
+}
+
+// readRecord decodes a move record as published.
+func readRecord(t *testing.T, data string) moveRecord {
+	t.Helper()
+	var rec moveRecord
+	if err := json.Unmarshal([]byte(data), &rec); err != nil {
+		t.Fatalf("move record %q: %v", data, err)
+	}
+	return rec
+}
+
+// cellsOnBranch is evactl cells -o json with the record read from the published branch.
+func cellsOnBranch(t *testing.T, tenants, overlays string, target []string) cellReport {
+	t.Helper()
+	code, out := runEvactl(t, append([]string{"cells", "--tenants", tenants, "--overlays", overlays, "-o", "json"}, slices.Clone(target[:6])...)...)
+	var report cellReport
+	if err := json.Unmarshal([]byte(out), &report); code != ExitOK || err != nil {
+		t.Fatalf("cells --repo: exit %d, %v\n%s", code, err, out)
+	}
+	return report
+}
