@@ -56,19 +56,19 @@ func startCellCluster(t *testing.T) cellCluster {
 	return cellCluster{c: c, kubeconfig: kubeconfig}
 }
 
-// fluxStandIn applies, as a cell's Flux would, the tenant's files of the tree at
-// revision (a commit of the branch, the cell's tree below prefix), and plays the
-// controllers that make it healthy: the streams, releases and seed Job report Ready or
-// Complete, the Ingress gets an address, and both Kustomizations applied the revision.
-// What Flux would prune is the test's to delete.
-func (cc cellCluster) fluxStandIn(t *testing.T, bare, prefix, code, revision string) {
+// fluxStandIn applies, as a cell's Flux would, the tenant's files of the cell's tree at
+// a revision (read returns a file of that tree; revision is the revision as Flux names
+// it), and plays the controllers that make it healthy: the streams, releases and seed
+// Job report Ready or Complete, the Ingress gets an address, and both Kustomizations
+// applied the revision. What Flux would prune is the test's to delete.
+func (cc cellCluster) fluxStandIn(t *testing.T, read func(file string) string, code, revision string) {
 	t.Helper()
 	ctx := context.Background()
-	dir := path.Join(prefix, render.TenantsDir, render.DirName(code))
+	dir := path.Join(render.TenantsDir, render.DirName(code))
 	var objects []*unstructured.Unstructured
 	for _, file := range []string{path.Join(dir, render.ManifestsFile), path.Join(dir, render.WorkloadsDir, render.ManifestsFile),
-		path.Join(prefix, render.FluxDir, render.DirName(code)+".yaml")} {
-		data := gitOut(t, bare, "show", revision+":"+file)
+		path.Join(render.FluxDir, render.DirName(code)+".yaml")} {
+		data := read(file)
 		for doc := range strings.SplitSeq(data, "\n---\n") {
 			u := &unstructured.Unstructured{}
 			if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
@@ -123,7 +123,7 @@ func (cc cellCluster) fluxStandIn(t *testing.T, bare, prefix, code, revision str
 			get(t, cc.c, key, ks)
 			ready.ObservedGeneration = ks.Generation
 			ks.Status.ObservedGeneration = ks.Generation
-			ks.Status.LastAppliedRevision = "main@sha1:" + revision
+			ks.Status.LastAppliedRevision = revision
 			apimeta.SetStatusCondition(&ks.Status.Conditions, ready)
 			obj = ks
 		default:
@@ -135,14 +135,14 @@ func (cc cellCluster) fluxStandIn(t *testing.T, bare, prefix, code, revision str
 	}
 }
 
-// applied plays the cell's Flux applying revision through the tenant's Kustomizations
+// applied plays the cell's Flux applying revision (as Flux names it) through the tenant's Kustomizations
 // (what it prunes is the test's to delete).
 func (cc cellCluster) applied(t *testing.T, code, revision string) {
 	t.Helper()
 	for _, name := range []string{render.FoundationName(code), render.WorkloadsName(code)} {
 		ks := &kustomizev1.Kustomization{}
 		get(t, cc.c, types.NamespacedName{Namespace: "flux-system", Name: name}, ks)
-		ks.Status.LastAppliedRevision = "main@sha1:" + revision
+		ks.Status.LastAppliedRevision = revision
 		if err := cc.c.Status().Update(context.Background(), ks); err != nil {
 			t.Fatal(err)
 		}

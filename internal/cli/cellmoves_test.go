@@ -3,6 +3,10 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"io"
+	"log"
+	"maps"
+	"net/http/httptest"
 	"path"
 	"path/filepath"
 	"slices"
@@ -11,11 +15,13 @@ import (
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/go-git/go-git/v5"
+	"github.com/google/go-containerregistry/pkg/registry"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -54,8 +60,11 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 		return strings.Contains(gitOut(t, bare, "ls-tree", "-r", "--name-only", rev, tree+"/tenants/"), "tenants/cellab/")
 	}
 
+	fromBranch := func(tree, rev string) func(string) string {
+		return func(file string) string { return gitOut(t, bare, "show", rev+":"+path.Join(tree, file)) }
+	}
 	head := publish("eu-1 ")
-	eu.fluxStandIn(t, bare, euTree, "CELLAB", head)
+	eu.fluxStandIn(t, fromBranch(euTree, head), "CELLAB", "main@sha1:"+head)
 
 	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
 	head = publish("move of CELLAB from cell eu-1 to us-1: starts: cell us-1 provisions it while cell eu-1 serves it")
@@ -89,7 +98,7 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
 
 	// Active on the target: the source's traffic goes first.
-	us.fluxStandIn(t, bare, usTree, "CELLAB", head)
+	us.fluxStandIn(t, fromBranch(usTree, head), "CELLAB", "main@sha1:"+head)
 	head = publish("Active on cell us-1; step TrafficRemoved: its Ingress goes from cell eu-1", kube...)
 	if hasKind(show(head, euTree, "workloads/manifests.yaml"), "Ingress") || !hasKind(show(head, usTree, "workloads/manifests.yaml"), "Ingress") {
 		t.Fatal("TrafficRemoved: the source's Ingress must go, the target's stay")
@@ -98,12 +107,12 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 
 	// eu-1's Flux applied it: the drain starts, and is waited out.
 	eu.prune(t, &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace("CELLAB"), Name: tenant.IngressName("CELLAB")}})
-	eu.applied(t, "CELLAB", head)
+	eu.applied(t, "CELLAB", "main@sha1:"+head)
 	head = publish("its traffic is off cell eu-1; draining until", append(kube, "--move-drain", "1h")...)
 	if rec := readRecord(t, show(head, euTree, moveRecordFile)); rec.Step != "TrafficRemoved" || rec.TrafficMovedAt == nil {
 		t.Fatalf("the drain's start is recorded: %+v", rec)
 	}
-	eu.applied(t, "CELLAB", head)
+	eu.applied(t, "CELLAB", "main@sha1:"+head)
 	if publish("draining until", append(kube, "--move-drain", "1h")...) != head {
 		t.Fatal("a move waiting out its drain published something")
 	}
@@ -113,13 +122,13 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 	if hasKind(show(head, euTree, "manifests.yaml"), "Stream") {
 		t.Fatal("StreamsRemoved: the source's streams must go")
 	}
-	eu.applied(t, "CELLAB", head)
+	eu.applied(t, "CELLAB", "main@sha1:"+head)
 	publish("waiting for Stream ", append(kube, "--move-drain", "0s")...)
 	ns := tenant.Namespace("CELLAB")
 	eu.prune(t, &nackv1beta2.Stream{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant.StreamObjectName(tenant.EventsStream("CELLAB"))}},
 		&nackv1beta2.Stream{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: tenant.StreamObjectName(tenant.CommandsStream("CELLAB"))}})
 	head = publish("step ReleasesRemoved on cell eu-1", append(kube, "--move-drain", "0s")...)
-	eu.applied(t, "CELLAB", head)
+	eu.applied(t, "CELLAB", "main@sha1:"+head)
 	publish("waiting for HelmReleases to be uninstalled: crm, itsm", append(kube, "--move-drain", "0s")...)
 	if err := eu.c.DeleteAllOf(context.Background(), &helmv2.HelmRelease{}, client.InNamespace(ns)); err != nil {
 		t.Fatal(err) // helm-controller uninstalled them
@@ -128,7 +137,7 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 	if !strings.Contains(show(head, euTree, "manifests.yaml"), "eva.aidonow.com/lifecycle: Decommissioned") {
 		t.Fatal("NamespaceOnly: the source's copy is the Decommissioned bundle")
 	}
-	eu.applied(t, "CELLAB", head)
+	eu.applied(t, "CELLAB", "main@sha1:"+head)
 	head = publish("its copy leaves cell eu-1", append(kube, "--move-drain", "0s")...)
 	if holds(head, euTree) || !holds(head, usTree) {
 		t.Fatal("the move is over: the tenant is in us-1's tree alone")
@@ -162,4 +171,49 @@ func cellsOnBranch(t *testing.T, tenants, overlays string, target []string) cell
 		t.Fatalf("cells --repo: exit %d, %v\n%s", code, err, out)
 	}
 	return report
+}
+
+// TestCellTreesMoveInOCIMode starts a tenant file's move with publish oci, one artifact
+// per cell: the source's artifact records it beside its whole copy, the target's holds
+// the tenant; the target is judged Active from the revision its Flux applied as an
+// OCIRepository names it (<tag>@sha256:<digest>), read back from the registry, and the
+// source's traffic then goes.
+func TestCellTreesMoveInOCIMode(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	t.Cleanup(srv.Close)
+	host := strings.TrimPrefix(srv.URL, "http://")
+	tenants, overlays := cellsFleet(t, 3, "")
+	us := startCellCluster(t)
+	args := []string{"publish", "oci", "--ref", "oci://" + host + "/eva/tenants:dev", "--insecure", "--revision", "main@sha1:abc",
+		"--source", "https://example.com/t.git", "--tenants", tenants, "--overlays", overlays, "--verify-charts=false"}
+	publishOCI := func(want string, extra ...string) {
+		t.Helper()
+		if code, msg := runEvactl(t, append(slices.Clone(args), extra...)...); code != ExitOK || !strings.Contains(msg, want) {
+			t.Fatalf("publish oci %v: exit %d, want %q in:\n%s", extra, code, want, msg)
+		}
+	}
+	read := func(cell string) (map[string][]byte, string) {
+		t.Helper()
+		o := &publish.OCI{Ref: host + "/eva/tenants/cells/" + cell + ":dev", Insecure: true}
+		tree, digest, err := o.Read(context.Background())
+		if err != nil || digest == "" {
+			t.Fatalf("reading cell %s's artifact: %q, %v", cell, digest, err)
+		}
+		return tree, digest
+	}
+	publishOCI("eu-1 ")
+	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
+	publishOCI("move of CELLAB from cell eu-1 to us-1: starts")
+	eu, _ := read("eu-1")
+	if rec := readRecord(t, string(eu["tenants/cellab/move.json"])); rec.To != "us-1" || !hasKind(string(eu["tenants/cellab/workloads/manifests.yaml"]), "Ingress") {
+		t.Fatalf("the source's artifact: record %+v, files %v", rec, slices.Sorted(maps.Keys(eu)))
+	}
+	kube := []string{"--cell-kubeconfig", "us-1=" + us.kubeconfig}
+	publishOCI("waiting for it to be Active on cell us-1", kube...)
+	tree, digest := read("us-1")
+	us.fluxStandIn(t, func(file string) string { return string(tree[file]) }, "CELLAB", "dev@"+digest)
+	publishOCI("Active on cell us-1; step TrafficRemoved", kube...)
+	if eu, _ = read("eu-1"); hasKind(string(eu["tenants/cellab/workloads/manifests.yaml"]), "Ingress") {
+		t.Fatal("TrafficRemoved: the source's Ingress must go")
+	}
 }
