@@ -150,6 +150,17 @@ func (j *job) sourceFiles(r *render.Renderer, m *fileMove) ([]render.File, error
 	return append(files, render.File{Path: moveRecordPath(m.code), Data: m.next.encode()}), nil
 }
 
+// cellSafety is a publish's safety for one cell's tree: the copies whose moves end with
+// this run leave it on purpose, lost to no one.
+func (j *job) cellSafety(base publish.Safety, cell string) publish.Safety {
+	for _, m := range j.leaving(cell) {
+		if m.removed() {
+			base.Moved = append(slices.Clone(base.Moved), render.DirName(m.code))
+		}
+	}
+	return base
+}
+
 // leaving are the moves whose source is cell, in code order.
 func (j *job) leaving(cell string) []*fileMove {
 	var out []*fileMove

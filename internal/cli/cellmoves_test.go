@@ -7,6 +7,8 @@ import (
 	"log"
 	"maps"
 	"net/http/httptest"
+	"os"
+	"regexp"
 	"path"
 	"path/filepath"
 	"slices"
@@ -215,5 +217,31 @@ func TestCellTreesMoveInOCIMode(t *testing.T) {
 	publishOCI("Active on cell us-1; step TrafficRemoved", kube...)
 	if eu, _ = read("eu-1"); hasKind(string(eu["tenants/cellab/workloads/manifests.yaml"]), "Ingress") {
 		t.Fatal("TrafficRemoved: the source's Ingress must go")
+	}
+}
+
+// TestCellTreesMoveRefusedWithArgoCD: evactl moves tenant files only between cells
+// that Flux delivers; with Argo CD the placement change is refused at its line.
+func TestCellTreesMoveRefusedWithArgoCD(t *testing.T) {
+	tenants, overlays := cellsFleet(t, 3, "")
+	settings := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
+	data, err := os.ReadFile(settings)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Argo CD does not decrypt SOPS: the environment's recipients go.
+	kept := regexp.MustCompile(`(?m)^secrets:\n(?:[ #].*\n)*`).ReplaceAll(data, nil)
+	if err := os.WriteFile(settings, kept, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	appendToFile(t, settings, "applier: argocd\nargocd: {repoURL: 'https://git.example.com/t.git', chartRepository: 'registry.example.com/eva/charts'}\n")
+	out := filepath.Join(t.TempDir(), "gitops")
+	if code, msg := runEvactl(t, "render", "--tenants", tenants, "--overlays", overlays, "--out", out, "--verify-charts=false", "-q"); code != ExitOK {
+		t.Fatalf("render: exit %d\n%s", code, msg)
+	}
+	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
+	want := "CELLAB.yaml:19:3: spec.placement: environment dev: CELLAB is published on cell eu-1, which its placement no longer allows; evactl moves tenant files between cells that Flux delivers, not Argo CD"
+	if code, msg := runEvactl(t, "validate", tenants, "--overlays", overlays, "--verify-charts=false", "--published", out); code != ExitInvalid || !strings.Contains(msg, want) {
+		t.Fatalf("validate of a move with Argo CD: exit %d, want %q in:\n%s", code, want, msg)
 	}
 }

@@ -38,7 +38,7 @@ func (j *job) renderShares(treePath treePaths, safety publish.Safety) ([]rendere
 		total.Tenants += stats.Tenants
 		total.Objects += stats.Objects
 		total.Bytes += stats.Bytes
-		if _, err := publish.Preview(j.cellTrees[s.cell.Name], publish.FullUpdate(files), safety); err != nil {
+		if _, err := publish.Preview(j.cellTrees[s.cell.Name], publish.FullUpdate(files), j.cellSafety(safety, s.cell.Name)); err != nil {
 			return nil, total, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("cell %s: %w", s.cell.Name, err)}
 		}
 		out = append(out, renderedShare{cellShare: s, files: files})
@@ -67,7 +67,7 @@ func renderCells(cmd *cobra.Command, j *job, ro *renderOptions, start time.Time)
 	var results []string
 	for _, s := range shares {
 		dir := filepath.Join(ro.out, filepath.FromSlash(s.cell.Path))
-		result, err := writeShare(dir, s, ro, safety, j.r.Env.Name)
+		result, err := writeShare(dir, s, ro, j.cellSafety(safety, s.cell.Name), j.r.Env.Name)
 		if err != nil {
 			return fmt.Errorf("cell %s: %w", s.cell.Name, err)
 		}
@@ -134,7 +134,7 @@ func publishCells(cmd *cobra.Command, j *job, pf *publishFlags, sinkFor cellSink
 		if err != nil {
 			return err
 		}
-		res, err := sink.Publish(ctx, publish.FullUpdate(s.files), safety)
+		res, err := sink.Publish(ctx, publish.FullUpdate(s.files), j.cellSafety(safety, s.cell.Name))
 		if err != nil {
 			return fmt.Errorf("cell %s: %w (published before it: %s)", s.cell.Name, err, noneIfEmpty(done))
 		}
@@ -169,7 +169,7 @@ func diffCells(j *job, treePath treePaths, safety publish.Safety) (*treediff.Rep
 		for _, f := range files {
 			rendered[path.Join(s.cell.Path, f.Path)] = f.Data
 		}
-		if _, err := publish.Preview(j.cellTrees[s.cell.Name], publish.FullUpdate(files), safety); err != nil {
+		if _, err := publish.Preview(j.cellTrees[s.cell.Name], publish.FullUpdate(files), j.cellSafety(safety, s.cell.Name)); err != nil {
 			refusals = append(refusals, fmt.Sprintf("cell %s: %v", s.cell.Name, err))
 		}
 	}

@@ -93,6 +93,8 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 		switch {
 		case !slices.ContainsFunc(env.Settings.Cells, func(c overlay.Cell) bool { return c.Name == from }):
 			at(code, fmt.Sprintf("%s is published on cell %s, which the environment no longer has; evactl cannot take it off a cell it does not publish: keep the cell in environment.yaml until the tenant has moved (docs/cells.md#moves)", code, from))
+		case env.Settings.Applier == overlay.ApplierArgoCD:
+			at(code, fmt.Sprintf("%s is published on cell %s, which its placement no longer allows; evactl moves tenant files between cells that Flux delivers, not Argo CD (docs/cells.md#moves)", code, from))
 		default:
 			moves[code] = &fileMove{code: code, from: from, next: moveRecord{To: placed.Cells[code]}, started: true}
 			continue

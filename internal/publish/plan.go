@@ -117,6 +117,10 @@ type Safety struct {
 	// AllowMassDelete lets a render of no tenants, or of fewer than half of those
 	// published, replace a non-empty tree.
 	AllowMassDelete bool
+	// Moved are the tenant folders removed because their tenant moved to another
+	// cell's tree: the mass-delete check does not count them as published (a move off
+	// a cell's last tenant empties its tree, and loses nothing).
+	Moved []string
 }
 
 // decommissionedMarker is the namespace label a decommissioned tenant's bundle carries.
@@ -126,7 +130,13 @@ var decommissionedMarker = []byte(render.LabelLifecycle + ": Decommissioned\n")
 // bundle was not Decommissioned, or removing most of the fleet at once (an empty or
 // unreadable input). readPublished returns a published file's content.
 func (p *Plan) Check(s Safety, readPublished func(path string) ([]byte, error)) error {
-	if !s.AllowMassDelete && !p.Partial && p.Published > 0 && (p.Rendered == 0 || p.Rendered*2 < p.Published) {
+	published := p.Published
+	for _, d := range p.Removed {
+		if slices.Contains(s.Moved, d) {
+			published--
+		}
+	}
+	if !s.AllowMassDelete && !p.Partial && published > 0 && (p.Rendered == 0 || p.Rendered*2 < published) {
 		return fmt.Errorf("refusing to publish %d tenant(s) over %d published (removing %s); "+
 			"an empty or partly unreadable input looks like this: pass --allow-mass-delete if it is meant",
 			p.Rendered, p.Published, codeList(p.Removed))
