@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"path"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
@@ -28,6 +29,9 @@ import (
 // moveRecordFile is the record's name in the tenant's folder of the source's tree. The
 // tenant's kustomization.yaml does not list it: Flux never applies it.
 const moveRecordFile = "move.json"
+
+// capsuleCode is what a capsule code is (the API's pattern).
+var capsuleCode = regexp.MustCompile(evav1.CapsuleCodePattern)
 
 // maxMoveRecord bounds what evactl reads as a move record: Eva writes well under it.
 const maxMoveRecord = 4 << 10
@@ -90,7 +94,7 @@ func parseMoveRecord(cell, p string, data []byte, cells []overlay.Cell) (moveRec
 	}
 	switch {
 	case !slices.ContainsFunc(cells, func(c overlay.Cell) bool { return c.Name == rec.To }):
-		return fail("to: %q is not a cell of the environment (%s)", rec.To, strings.Join(cellNames(cells), ", "))
+		return fail("to: %q is not a cell of the environment (%s): a move's cells stay in environment.yaml until it is done", rec.To, strings.Join(cellNames(cells), ", "))
 	case rec.To == cell:
 		return fail("to: the tenant moves to the cell it is leaving")
 	case !slices.Contains(movingSteps, rec.Step):
@@ -123,6 +127,9 @@ func movesIn(trees map[string]map[string][]byte, cells []overlay.Cell) (map[stri
 			if err != nil {
 				return nil, err
 			}
+			if err := sourceHolds(trees[c.Name], dir, rec.Step); err != nil {
+				return nil, fmt.Errorf("cell %s: %s: %w", c.Name, p, err)
+			}
 			code := strings.ToUpper(dir)
 			if other, ok := moves[code]; ok {
 				return nil, fmt.Errorf("tenant %s has move records in cells %s and %s: one cell is its source", code, other.from, c.Name)
@@ -131,6 +138,43 @@ func movesIn(trees map[string]map[string][]byte, cells []overlay.Cell) (map[stri
 		}
 	}
 	return moves, nil
+}
+
+// sourceHolds checks that a tree holding a move record holds the copy the record says
+// it publishes: the tenant's folder (of a capsule code's name), without what the
+// recorded step took out. A record is never trusted to take a copy further than its
+// tree shows it taken: evactl publishes each step with its record, in one commit.
+func sourceHolds(tree map[string][]byte, dir string, step evav1.DecommissionStep) error {
+	if render.DirName(strings.ToUpper(dir)) != dir || !capsuleCode.MatchString(strings.ToUpper(dir)) {
+		return fmt.Errorf("a move record in a folder that is not a tenant's")
+	}
+	foundation, ok := tree[path.Join(render.TenantsDir, dir, render.ManifestsFile)]
+	if !ok {
+		return fmt.Errorf("a move record without the tenant's copy beside it")
+	}
+	workloads, hasWorkloads := tree[path.Join(render.TenantsDir, dir, render.WorkloadsDir, render.ManifestsFile)]
+	at := slices.Index(movingSteps, step)
+	var wrong string
+	switch {
+	case at >= slices.Index(movingSteps, evav1.StepTrafficRemoved) && manifestHolds(workloads, "Ingress"):
+		wrong = "its copy still has its Ingress"
+	case at >= slices.Index(movingSteps, evav1.StepStreamsRemoved) && manifestHolds(foundation, "Stream"):
+		wrong = "its copy still has its Streams"
+	case at >= slices.Index(movingSteps, evav1.StepReleasesRemoved) && hasWorkloads:
+		wrong = "its copy still has its workloads"
+	case step == evav1.StepNamespaceOnly && !bytes.Contains(foundation, []byte(render.LabelLifecycle+": "+string(evav1.LifecycleDecommissioned)+"\n")):
+		wrong = "its copy is not Decommissioned"
+	}
+	if wrong != "" {
+		return fmt.Errorf("the record says step %s, but %s: it was not published by evactl", step, wrong)
+	}
+	return nil
+}
+
+// manifestHolds says whether a manifest stream (as Eva encodes it) holds an object of
+// kind.
+func manifestHolds(data []byte, kind string) bool {
+	return bytes.HasPrefix(data, []byte("kind: "+kind+"\n")) || bytes.Contains(data, []byte("\nkind: "+kind+"\n"))
 }
 
 // sourceFiles are the source's copy of a moving tenant at the step this run publishes,
@@ -211,7 +255,7 @@ func (j *job) reportMoves(w io.Writer) {
 		if msg == "" {
 			msg = fmt.Sprintf("at step %s (evactl publish git or oci, with --cell-kubeconfig, takes it further)", stepName(m.record.Step))
 			if m.started {
-				msg = fmt.Sprintf("starts: cell %s provisions it while cell %s serves it", m.next.To, m.from)
+				msg = fmt.Sprintf("starts: cell %s's tree records it; cell %s gets the tenant with the next publish", m.from, m.next.To)
 			}
 		}
 		fmt.Fprintf(w, "move of %s from cell %s to %s: %s\n", code, m.from, m.next.To, msg)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"path"
 	"slices"
 	"strings"
 	"time"
@@ -49,13 +50,23 @@ func (m *moveFlags) bind(f *pflag.FlagSet) {
 // cellRevisions reads what a cell's destination holds (publish.Revisions).
 type cellRevisions func(c overlay.Cell) (publish.Revisions, error)
 
+// cellReader reads one cell for a move: its cluster, what its destination holds, and
+// the folder its tree is published under (the tenants' Kustomizations name it).
+type cellReader struct {
+	name     string
+	c        client.Client
+	revs     publish.Revisions
+	treePath string
+}
+
 // advanceMoves takes each move of a tenant file one step further where the cells'
 // clusters (mf.kubeconfigs) show the last step done, as the operator's saga would:
 // the target provisions the tenant until it is Active there; then the source's copy
 // goes through the decommission saga's steps (internal/saga), its traffic first, each
-// step once its cluster's Flux applied the one before. A move whose cluster evactl may
-// not read waits, and says so.
-func (j *job) advanceMoves(ctx context.Context, mf moveFlags, revisions cellRevisions, now time.Time) error {
+// step once its cluster's Flux applied the one before, and only while the target
+// serves the tenant. A move whose clusters evactl may not or cannot read waits, and
+// says why; the other tenants are published all the same.
+func (j *job) advanceMoves(ctx context.Context, mf moveFlags, revisions cellRevisions, treePath treePaths, now time.Time) error {
 	cells := map[string]overlay.Cell{}
 	for _, c := range j.r.Env.Settings.Cells {
 		cells[c.Name] = c
@@ -65,95 +76,122 @@ func (j *job) advanceMoves(ctx context.Context, mf moveFlags, revisions cellRevi
 			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--cell-kubeconfig %s: environment %s has no such cell (%s)", name, j.r.Env.Name, strings.Join(cellNames(j.r.Env.Settings.Cells), ", "))}
 		}
 	}
-	for _, code := range slices.Sorted(maps.Keys(j.moves)) {
-		m := j.moves[code]
-		if m.started {
-			m.message = fmt.Sprintf("starts: cell %s provisions it while cell %s serves it", m.next.To, m.from)
-			continue
-		}
-		cell := m.from
-		if m.record.Step == "" {
-			if t := j.tenant(code); t != nil && t.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
-				// Decommissioned meanwhile: nothing is to be served on the target, and
-				// the source's copy goes as the saga takes it apart.
-				m.next.Step = evav1.StepTrafficRemoved
-				m.message = fmt.Sprintf("Decommissioned; step %s on cell %s", m.next.Step, m.from)
-				continue
-			}
-			cell = m.record.To
-		}
-		file := mf.kubeconfigs[cell]
+	read := func(name string) (*cellReader, string) {
+		file := mf.kubeconfigs[name]
 		if file == "" {
-			m.message = fmt.Sprintf("at step %s; evactl reads cell %s's cluster to go on: pass --cell-kubeconfig %s=FILE", stepName(m.record.Step), cell, cell)
-			continue
+			return nil, fmt.Sprintf("evactl reads cell %s's cluster to go on: pass --cell-kubeconfig %s=FILE", name, name)
 		}
 		c, err := cellClient(file)
 		if err != nil {
-			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--cell-kubeconfig %s=%s: %w", cell, file, err)}
+			return nil, fmt.Sprintf("cannot read cell %s (--cell-kubeconfig %s=%s): %v", name, name, file, err)
 		}
-		revs, err := revisions(cells[cell])
+		revs, err := revisions(cells[name])
 		if err != nil {
-			return err
+			return nil, fmt.Sprintf("cannot read cell %s's published tree: %v", name, err)
 		}
-		if m.record.Step == "" {
-			err = j.advanceTarget(ctx, m, c, revs, now)
-		} else {
-			err = j.advanceSource(ctx, m, c, revs, mf.drain, now)
+		return &cellReader{name: name, c: c, revs: revs, treePath: treePath(cells[name])}, ""
+	}
+	for _, code := range slices.Sorted(maps.Keys(j.moves)) {
+		m := j.moves[code]
+		if m.started {
+			m.message = fmt.Sprintf("starts: cell %s's tree records it; cell %s gets the tenant with the next publish", m.from, m.next.To)
+			continue
 		}
-		if err != nil {
-			return fmt.Errorf("move of %s from cell %s to %s: reading cell %s: %w", code, m.from, m.record.To, cell, err)
+		if t := j.tenant(code); t != nil && t.Spec.LifecycleOrDefault() != evav1.LifecycleActive && m.record.Step == "" {
+			// Decommissioned meanwhile: nothing is to be served on the target, and the
+			// source's copy goes as the saga takes it apart.
+			m.next.Step = evav1.StepTrafficRemoved
+			m.message = fmt.Sprintf("Decommissioned; step %s on cell %s", m.next.Step, m.from)
+			continue
+		}
+		if err := j.advance(ctx, m, read, mf.drain, now); err != nil {
+			m.message = fmt.Sprintf("at step %s: %v", stepName(m.record.Step), err)
 		}
 	}
 	return nil
 }
 
-// advanceTarget takes the source's traffic off once the tenant is Active on the
-// target, judged from the target's cluster by status.Compute as the operator judges it.
-func (j *job) advanceTarget(ctx context.Context, m *fileMove, c client.Client, revs publish.Revisions, now time.Time) error {
-	t := j.tenant(m.code)
-	if t == nil {
-		m.message = "its tenant file is gone; the move waits for it"
+// advance takes one move a step further, once the target serves the tenant: its
+// source's traffic first, then the saga's steps.
+func (j *job) advance(ctx context.Context, m *fileMove, read func(string) (*cellReader, string), drain time.Duration, now time.Time) error {
+	target, why := read(m.record.To)
+	if target == nil {
+		m.message = fmt.Sprintf("at step %s; %s", stepName(m.record.Step), why)
 		return nil
 	}
+	active, why, err := j.targetActive(ctx, m, target, now)
+	if err != nil {
+		return fmt.Errorf("reading cell %s: %w", target.name, err)
+	}
+	if !active {
+		// The source is taken apart only while the target serves the tenant.
+		m.message = fmt.Sprintf("at step %s, waiting for it to be Active on cell %s: %s", stepName(m.record.Step), target.name, why)
+		return nil
+	}
+	if m.record.Step == "" {
+		if d := saga.Next(saga.Observed{Moving: true, EverPublished: true}); d.Action == saga.Publish {
+			m.next.Step = d.Step
+		}
+		m.message = fmt.Sprintf("Active on cell %s; step %s: its Ingress goes from cell %s", target.name, m.next.Step, m.from)
+		return nil
+	}
+	source, why := read(m.from)
+	if source == nil {
+		m.message = fmt.Sprintf("at step %s; %s", stepName(m.record.Step), why)
+		return nil
+	}
+	if err := j.advanceSource(ctx, m, source, drain, now); err != nil {
+		return fmt.Errorf("reading cell %s: %w", source.name, err)
+	}
+	return nil
+}
+
+// targetActive says whether the tenant is Active on the target, judged from the
+// target's cluster by status.Compute as the operator judges it, and why not.
+func (j *job) targetActive(ctx context.Context, m *fileMove, target *cellReader, now time.Time) (bool, string, error) {
+	t := j.tenant(m.code)
+	if t == nil {
+		return false, "its tenant file is gone", nil
+	}
 	o := status.Observed{Now: now, SeedsVersion: t.Spec.SeedsVersion}
-	if err := observe.Objects(ctx, c, m.code, t.Spec.SeedsVersion, false, &o); err != nil {
-		return err
+	if err := observe.Objects(ctx, target.c, m.code, t.Spec.SeedsVersion, false, &o); err != nil {
+		return false, "", err
 	}
 	b, err := j.r.Bundle(t)
 	if err != nil {
-		return err
+		return false, "", err
 	}
 	digests := b.ReleaseSpecDigests()
 	var modules []observe.Module
 	for _, module := range j.r.Catalog.ModulesOf(t.Spec.Tier) {
 		modules = append(modules, observe.Module{Name: module, Version: j.r.Catalog.ModuleVersion(t, module), SpecDigest: digests[module]})
 	}
-	if o.Releases, err = observe.HelmReleases(ctx, c, m.code, modules); err != nil {
-		return err
+	if o.Releases, err = observe.HelmReleases(ctx, target.c, m.code, modules); err != nil {
+		return false, "", err
 	}
-	o.Applied.Revision, o.GitOps, err = j.delivered(ctx, c, revs, m.record.To, m.code)
-	if err != nil {
-		return err
+	var other string
+	o.Applied.Revision, o.GitOps, other, err = j.delivered(ctx, target, m.code)
+	if err != nil || other != "" {
+		return false, other, err
 	}
-	res := status.Compute(o)
-	if res.Phase != evav1.PhaseActive {
-		m.message = fmt.Sprintf("waiting for it to be Active on cell %s: %s", m.record.To, firstNotReady(res))
-		return nil
+	if res := status.Compute(o); res.Phase != evav1.PhaseActive {
+		return false, firstNotReady(res), nil
 	}
-	if d := saga.Next(saga.Observed{Moving: true, EverPublished: true}); d.Action == saga.Publish {
-		m.next.Step = d.Step
-	}
-	m.message = fmt.Sprintf("Active on cell %s; step %s: its Ingress goes from cell %s", m.record.To, m.next.Step, m.from)
-	return nil
+	return true, "", nil
 }
 
 // advanceSource asks the decommission saga for the next step of the source's copy,
 // from the source's cluster.
-func (j *job) advanceSource(ctx context.Context, m *fileMove, c client.Client, revs publish.Revisions, drain time.Duration, now time.Time) error {
+func (j *job) advanceSource(ctx context.Context, m *fileMove, source *cellReader, drain time.Duration, now time.Time) error {
 	ns := tenant.Namespace(m.code)
-	revision, g, err := j.delivered(ctx, c, revs, m.from, m.code)
+	c := source.c
+	revision, g, other, err := j.delivered(ctx, source, m.code)
 	if err != nil {
 		return err
+	}
+	if other != "" {
+		m.message = fmt.Sprintf("at step %s: %s", m.record.Step, other)
+		return nil
 	}
 	o := saga.Observed{Step: m.record.Step, Revision: revision, EverPublished: true, Namespace: ns, Moving: true,
 		Drained: m.record.TrafficMovedAt != nil && !now.Before(m.record.TrafficMovedAt.Add(drain))}
@@ -206,16 +244,28 @@ func (j *job) advanceSource(ctx context.Context, m *fileMove, c client.Client, r
 
 // delivered reads the tenant's two Flux Kustomizations on a cell, each Applied when the
 // revision it applied holds the tenant's files as the cell's published tree holds them
-// now (read from the destination: the operator's rule). It also returns that tree's
-// revision.
-func (j *job) delivered(ctx context.Context, c client.Client, revs publish.Revisions, cell, code string) (string, *status.GitOpsState, error) {
-	head, err := revs.Head(ctx)
+// now (read from the destination: the operator's rule), and returns that tree's
+// revision. A cluster whose Kustomization of the tenant applies another folder than
+// the cell's is another cell's (a kubeconfig given for the wrong cell: every cell's
+// Flux follows the one branch): what it says is not the cell's, and why is returned.
+func (j *job) delivered(ctx context.Context, cell *cellReader, code string) (string, *status.GitOpsState, string, error) {
+	head, err := cell.revs.Head(ctx)
 	if err != nil {
-		return "", nil, err
+		return "", nil, "", err
 	}
 	dir := render.DirName(code)
+	var ks kustomizev1.Kustomization
+	key := types.NamespacedName{Namespace: j.r.Env.Settings.FluxNamespace, Name: render.FoundationName(code)}
+	found, err := observe.Get(ctx, cell.c, key, &ks)
+	if err != nil {
+		return "", nil, "", err
+	}
+	if want := "./" + path.Join(cell.treePath, render.TenantsDir, dir); found && path.Clean(ks.Spec.Path) != path.Clean(want) {
+		return "", nil, fmt.Sprintf("the cluster --cell-kubeconfig %s names applies %s for Kustomization %s, not cell %s's %s: is it another cell's?",
+			cell.name, ks.Spec.Path, key, cell.name, want), nil
+	}
 	var files []render.File
-	for p, data := range j.cellTrees[cell] {
+	for p, data := range j.cellTrees[cell.name] {
 		if publish.TenantOf(p) == dir {
 			files = append(files, render.File{Path: p, Data: data})
 		}
@@ -225,17 +275,17 @@ func (j *job) delivered(ctx context.Context, c client.Client, revs publish.Revis
 		head = ""
 	}
 	published := publish.TenantDigest(files)
-	g, err := observe.Kustomizations(ctx, c, j.r.Env.Settings.FluxNamespace, code, func(ctx context.Context, revision string) (bool, string) {
+	g, err := observe.Kustomizations(ctx, cell.c, j.r.Env.Settings.FluxNamespace, code, func(ctx context.Context, revision string) (bool, string) {
 		if revision == "" || head == "" {
 			return false, ""
 		}
-		held, err := revs.TenantDigest(ctx, revision, dir)
+		held, err := cell.revs.TenantDigest(ctx, revision, dir)
 		if err != nil {
 			return false, err.Error()
 		}
 		return held == published, ""
 	})
-	return head, g, err
+	return head, g, "", err
 }
 
 // firstNotReady names the first of the five conditions that is not True, and why.

@@ -8,9 +8,9 @@ import (
 	"maps"
 	"net/http/httptest"
 	"os"
-	"regexp"
 	"path"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -69,7 +69,25 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 	eu.fluxStandIn(t, fromBranch(euTree, head), "CELLAB", "main@sha1:"+head)
 
 	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
-	head = publish("move of CELLAB from cell eu-1 to us-1: starts: cell us-1 provisions it while cell eu-1 serves it")
+	head = publish("move of CELLAB from cell eu-1 to us-1: starts: cell eu-1's tree records it; cell us-1 gets the tenant with the next publish")
+	if holds(head, usTree) {
+		t.Fatal("a move starts with its record alone: a run stopped between two cells' publishes must leave no tenant in two trees without one")
+	}
+	// A forged record is not trusted further than its tree shows: one that says the
+	// source's live copy is Decommissioned, or one in a tree without the tenant.
+	for name, forged := range map[string]struct{ file, body, want string }{
+		"a later step": {euTree + "/tenants/cellab/move.json", `{"to": "us-1", "step": "NamespaceOnly"}`,
+			"the record says step NamespaceOnly, but its copy still has its Ingress: it was not published by evactl"},
+		"no copy": {usTree + "/tenants/cellac/move.json", `{"to": "eu-1"}`, "a move record without the tenant's copy beside it"},
+	} {
+		restore := pushFile(t, bare, forged.file, forged.body)
+		code, msg := runEvactl(t, append(append([]string{"publish", "git"}, inputs...), kube...)...)
+		if code == ExitOK || !strings.Contains(msg, forged.want) {
+			t.Fatalf("a forged record, %s: exit %d, want %q in:\n%s", name, code, forged.want, msg)
+		}
+		restore()
+	}
+	head = publish("move of CELLAB from cell eu-1 to us-1: at step ProvisioningTarget; evactl reads cell us-1's cluster to go on: pass --cell-kubeconfig us-1=FILE")
 	if !hasKind(show(head, usTree, "workloads/manifests.yaml"), "Ingress") || !hasKind(show(head, euTree, "workloads/manifests.yaml"), "Ingress") {
 		t.Fatal("while the target provisions, both cells serve the tenant")
 	}
@@ -87,8 +105,7 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 		t.Fatalf("cells while moving: placements %v, cells %+v", report.Placements, report.Cells)
 	}
 
-	// It waits, and says why: a cell it may not read, then a target not yet Active.
-	publish("move of CELLAB from cell eu-1 to us-1: at step ProvisioningTarget; evactl reads cell us-1's cluster to go on: pass --cell-kubeconfig us-1=FILE")
+	// It waits, and says why: a target not yet Active, or a kubeconfig of another cell.
 	publish("waiting for it to be Active on cell us-1: NamespaceReady: namespace not found", kube...)
 
 	// A move is neither undone nor redirected: refused at the placement's line.
@@ -98,6 +115,10 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 		t.Fatalf("a move redirected: exit %d, want %q in:\n%s", code, want, msg)
 	}
 	writeCellTenant(t, tenants, "CELLAB", "  placement:\n    labels: {region: us}\n")
+
+	// The cell eu-1 serves the tenant: read as us-1, it is another cell.
+	publish("the cluster --cell-kubeconfig us-1 names applies ./clusters/dev/cells/eu-1/tenants/cellab for Kustomization flux-system/eva-tenant-cellab, not cell us-1's ./clusters/dev/cells/us-1/tenants/cellab: is it another cell's?",
+		"--cell-kubeconfig", "us-1="+eu.kubeconfig)
 
 	// Active on the target: the source's traffic goes first.
 	us.fluxStandIn(t, fromBranch(usTree, head), "CELLAB", "main@sha1:"+head)
@@ -243,5 +264,38 @@ func TestCellTreesMoveRefusedWithArgoCD(t *testing.T) {
 	want := "CELLAB.yaml:19:3: spec.placement: environment dev: CELLAB is published on cell eu-1, which its placement no longer allows; evactl moves tenant files between cells that Flux delivers, not Argo CD"
 	if code, msg := runEvactl(t, "validate", tenants, "--overlays", overlays, "--verify-charts=false", "--published", out); code != ExitInvalid || !strings.Contains(msg, want) {
 		t.Fatalf("validate of a move with Argo CD: exit %d, want %q in:\n%s", code, want, msg)
+	}
+}
+
+// pushFile commits a file to the branch main of bare as someone else would, and
+// returns what puts the branch's tree back as it was.
+func pushFile(t *testing.T, bare, file, body string) (restore func()) {
+	t.Helper()
+	work := filepath.Join(t.TempDir(), "work")
+	gitOut(t, t.TempDir(), "clone", "-q", "-b", "main", bare, work)
+	commit := func(msg string) {
+		gitOut(t, work, "add", "-A")
+		gitOut(t, work, "-c", "user.name=someone", "-c", "user.email=someone@example.com", "commit", "-qm", msg)
+		gitOut(t, work, "push", "-q", "origin", "HEAD:main")
+	}
+	p := filepath.Join(work, filepath.FromSlash(file))
+	old, err := os.ReadFile(p)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	commit("forged")
+	return func() {
+		t.Helper()
+		if err != nil {
+			if err := os.Remove(p); err != nil {
+				t.Fatal(err)
+			}
+		} else if err := os.WriteFile(p, old, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		commit("restored")
 	}
 }

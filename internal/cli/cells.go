@@ -54,7 +54,14 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 			redirected = append(redirected, r.Code)
 		}
 	}
-	placed := placement.Place(env.Settings.PlacementCells(), append(reqs, leavingClaims(reqs, rec.moves)...))
+	cells := env.Settings.PlacementCells()
+	claims := append(slices.Clone(reqs), leavingClaims(reqs, rec.moves)...)
+	placed := placement.Place(cells, claims)
+	if starting := startingMoves(placed.Moves, rec, env); len(starting) > 0 {
+		// A tenant whose move starts still holds its room on its source: placed again
+		// with that claim, no other tenant takes it meanwhile.
+		placed = placement.Place(cells, append(claims, leavingClaims(reqs, starting)...))
+	}
 	for code := range placed.Cells {
 		if _, ok := byCode[code]; !ok {
 			delete(placed.Cells, code) // a moving tenant's claim on its source
@@ -85,7 +92,7 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 	}
 	for _, code := range redirected {
 		m := moves[code]
-		at(code, fmt.Sprintf("%s is moving from cell %s to %s (step %s), which its placement no longer allows; a move is neither undone nor redirected: let it finish, then move the tenant again (docs/cells.md#moves)",
+		at(code, fmt.Sprintf("%s is moving from cell %s to %s (step %s), which its placement no longer allows; a move is neither undone nor redirected: allow cell %[3]s again until the move is done, then change the placement (docs/cells.md#moves)",
 			code, m.from, m.record.To, stepName(m.record.Step)))
 	}
 	for _, code := range placed.Moves {
@@ -102,6 +109,19 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 		delete(placed.Cells, code)
 	}
 	return placed, moves, problems
+}
+
+// startingMoves are the moves a placement starts (its Moves whose source cell is still
+// in the environment), by code.
+func startingMoves(codes []string, rec placementRecord, env *overlay.Environment) map[string]*fileMove {
+	out := map[string]*fileMove{}
+	for _, code := range codes {
+		from := rec.cells[code]
+		if _, moving := rec.moves[code]; !moving && slices.ContainsFunc(env.Settings.Cells, func(c overlay.Cell) bool { return c.Name == from }) {
+			out[code] = &fileMove{code: code, from: from}
+		}
+	}
+	return out
 }
 
 // leavingClaims are the claims moving tenants still hold on their source cells: the

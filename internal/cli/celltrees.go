@@ -141,7 +141,14 @@ func (j *job) shares() []cellShare {
 	for _, c := range j.r.Env.Settings.Cells {
 		s := cellShare{cell: c}
 		for _, t := range j.tenants {
-			if j.placed[t.Spec.CapsuleCode] == c.Name {
+			code := t.Spec.CapsuleCode
+			if m := j.moves[code]; m != nil && m.started {
+				// A move starts with its record in the source's tree alone: a run that
+				// stops between two cells' publishes leaves no tenant in two trees
+				// without one. The target gets the tenant with the next publish.
+				continue
+			}
+			if j.placed[code] == c.Name {
 				s.tenants = append(s.tenants, t)
 			}
 		}

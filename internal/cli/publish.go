@@ -325,7 +325,7 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 				return nil, fmt.Errorf("cell %s: its destination cannot say what it holds", c.Name)
 			}
 			return revs, nil
-		}, time.Now())
+		}, cells.treePath, time.Now())
 		if err != nil {
 			return err
 		}

@@ -110,8 +110,9 @@ func TestCellsMoveATenantFile(t *testing.T) {
 	writeTenantFile("us-1")
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
+	var runs, killed int // the runs' goroutine's until wg.Wait
 	wg.Go(func() {
-		for runs := 1; ; runs++ {
+		for runs = 1; ; runs++ {
 			select {
 			case <-stop:
 				return
@@ -120,6 +121,7 @@ func TestCellsMoveATenantFile(t *testing.T) {
 			var kill time.Duration
 			if runs%3 == 0 {
 				kill = time.Duration(100+rand.IntN(1400)) * time.Millisecond
+				killed++
 			}
 			if err := run(kill); err != nil {
 				return
@@ -149,7 +151,7 @@ func TestCellsMoveATenantFile(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
-	t.Logf("%s", window.String())
+	t.Logf("%s; %d evactl runs, %d of them SIGKILLed", window.String(), runs, killed)
 	if window.neither > 0 {
 		out, _ := said()
 		t.Errorf("%s: a window without a serving cell; evactl said:\n%s", window.String(), out)
