@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -247,6 +248,12 @@ func TestOperatorPureClusterEveryTier(t *testing.T) {
 	op := startOperator(t, ns)
 	password := hostileSecret()
 	tenants := provisionEveryTier(t, ns, "PUR", 6*time.Minute, withDatabasePassword(t, password))
+	// Each tier within its SLA budget (make sla measures more tenants at once).
+	var list evav1.EvaTenantList
+	if err := typedClient(t).List(ctx, &list, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	checkSLA(t, list.Items, len(tenants), 1, filepath.Join(t.TempDir(), "sla.json"))
 	assertSecretMounted(ctx, t, "PURCUS", "crm", "crm-database", map[string]string{"password": password}, "")
 	for _, tn := range tenants {
 		got, err := current(ctx, tn)

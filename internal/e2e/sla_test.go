@@ -28,9 +28,13 @@ import (
 //
 // `make sla` runs it alone with a realistic pod start delay and more tenants
 // (EVA_E2E_POD_START_DELAY, EVA_SLA_TENANTS per tier) and keeps the report
-// (EVA_SLA_REPORT); `make test` runs it with one tenant per tier next to the other
-// scenarios.
+// (EVA_SLA_REPORT). `make test` does not run it: TestOperatorPureClusterEveryTier, which
+// provisions one tenant per tier the same way, checks the same budgets
+// (checkSLA).
 func TestSLAReport(t *testing.T) {
+	if os.Getenv("EVA_SLA_TENANTS") == "" && os.Getenv("EVA_SLA_REPORT") == "" {
+		t.Skip("make sla runs it; make test checks the budgets in TestOperatorPureClusterEveryTier")
+	}
 	parallel(t)
 	ctx := context.Background()
 	perTier := 1
@@ -43,14 +47,7 @@ func TestSLAReport(t *testing.T) {
 	if out == "" {
 		out = filepath.Join(t.TempDir(), "sla.json")
 	}
-	scheme := kruntime.NewScheme()
-	if err := evav1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	typed, err := client.New(cluster.Config, client.Options{Scheme: scheme})
-	if err != nil {
-		t.Fatal(err)
-	}
+	typed := typedClient(t)
 	ns := tenantNamespace(t, "e2e-sla")
 	startOperator(t, ns)
 	var tenants []string
@@ -88,7 +85,29 @@ func TestSLAReport(t *testing.T) {
 		time.Sleep(2 * time.Second)
 	}
 
-	report := sla.Build(list.Items)
+	checkSLA(t, list.Items, len(tenants), perTier, out)
+}
+
+// typedClient is a client of the suite's cluster that knows Eva's types.
+func typedClient(t *testing.T) client.Client {
+	t.Helper()
+	scheme := kruntime.NewScheme()
+	if err := evav1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	typed, err := client.New(cluster.Config, client.Options{Scheme: scheme})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return typed
+}
+
+// checkSLA writes the SLA report of tenants (perTier of each tier) to out, logs each
+// tier's spread, and fails when the report does not hold want tenants or a tier
+// missed its budget.
+func checkSLA(t *testing.T, tenants []evav1.EvaTenant, want, perTier int, out string) {
+	t.Helper()
+	report := sla.Build(tenants)
 	versions, err := testcluster.Versions()
 	if err != nil {
 		t.Fatal(err)
@@ -133,8 +152,8 @@ func TestSLAReport(t *testing.T) {
 		}
 		t.Log(line)
 	}
-	if len(report.Tenants) != len(tenants) {
-		t.Fatalf("report has %d tenants, want %d", len(report.Tenants), len(tenants))
+	if len(report.Tenants) != want {
+		t.Fatalf("report has %d tenants, want %d", len(report.Tenants), want)
 	}
 	if !report.Pass {
 		t.Fatalf("SLA budgets missed:\n%s", data)
