@@ -86,6 +86,14 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 			at(p.Code, p.Message)
 		}
 	}
+	moves := fileMoves(&placed, rec, redirected, env, at)
+	return placed, moves, problems
+}
+
+// fileMoves are the moves of tenant files under way (rec.moves) and those placed
+// starts; a move redirected, or one that cannot start, is a problem (at), and its
+// tenant is left out of placed.
+func fileMoves(placed *placement.Result, rec placementRecord, redirected []string, env *overlay.Environment, at func(code, message string)) map[string]*fileMove {
 	moves := maps.Clone(rec.moves)
 	if moves == nil {
 		moves = map[string]*fileMove{}
@@ -108,7 +116,7 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 		}
 		delete(placed.Cells, code)
 	}
-	return placed, moves, problems
+	return moves
 }
 
 // startingMoves are the moves a placement starts (its Moves whose source cell is still
