@@ -153,28 +153,32 @@ func sourceHolds(tree map[string][]byte, dir string, step evav1.DecommissionStep
 		return fmt.Errorf("a move record without the tenant's copy beside it")
 	}
 	workloads, hasWorkloads := tree[path.Join(render.TenantsDir, dir, render.WorkloadsDir, render.ManifestsFile)]
+	// Read as kustomize reads them, not as Eva writes them: a kind quoted, or inside a
+	// List, is still the object Flux applies.
+	foundationKinds, err := render.ManifestKinds(foundation)
+	if err != nil {
+		return fmt.Errorf("its copy's %s does not read as manifests: %w", render.ManifestsFile, err)
+	}
+	workloadKinds, err := render.ManifestKinds(workloads)
+	if err != nil {
+		return fmt.Errorf("its copy's workloads do not read as manifests: %w", err)
+	}
 	at := slices.Index(movingSteps, step)
 	var wrong string
 	switch {
-	case at >= slices.Index(movingSteps, evav1.StepTrafficRemoved) && manifestHolds(workloads, "Ingress"):
+	case at >= slices.Index(movingSteps, evav1.StepTrafficRemoved) && workloadKinds["Ingress"]:
 		wrong = "its copy still has its Ingress"
-	case at >= slices.Index(movingSteps, evav1.StepStreamsRemoved) && manifestHolds(foundation, "Stream"):
+	case at >= slices.Index(movingSteps, evav1.StepStreamsRemoved) && foundationKinds["Stream"]:
 		wrong = "its copy still has its Streams"
 	case at >= slices.Index(movingSteps, evav1.StepReleasesRemoved) && hasWorkloads:
 		wrong = "its copy still has its workloads"
-	case step == evav1.StepNamespaceOnly && !bytes.Contains(foundation, []byte(render.LabelLifecycle+": "+string(evav1.LifecycleDecommissioned)+"\n")):
+	case step == evav1.StepNamespaceOnly && !publish.Decommissioned(foundation):
 		wrong = "its copy is not Decommissioned"
 	}
 	if wrong != "" {
 		return fmt.Errorf("the record says step %s, but %s: it was not published by evactl", step, wrong)
 	}
 	return nil
-}
-
-// manifestHolds says whether a manifest stream (as Eva encodes it) holds an object of
-// kind.
-func manifestHolds(data []byte, kind string) bool {
-	return bytes.HasPrefix(data, []byte("kind: "+kind+"\n")) || bytes.Contains(data, []byte("\nkind: "+kind+"\n"))
 }
 
 // sourceFiles are the source's copy of a moving tenant at the step this run publishes,
@@ -218,16 +222,15 @@ func (j *job) leaving(cell string) []*fileMove {
 
 // withSources adds to a cell's rendered tree the copies its moving tenants leave there,
 // and lists them in the tree's root kustomization.yaml.
-func (j *job) withSources(r *render.Renderer, cell string, files []render.File, stats *render.TreeStats) ([]render.File, error) {
+func (j *job) withSources(r *render.Renderer, s cellShare, files []render.File, stats *render.TreeStats) ([]render.File, error) {
+	cell := s.cell.Name
 	leaving := j.leaving(cell)
 	if len(leaving) == 0 {
 		return files, nil
 	}
-	var codes []string
-	for _, f := range files {
-		if d := publish.TenantOf(f.Path); d != "" && path.Base(f.Path) == render.ManifestsFile && path.Dir(f.Path) == path.Join(render.TenantsDir, d) {
-			codes = append(codes, strings.ToUpper(d))
-		}
+	codes := make([]string, 0, len(s.tenants)+len(leaving))
+	for _, t := range s.tenants {
+		codes = append(codes, t.Spec.CapsuleCode)
 	}
 	out := slices.DeleteFunc(files, func(f render.File) bool { return f.Path == render.RootKustomization })
 	for _, m := range leaving {

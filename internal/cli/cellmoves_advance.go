@@ -243,17 +243,13 @@ func (j *job) advanceSource(ctx context.Context, m *fileMove, source *cellReader
 }
 
 // delivered reads the tenant's two Flux Kustomizations on a cell, each Applied when the
-// revision it applied holds the tenant's files as the cell's published tree holds them
-// now (read from the destination: the operator's rule), and returns that tree's
-// revision. A cluster whose Kustomization of the tenant applies another folder than
+// revision it applied holds the tenant's files as the cell's published tree held them
+// when this run read it (read from the destination: the operator's rule), and returns
+// that tree's revision. A cluster whose Kustomization of the tenant applies another folder than
 // the cell's is another cell's (a kubeconfig given for the wrong cell: every cell's
 // Flux follows the one branch): what it says is not the cell's, and why is returned.
 func (j *job) delivered(ctx context.Context, cell *cellReader, code string) (string, *status.GitOpsState, string, error) {
-	head, err := cell.revs.Head(ctx)
-	if err != nil {
-		return "", nil, "", err
-	}
-	dir := render.DirName(code)
+	head, dir := j.treeRevisions[cell.name], render.DirName(code)
 	var ks kustomizev1.Kustomization
 	key := types.NamespacedName{Namespace: j.r.Env.Settings.FluxNamespace, Name: render.FoundationName(code)}
 	found, err := observe.Get(ctx, cell.c, key, &ks)

@@ -74,13 +74,22 @@ func TestCellTreesMoveATenantFile(t *testing.T) {
 		t.Fatal("a move starts with its record alone: a run stopped between two cells' publishes must leave no tenant in two trees without one")
 	}
 	// A forged record is not trusted further than its tree shows: one that says the
-	// source's live copy is Decommissioned, or one in a tree without the tenant.
-	for name, forged := range map[string]struct{ file, body, want string }{
-		"a later step": {euTree + "/tenants/cellab/move.json", `{"to": "us-1", "step": "NamespaceOnly"}`,
+	// source's live copy is Decommissioned; one beside a copy whose Ingress only Eva's
+	// own encoding would miss (quoted: kustomize still reads an Ingress); one in a tree
+	// without the tenant.
+	quoted := strings.Replace(show(head, euTree, "workloads/manifests.yaml"), "\nkind: Ingress\n", "\nkind: \"Ingress\"\n", 1)
+	for name, forged := range map[string]struct {
+		files map[string]string
+		want  string
+	}{
+		"a later step": {map[string]string{euTree + "/tenants/cellab/move.json": `{"to": "us-1", "step": "NamespaceOnly"}`},
 			"the record says step NamespaceOnly, but its copy still has its Ingress: it was not published by evactl"},
-		"no copy": {usTree + "/tenants/cellac/move.json", `{"to": "eu-1"}`, "a move record without the tenant's copy beside it"},
+		"an Ingress quoted": {map[string]string{euTree + "/tenants/cellab/move.json": `{"to": "us-1", "step": "TrafficRemoved"}`,
+			euTree + "/tenants/cellab/workloads/manifests.yaml": quoted},
+			"the record says step TrafficRemoved, but its copy still has its Ingress: it was not published by evactl"},
+		"no copy": {map[string]string{usTree + "/tenants/cellac/move.json": `{"to": "eu-1"}`}, "a move record without the tenant's copy beside it"},
 	} {
-		restore := pushFile(t, bare, forged.file, forged.body)
+		restore := pushFiles(t, bare, forged.files)
 		code, msg := runEvactl(t, append(append([]string{"publish", "git"}, inputs...), kube...)...)
 		if code == ExitOK || !strings.Contains(msg, forged.want) {
 			t.Fatalf("a forged record, %s: exit %d, want %q in:\n%s", name, code, forged.want, msg)
@@ -267,9 +276,9 @@ func TestCellTreesMoveRefusedWithArgoCD(t *testing.T) {
 	}
 }
 
-// pushFile commits a file to the branch main of bare as someone else would, and
-// returns what puts the branch's tree back as it was.
-func pushFile(t *testing.T, bare, file, body string) (restore func()) {
+// pushFiles commits files (path below the repository → content) to the branch main of
+// bare as someone else would, and returns what puts the branch's tree back as it was.
+func pushFiles(t *testing.T, bare string, files map[string]string) (restore func()) {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
 	gitOut(t, t.TempDir(), "clone", "-q", "-b", "main", bare, work)
@@ -278,23 +287,35 @@ func pushFile(t *testing.T, bare, file, body string) (restore func()) {
 		gitOut(t, work, "-c", "user.name=someone", "-c", "user.email=someone@example.com", "commit", "-qm", msg)
 		gitOut(t, work, "push", "-q", "origin", "HEAD:main")
 	}
-	p := filepath.Join(work, filepath.FromSlash(file))
-	old, err := os.ReadFile(p)
-	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-		t.Fatal(err)
+	old := map[string][]byte{} // nil: the file was not there
+	for file, body := range files {
+		p := filepath.Join(work, filepath.FromSlash(file))
+		data, err := os.ReadFile(p)
+		if err == nil {
+			old[p] = data
+		} else {
+			old[p] = nil
+		}
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+			t.Fatal(err)
+		}
 	}
 	commit("forged")
 	return func() {
 		t.Helper()
-		if err != nil {
-			if err := os.Remove(p); err != nil {
+		for p, data := range old {
+			var err error
+			if data == nil {
+				err = os.Remove(p)
+			} else {
+				err = os.WriteFile(p, data, 0o644)
+			}
+			if err != nil {
 				t.Fatal(err)
 			}
-		} else if err := os.WriteFile(p, old, 0o644); err != nil {
-			t.Fatal(err)
 		}
 		commit("restored")
 	}

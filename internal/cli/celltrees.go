@@ -21,16 +21,19 @@ import (
 // stays on the cell that holds it.
 
 // treeReader reads the published tree of one cell: paths relative to the cell's folder,
-// and none when nothing was published there yet.
-type treeReader func(ctx context.Context, c overlay.Cell) (map[string][]byte, error)
+// and none when nothing was published there yet; and its revision (the commit or
+// digest, "" for a folder).
+type treeReader func(ctx context.Context, c overlay.Cell) (map[string][]byte, string, error)
 
 // placementRecord is what the cells' published trees record of placement.
 type placementRecord struct {
 	// cells maps each published tenant's code to its cell; a moving tenant's is the
 	// cell it moves to.
 	cells map[string]string
-	// trees are the cells' trees, by cell name.
-	trees map[string]map[string][]byte
+	// trees are the cells' trees, by cell name, and revisions the revision each was
+	// read at.
+	trees     map[string]map[string][]byte
+	revisions map[string]string
 	// moves are the tenant files moving between cells, by code (cellmoves.go).
 	moves map[string]*fileMove
 }
@@ -39,14 +42,14 @@ type placementRecord struct {
 // A tenant in two cells' trees is refused, unless it moves from one to the other: the
 // record must name one.
 func publishedCells(ctx context.Context, cells []overlay.Cell, read treeReader) (placementRecord, error) {
-	rec := placementRecord{cells: map[string]string{}, trees: map[string]map[string][]byte{}}
+	rec := placementRecord{cells: map[string]string{}, trees: map[string]map[string][]byte{}, revisions: map[string]string{}}
 	holders := map[string][]string{}
 	for _, c := range cells {
-		tree, err := read(ctx, c)
+		tree, revision, err := read(ctx, c)
 		if err != nil {
 			return placementRecord{}, fmt.Errorf("cell %s: reading its published tree: %w", c.Name, err)
 		}
-		rec.trees[c.Name] = tree
+		rec.trees[c.Name], rec.revisions[c.Name] = tree, revision
 		for p := range tree {
 			if dir := publish.TenantOf(p); dir != "" {
 				code := strings.ToUpper(dir)
@@ -83,32 +86,31 @@ func publishedCells(ctx context.Context, cells []overlay.Cell, read treeReader) 
 // dirCells reads each cell's tree from its folder under dir (a render's --out, or a
 // checkout of the published branch at the environment's path).
 func dirCells(dir string) treeReader {
-	return func(_ context.Context, c overlay.Cell) (map[string][]byte, error) {
-		return publish.ReadDir(filepath.Join(dir, filepath.FromSlash(c.Path)))
+	return func(_ context.Context, c overlay.Cell) (map[string][]byte, string, error) {
+		tree, err := publish.ReadDir(filepath.Join(dir, filepath.FromSlash(c.Path)))
+		return tree, "", err
 	}
 }
 
 // gitCells reads each cell's tree from its folder below the target's --path.
 func gitCells(g *gitTarget) treeReader {
-	return func(ctx context.Context, c overlay.Cell) (map[string][]byte, error) {
+	return func(ctx context.Context, c overlay.Cell) (map[string][]byte, string, error) {
 		r, err := g.cellRemote(c, publish.DefaultAuthor)
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		tree, _, err := r.Read(ctx)
-		return tree, err
+		return r.Read(ctx)
 	}
 }
 
 // ociCells reads each cell's tree from its artifact (ociTarget.forCell).
 func ociCells(o *ociTarget) treeReader {
-	return func(ctx context.Context, c overlay.Cell) (map[string][]byte, error) {
+	return func(ctx context.Context, c overlay.Cell) (map[string][]byte, string, error) {
 		sink, err := o.forCell(c).sink()
 		if err != nil {
-			return nil, err
+			return nil, "", err
 		}
-		tree, _, err := sink.Read(ctx)
-		return tree, err
+		return sink.Read(ctx)
 	}
 }
 
@@ -170,7 +172,7 @@ func (j *job) renderShare(s cellShare, treePath string) ([]render.File, render.T
 		return nil, stats, err
 	}
 	// The copies of the tenants moving off this cell, at their saga's step.
-	files, err = j.withSources(&r, s.cell.Name, files, &stats)
+	files, err = j.withSources(&r, s, files, &stats)
 	return files, stats, err
 }
 

@@ -134,6 +134,8 @@ type job struct {
 	placed map[string]string
 	// cellTrees are the cells' published trees placement read, by cell name.
 	cellTrees map[string]map[string][]byte
+	// treeRevisions are the revisions the cells' trees were read at, by cell name.
+	treeRevisions map[string]string
 	// moves are the tenant files moving between cells, by code (cellmoves.go).
 	moves map[string]*fileMove
 }
@@ -185,7 +187,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
 	placed, moves, placeProblems := placeTenants(res, env, catalog, published)
 	res.Problems = append(res.Problems, placeProblems...)
-	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}, placed: placed.Cells, cellTrees: published.trees, moves: moves}
+	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}, placed: placed.Cells, cellTrees: published.trees, treeRevisions: published.revisions, moves: moves}
 	releases, problems, err := rolloutfile.Load(ri.rollouts, catalog)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}

@@ -160,7 +160,7 @@ func (r *EvaTenantReconciler) observeSaga(ctx context.Context, s *scope) (saga.O
 // waits for; once the publish is done, the step is recorded with its revision.
 func (r *EvaTenantReconciler) publishStep(s *scope, step evav1.DecommissionStep) (string, error) {
 	t := s.tenant
-	files, err := r.stepFiles(s, step)
+	files, err := r.Renderer.StepFiles(s.rendered, step)
 	if err != nil {
 		return "", err
 	}
@@ -188,7 +188,7 @@ func (r *EvaTenantReconciler) republishStep(ctx context.Context, s *scope) (stri
 	if step == "" {
 		return "", false, nil
 	}
-	files, err := r.stepFiles(s, step)
+	files, err := r.Renderer.StepFiles(s.rendered, step)
 	if err != nil {
 		return "", false, err
 	}
@@ -204,9 +204,4 @@ func (r *EvaTenantReconciler) republishStep(ctx context.Context, s *scope) (stri
 	r.GitOps.resubmit(t.UID)
 	message, err := r.publishStep(s, step)
 	return message, true, err
-}
-
-// stepFiles are the tenant's files at a saga step; none once it is Removed.
-func (r *EvaTenantReconciler) stepFiles(s *scope, step evav1.DecommissionStep) ([]render.File, error) {
-	return r.Renderer.StepFiles(s.rendered, step)
 }

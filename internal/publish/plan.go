@@ -126,6 +126,11 @@ type Safety struct {
 // decommissionedMarker is the namespace label a decommissioned tenant's bundle carries.
 var decommissionedMarker = []byte(render.LabelLifecycle + ": Decommissioned\n")
 
+// Decommissioned says whether a published foundation manifest is a Decommissioned
+// bundle's (its Namespace carries the lifecycle label Decommissioned): the only bundle
+// a publish removes, and the last step a move's source publishes.
+func Decommissioned(foundation []byte) bool { return bytes.Contains(foundation, decommissionedMarker) }
+
 // Check refuses plans that would lose tenants: removing a tenant whose published
 // bundle was not Decommissioned, or removing most of the fleet at once (an empty or
 // unreadable input). readPublished returns a published file's content.
@@ -147,7 +152,7 @@ func (p *Plan) Check(s Safety, readPublished func(path string) ([]byte, error)) 
 		if err != nil {
 			return fmt.Errorf("reading published bundle of %s: %w", strings.ToUpper(d), err)
 		}
-		if !bytes.Contains(data, decommissionedMarker) {
+		if !Decommissioned(data) {
 			active = append(active, d)
 		}
 	}
