@@ -16,6 +16,7 @@ import (
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/safetext"
 )
 
 // A tenant file moves between cells as the operator moves an EvaTenant (docs/cells.md,
@@ -250,7 +251,9 @@ func (j *job) withSources(r *render.Renderer, s cellShare, files []render.File, 
 }
 
 // reportMoves says where each move of a tenant file stands, and what this run does of
-// it (advanceMoves), one line each.
+// it (advanceMoves), one line each. What a move waits for quotes the cells' clusters
+// (a release's message can hold text a tenant's values put there): it is escaped, so
+// a CI log shows it on its line, no workflow command or terminal escape taken from it.
 func (j *job) reportMoves(w io.Writer) {
 	for _, code := range slices.Sorted(maps.Keys(j.moves)) {
 		m := j.moves[code]
@@ -261,6 +264,6 @@ func (j *job) reportMoves(w io.Writer) {
 				msg = fmt.Sprintf("starts: cell %s's tree records it; cell %s gets the tenant with the next publish", m.from, m.next.To)
 			}
 		}
-		fmt.Fprintf(w, "move of %s from cell %s to %s: %s\n", code, m.from, m.next.To, msg)
+		fmt.Fprintf(w, "move of %s from cell %s to %s: %s\n", code, m.from, m.next.To, safetext.Limit(msg, safetext.MaxMessage))
 	}
 }

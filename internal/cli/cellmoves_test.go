@@ -320,3 +320,19 @@ func pushFiles(t *testing.T, bare string, files map[string]string) (restore func
 		commit("restored")
 	}
 }
+
+// TestMoveReportEscapesClusterText: what a move waits for quotes the cells' clusters (a
+// release's Ready message can hold text a tenant's values put there); the report shows
+// it on its own line, a newline or a terminal escape written out, so a CI log takes no
+// workflow command or repaint from it.
+func TestMoveReportEscapesClusterText(t *testing.T) {
+	j := &job{moves: map[string]*fileMove{"ABCDEF": {code: "ABCDEF", from: "eu-1", next: moveRecord{To: "us-1"},
+		message: "waiting: HelmRelease eva-tenant-abcdef/crm: InstallFailed: bad value\n::error file=x::forged\x1b[2J"}}}
+	var out strings.Builder
+	j.reportMoves(&out)
+	got := out.String()
+	if strings.Count(got, "\n") != 1 || strings.Contains(got, "\x1b") ||
+		!strings.Contains(got, `bad value\n::error file=x::forged\x1b[2J`) {
+		t.Fatalf("the move report:\n%q", got)
+	}
+}
