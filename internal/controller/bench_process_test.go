@@ -52,7 +52,9 @@ var operatorFleets int
 // server's count of writes to events (nothing else here records any).
 //
 // EVA_BENCH_FLEETS lists more fleet sizes (such as 10000): each runs shards-1 once more,
-// named fleet-N, for the peak memory at that size.
+// named fleet-N, for the peak memory at that size. A fleet comes in waves of at most a
+// thousand tenants, each Active before the next is created. Every run also reports
+// what the control plane holds resident at its end (apiserver-etcd-RSS-MiB).
 func BenchmarkOperatorProcess(b *testing.B) {
 	startStandIn(b)
 	kubeconfig, err := env.KubeConfigFile(b.TempDir())
@@ -79,6 +81,13 @@ func BenchmarkOperatorProcess(b *testing.B) {
 		})
 	}
 }
+
+// fleetWave is the most tenants BenchmarkOperatorProcess creates at once, and
+// waveLabel the label on a tenant that says in which wave it came.
+const (
+	fleetWave = 1000
+	waveLabel = "bench.eva.aidonow.com/wave"
+)
 
 // operatorRun is one of BenchmarkOperatorProcess's runs: fleet tenants held by shards
 // operator processes, each with GOMEMLIMIT memLimit when set.
@@ -127,16 +136,24 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	cost := startCPUCost(b)
 	eventsBefore, watchBefore := eventWrites(b), watchEvents(b)
 	start := time.Now()
-	createFleet(b, ns, prefix, r.fleet, func(i int) []tenantOpt {
-		if r.shards == 1 {
-			return nil
-		}
-		return []tenantOpt{func(t *evav1.EvaTenant) {
-			t.Labels = map[string]string{shard.Label: fmt.Sprintf("bench-%d", i%r.shards)}
-		}}
-	})
 	profiles := profileOperators(b, pprofAddrs, r.name())
-	waitAllActive(b, ns, r.fleet)
+	// A fleet past a thousand tenants comes in waves of a thousand, each Active before
+	// the next: what it measures is the operator holding the fleet, and one
+	// API server on two cores does not provision ten thousand tenants at once in a
+	// useful time (the API server, not the operator, is what they would wait for).
+	for from := 0; from < r.fleet; from += fleetWave {
+		to := min(r.fleet, from+fleetWave)
+		wave := fmt.Sprint(from / fleetWave)
+		createFleet(b, ns, prefix, from, to, func(i int) []tenantOpt {
+			return []tenantOpt{func(t *evav1.EvaTenant) {
+				t.Labels = map[string]string{waveLabel: wave}
+				if r.shards > 1 {
+					t.Labels[shard.Label] = fmt.Sprintf("bench-%d", i%r.shards)
+				}
+			}}
+		})
+		waitAllActive(b, ns, to-from, client.MatchingLabels{waveLabel: wave})
+	}
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
 	profiles()
 	cost.report(b, r.fleet)
@@ -191,6 +208,11 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 		maxRSS, maxFile = max(maxRSS, rss), max(maxFile, file)
 		p.Kill()
 	}
+	cpRSS, err := testenv.ControlPlaneRSS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(cpRSS)/(1<<20), "apiserver-etcd-RSS-MiB")
 	b.ReportMetric(float64(operatorCPU.Microseconds())/1000/float64(r.fleet), "operator-cpu-ms/tenant")
 	b.ReportMetric(float64(maxRSS)/(1<<20), "peak-RSS-MiB/process")
 	b.ReportMetric(float64(maxFile)/(1<<20), "file-RSS-MiB/process")
@@ -199,7 +221,9 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 // profileOperators profiles the CPU of each operator started with a profiler address,
 // in 15-second profiles until the returned function is called, written to
 // EVA_BENCH_OPERATOR_PROFILES/<run>-<i>-<k>.pprof (go tool pprof merges the files it is
-// given): where the operator's CPU goes while the fleet provisions.
+// given): where the operator's CPU goes while the fleet provisions. The returned
+// function also writes each operator's heap and allocs profiles, <run>-<i>-heap.pprof
+// and <run>-<i>-allocs.pprof.
 func profileOperators(b *testing.B, addrs []string, run string) func() {
 	stop := make(chan struct{})
 	var wg sync.WaitGroup
@@ -211,23 +235,40 @@ func profileOperators(b *testing.B, addrs []string, run string) func() {
 					return
 				default:
 				}
-				resp, err := http.Get("http://" + addr + "/debug/pprof/profile?seconds=15")
-				if err != nil {
+				if err := saveProfile(addr, "profile?seconds=15", fmt.Sprintf("%s-%d-%d.pprof", run, i, k)); err != nil {
 					b.Logf("profile of %s: %v", addr, err)
 					return
-				}
-				data, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err == nil {
-					err = os.WriteFile(filepath.Join(os.Getenv("EVA_BENCH_OPERATOR_PROFILES"), fmt.Sprintf("%s-%d-%d.pprof", run, i, k)), data, 0o644)
-				}
-				if err != nil {
-					b.Logf("profile of %s: %v", addr, err)
 				}
 			}
 		})
 	}
-	return func() { close(stop); wg.Wait() }
+	return func() {
+		close(stop)
+		wg.Wait()
+		// What the operators hold (heap) and what they allocated (allocs) by then.
+		for i, addr := range addrs {
+			for _, kind := range []string{"heap", "allocs"} {
+				if err := saveProfile(addr, kind, fmt.Sprintf("%s-%d-%s.pprof", run, i, kind)); err != nil {
+					b.Logf("%s profile of %s: %v", kind, addr, err)
+				}
+			}
+		}
+	}
+}
+
+// saveProfile writes the profile /debug/pprof/<kind> of the operator at addr to
+// EVA_BENCH_OPERATOR_PROFILES/<file>.
+func saveProfile(addr, kind, file string) error {
+	resp, err := http.Get("http://" + addr + "/debug/pprof/" + kind)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(os.Getenv("EVA_BENCH_OPERATOR_PROFILES"), file), data, 0o644)
 }
 
 // operatorMetrics are an operator process's counters since it started: its API

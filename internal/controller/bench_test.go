@@ -112,7 +112,7 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		cost := startCPUCost(b)
 		requests.Store(0)
 		start := time.Now()
-		createFleet(b, ns, "BN", fleet, nil)
+		createFleet(b, ns, "BN", 0, fleet, nil)
 		waitAllActive(b, ns, fleet)
 		elapsed := time.Since(start)
 		close(stopSampling)
@@ -239,13 +239,14 @@ func reconcileTotal(b *testing.B) float64 {
 var fleetTiers = []evav1.Tier{evav1.TierStarter, evav1.TierStarter, evav1.TierStarter, evav1.TierStarter, evav1.TierStarter,
 	evav1.TierStarter, evav1.TierStarter, evav1.TierCustomer, evav1.TierCustomer, evav1.TierEnterprise}
 
-// createFleet creates n tenants in ns at once (16 creates in flight), codes prefix and
-// four letters, tiers in the fleet mix; opts, when set, adds options to tenant i.
-func createFleet(b *testing.B, ns, prefix string, n int, opts func(i int) []tenantOpt) {
+// createFleet creates tenants from to to-1 of a fleet in ns at once (16 creates in
+// flight), codes prefix and four letters, tiers in the fleet mix; opts, when set, adds
+// options to tenant i.
+func createFleet(b *testing.B, ns, prefix string, from, to int, opts func(i int) []tenantOpt) {
 	b.Helper()
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, 16)
-	for i := range n {
+	for i := from; i < to; i++ {
 		wg.Add(1)
 		sem <- struct{}{}
 		go func() {
@@ -297,17 +298,17 @@ func selfCPU(b *testing.B) time.Duration {
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
 
-// waitAllActive waits until n tenants in ns are Active, for at most 10 minutes a
-// thousand tenants. It lists them once a second (every 10 s past a thousand): listing a
+// waitAllActive waits until n tenants in ns (those opts select) are Active, for at most
+// 10 minutes a thousand tenants. It lists them once a second (every 10 s past a thousand): listing a
 // thousand tenants costs the API server as much as a few tenants' provisioning.
-func waitAllActive(b *testing.B, ns string, n int) {
+func waitAllActive(b *testing.B, ns string, n int, opts ...client.ListOption) {
 	b.Helper()
 	limit := 10 * time.Minute * time.Duration(max(1, n/1000))
 	poll := time.Second * time.Duration(min(10, max(1, n/1000)))
 	deadline := time.Now().Add(limit)
 	for {
 		var list evav1.EvaTenantList
-		if err := k8s.List(context.Background(), &list, client.InNamespace(ns)); err != nil {
+		if err := k8s.List(context.Background(), &list, append(opts, client.InNamespace(ns))...); err != nil {
 			b.Fatal(err)
 		}
 		active := 0

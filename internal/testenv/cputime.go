@@ -26,28 +26,61 @@ func (p *Process) CPUTime() (time.Duration, error) {
 // etcd children (envtest's control plane): what the API requests of a test cost the
 // server side.
 func ControlPlaneCPU() (time.Duration, error) {
-	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	pids, err := controlPlanePIDs()
 	if err != nil {
 		return 0, err
 	}
 	var total time.Duration
-	found := 0
+	for _, pid := range pids {
+		_, cpu, _, err := procStat(pid)
+		if err != nil {
+			return 0, err
+		}
+		total += cpu
+	}
+	return total, nil
+}
+
+// ControlPlaneRSS returns the memory this process's kube-apiserver and etcd children
+// hold resident now (VmRSS), in bytes: what the objects of a test cost the server side.
+func ControlPlaneRSS() (int64, error) {
+	pids, err := controlPlanePIDs()
+	if err != nil {
+		return 0, err
+	}
+	var total int64
+	for _, pid := range pids {
+		rss, err := statusField(pid, "VmRSS")
+		if err != nil {
+			return 0, err
+		}
+		total += rss
+	}
+	return total, nil
+}
+
+// controlPlanePIDs lists this process's kube-apiserver and etcd children.
+func controlPlanePIDs() ([]int, error) {
+	stats, err := filepath.Glob("/proc/[0-9]*/stat")
+	if err != nil {
+		return nil, err
+	}
+	var pids []int
 	for _, path := range stats {
 		pid, err := strconv.Atoi(filepath.Base(filepath.Dir(path)))
 		if err != nil {
 			continue
 		}
-		name, cpu, ppid, err := procStat(pid)
+		name, _, ppid, err := procStat(pid)
 		if err != nil || ppid != os.Getpid() || name != "kube-apiserver" && name != "etcd" {
 			continue // gone since the listing, or not ours
 		}
-		total += cpu
-		found++
+		pids = append(pids, pid)
 	}
-	if found == 0 {
-		return 0, fmt.Errorf("no kube-apiserver or etcd child of process %d", os.Getpid())
+	if len(pids) == 0 {
+		return nil, fmt.Errorf("no kube-apiserver or etcd child of process %d", os.Getpid())
 	}
-	return total, nil
+	return pids, nil
 }
 
 // procStat reads a process's command name, CPU time (utime + stime) and parent from

@@ -99,18 +99,27 @@ func (p *Process) FileRSS() (int64, error) { return p.memoryField("RssFile") }
 
 // memoryField reads one kB field of /proc/<pid>/status, in bytes.
 func (p *Process) memoryField(field string) (int64, error) {
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	n, err := statusField(p.cmd.Process.Pid, field)
 	if err != nil {
-		return 0, fmt.Errorf("reading the status of %s: %w", p.Name, err)
+		return 0, fmt.Errorf("%s: %w", p.Name, err)
+	}
+	return n, nil
+}
+
+// statusField reads one kB field of /proc/<pid>/status, in bytes.
+func statusField(pid int, field string) (int64, error) {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
 	}
 	for _, line := range strings.Split(string(data), "\n") {
 		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kib, err := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("%s: %s %q: %w", p.Name, field, v, err)
+				return 0, fmt.Errorf("/proc/%d/status: %s %q: %w", pid, field, v, err)
 			}
 			return kib << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("%s: no %s in /proc/%d/status", p.Name, field, p.cmd.Process.Pid)
+	return 0, fmt.Errorf("no %s in /proc/%d/status", field, pid)
 }
