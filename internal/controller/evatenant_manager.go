@@ -91,7 +91,8 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 }
 
 // SetupWithManager registers the reconciler: tenants, and the tenant's Namespace,
-// HelmReleases, Jobs, Ingresses and Streams (found by the capsule label) requeue it.
+// HelmReleases, Jobs, Ingresses and Streams (found by the capsule label) requeue it,
+// a CoalesceWindow after their change.
 func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
 	tenants := cache.Cache(r.TenantCache)
 	if tenants == nil {
@@ -102,7 +103,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 	}); err != nil {
 		return fmt.Errorf("indexing tenants: %w", err)
 	}
-	toTenant := handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
+	toTenants := func(ctx context.Context, o client.Object) []reconcile.Request {
 		code := o.GetLabels()[tenant.LabelCapsule]
 		if code == "" {
 			return nil
@@ -119,7 +120,8 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 			out = append(out, reconcile.Request{NamespacedName: types.NamespacedName{Namespace: t.Namespace, Name: t.Name}})
 		}
 		return out
-	})
+	}
+	toTenant := coalesced{toTenants: toTenants, window: CoalesceWindow}
 	hasCapsule := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[tenant.LabelCapsule] != ""
 	}))
