@@ -90,9 +90,10 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 	}
 }
 
-// SetupWithManager registers the reconciler: tenants, and the tenant's Namespace,
-// HelmReleases, Jobs, Ingresses and Streams (found by the capsule label) requeue it,
-// a CoalesceWindow after their change.
+// SetupWithManager registers the reconciler: tenants, and the tenant's objects (found
+// by the capsule label: Namespace, Jobs, Ingresses, Streams, HelmReleases and Flux
+// Kustomizations or Argo CD Applications) requeue it a CoalesceWindow after their
+// change; its quota's enforcement at once.
 func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Manager, concurrency int) error {
 	tenants := cache.Cache(r.TenantCache)
 	if tenants == nil {
@@ -121,7 +122,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		}
 		return out
 	}
-	toTenant := coalesced{toTenants: toTenants, window: CoalesceWindow}
+	toTenant := coalesced(toTenants, CoalesceWindow)
 	hasCapsule := builder.WithPredicates(predicate.NewPredicateFuncs(func(o client.Object) bool {
 		return o.GetLabels()[tenant.LabelCapsule] != ""
 	}))
@@ -151,7 +152,7 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		// kube-controller-manager recording the quota's hard limits releases the
 		// workloads (pure-cluster mode; in GitOps mode Flux's health check waits). Only
 		// that change wakes the tenant, not the usage moving with every pod.
-		b = b.Watches(&corev1.ResourceQuota{}, toTenant, hasCapsule, builder.WithPredicates(quotaHardChanged))
+		b = b.Watches(&corev1.ResourceQuota{}, handler.EnqueueRequestsFromMapFunc(toTenants), hasCapsule, builder.WithPredicates(quotaHardChanged))
 	}
 	if r.GitOps != nil {
 		// A finished publish wakes its tenant: reconciles do not wait for their batch.
