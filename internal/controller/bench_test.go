@@ -74,8 +74,8 @@ func (c countingStatus) Update(ctx context.Context, o client.Object, opts ...cli
 // time until all are Active (with the stand-in playing the other controllers), the
 // operator's API writes per tenant and the process's peak heap (the stand-in and its
 // embedded JetStream included). Then a new operator takes over the Active fleet: its
-// writes while it looks at every tenant, and its writes and requests per tenant-hour of
-// drift checks when nothing drifts (idleFleet).
+// writes while it looks at every tenant, and its writes, requests and CPU per
+// tenant-hour of drift checks when nothing drifts (idleFleet).
 //
 // On a machine of few cores the time to all Active is bounded by CPU, not by waiting:
 // the benchmark also reports what the fleet cost it, per tenant: the operator's API
@@ -128,6 +128,7 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		b.ReportMetric(idle.writesPerTenantHour, "idle-writes/tenant-hour")
 		b.ReportMetric(idle.dryRunsPerTenantHour, "idle-dry-runs/tenant-hour")
 		b.ReportMetric(idle.requestsPerTenantHour, "idle-requests/tenant-hour")
+		b.ReportMetric(idle.cpuMsPerTenantHour, "idle-cpu-ms/tenant-hour")
 	}
 }
 
@@ -159,10 +160,13 @@ func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient,
 
 // idleResults are what an operator restarted over an Active fleet costs: its writes
 // while it looks at every tenant once, then its writes and API requests per tenant and
-// hour of drift checks (12 per hour) when nothing drifts.
+// hour of drift checks (12 per hour) when nothing drifts, and the CPU they take.
 type idleResults struct {
 	restartWrites, restartDryRuns                                    int64
 	writesPerTenantHour, dryRunsPerTenantHour, requestsPerTenantHour float64
+	// cpuMsPerTenantHour is this process's CPU time (the operator's drift checks; the
+	// stand-in is idle) per tenant and hour.
+	cpuMsPerTenantHour float64
 }
 
 // idleFleet starts a new operator over the fleet, waits until it has looked at every
@@ -189,7 +193,9 @@ func idleFleet(b *testing.B, fleet int) idleResults {
 	writes.Store(0)
 	dryRuns.Store(0)
 	requests.Store(0)
+	cpuBefore := selfCPU(b)
 	time.Sleep(30 * time.Second)
+	cpu := selfCPU(b) - cpuBefore
 	checks := reconcileTotal(b) - reconcilesBefore
 	if checks < float64(fleet) {
 		b.Fatalf("only %.0f drift checks in 30 s for %d tenants", checks, fleet)
@@ -198,6 +204,7 @@ func idleFleet(b *testing.B, fleet int) idleResults {
 	out.writesPerTenantHour = float64(writes.Load()) / tenantHours
 	out.dryRunsPerTenantHour = float64(dryRuns.Load()) / tenantHours
 	out.requestsPerTenantHour = float64(requests.Load()) / tenantHours
+	out.cpuMsPerTenantHour = float64(cpu.Microseconds()) / 1000 / tenantHours
 	return out
 }
 
