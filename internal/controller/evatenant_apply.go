@@ -120,7 +120,8 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	return nil
 }
 
-// applyObjects server-side applies objects of the tenant. On a failure it records what
+// applyObjects server-side applies objects of the tenant, but not those the memo says
+// still hold exactly what is to be applied. On a failure it records what
 // failed for the Provisioned condition (one warning per failing episode), keeps the
 // whole inventory tracked, and returns the failures.
 func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, objects []*unstructured.Unstructured, inventory []evav1.ObjectRef) error {
@@ -140,6 +141,14 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 		ref, hash := refOf(u), ""
 		if !isSecret(u) {
 			hash = appliedHash(u)
+		}
+		if hash != "" && r.memo.known(t.UID, ref) {
+			// Applied by this process before: an object still at the version it had
+			// right after exactly this was applied needs no write (a new bundle changes
+			// a few of a tenant's objects, not all of them).
+			if rv := r.cachedVersion(ctx, u); rv != "" && r.memo.holds(t.UID, ref, rv, hash) {
+				continue
+			}
 		}
 		// Forced: drift (a kubectl edit) is corrected. Safe only because the code's claim
 		// and the namespace check make this tenant the one owner of these objects.

@@ -202,6 +202,14 @@ func (a *applyMemo) holds(uid types.UID, ref evav1.ObjectRef, resourceVersion, h
 	return ok && resourceVersion != "" && v == memoEntry{resourceVersion, hash}
 }
 
+// known says whether the memo has an entry for the object, whatever its version.
+func (a *applyMemo) known(uid types.UID, ref evav1.ObjectRef) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	_, ok := a.byUID[uid][identity(ref)]
+	return ok
+}
+
 func (a *applyMemo) forget(uid types.UID) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
