@@ -113,33 +113,17 @@ func (r *EvaTenantReconciler) driftOf(ctx context.Context, t *evav1.EvaTenant, u
 // u names, or "" when the kind has no Go type or the cache holds no copy: what the
 // memo is checked against before anything costlier (most drift checks end there).
 func (r *EvaTenantReconciler) cachedVersion(ctx context.Context, u *unstructured.Unstructured) string {
-	obj, err := r.Scheme().New(u.GroupVersionKind())
+	obj, err := r.cachedCopy(ctx, u)
 	if err != nil {
 		return ""
 	}
-	cobj, ok := obj.(client.Object)
-	if !ok {
-		return ""
-	}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, cobj); err != nil {
-		return ""
-	}
-	return cobj.GetResourceVersion()
+	return obj.GetResourceVersion()
 }
 
-// liveCopy reads the object u names, in its JSON form: from the informer cache through
-// its Go type when typed (the kinds the operator has types for, cached by the capsule
-// label, see CacheOptions), otherwise from the API server as it is.
-func (r *EvaTenantReconciler) liveCopy(ctx context.Context, u *unstructured.Unstructured, typed bool) (map[string]any, error) {
-	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
-	if !typed {
-		other := &unstructured.Unstructured{}
-		other.SetGroupVersionKind(u.GroupVersionKind())
-		if err := r.APIReader.Get(ctx, key, other); err != nil {
-			return nil, err
-		}
-		return other.Object, nil
-	}
+// cachedCopy reads the object u names from the informer cache, through its kind's Go
+// type (the kinds the operator has types for, cached by the capsule label, see
+// CacheOptions).
+func (r *EvaTenantReconciler) cachedCopy(ctx context.Context, u *unstructured.Unstructured) (client.Object, error) {
 	obj, err := r.Scheme().New(u.GroupVersionKind())
 	if err != nil {
 		return nil, err
@@ -148,7 +132,25 @@ func (r *EvaTenantReconciler) liveCopy(ctx context.Context, u *unstructured.Unst
 	if !ok {
 		return nil, fmt.Errorf("%s is not an object kind", u.GroupVersionKind())
 	}
-	if err := r.Get(ctx, key, cobj); err != nil {
+	if err := r.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, cobj); err != nil {
+		return nil, err
+	}
+	return cobj, nil
+}
+
+// liveCopy reads the object u names, in its JSON form: from the informer cache through
+// its Go type when typed (cachedCopy), otherwise from the API server as it is.
+func (r *EvaTenantReconciler) liveCopy(ctx context.Context, u *unstructured.Unstructured, typed bool) (map[string]any, error) {
+	if !typed {
+		other := &unstructured.Unstructured{}
+		other.SetGroupVersionKind(u.GroupVersionKind())
+		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, other); err != nil {
+			return nil, err
+		}
+		return other.Object, nil
+	}
+	cobj, err := r.cachedCopy(ctx, u)
+	if err != nil {
 		return nil, err
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(cobj)
