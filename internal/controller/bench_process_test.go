@@ -123,20 +123,23 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 		args := []string{"--overlays=" + overlays, "--env=dev", "--concurrency=8", "--tenant-namespaces=" + ns,
 			"--claims-namespace=" + claimsNamespace, "--metrics-bind-address=" + addr, "--metrics-secure=false",
 			"--health-probe-bind-address=0"}
-		if os.Getenv("EVA_BENCH_OPERATOR_PROFILES") != "" {
-			pprofAddrs = append(pprofAddrs, fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b)))
-			args = append(args, "--profiler-bind-address="+pprofAddrs[s])
-		}
+		pprofAddrs = append(pprofAddrs, fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(b)))
+		args = append(args, "--profiler-bind-address="+pprofAddrs[s])
 		if r.shards > 1 {
 			args = append(args, fmt.Sprintf("--shard=%s=bench-%d", shard.Label, s))
 		}
 		procs = append(procs, testenv.StartOperator(b, kubeconfig, environ, args...))
 		metricsAddrs = append(metricsAddrs, addr)
 	}
+	heapBefore := liveHeap(b, pprofAddrs)
 	cost := startCPUCost(b)
 	eventsBefore, watchBefore := eventWrites(b), watchEvents(b)
 	start := time.Now()
-	profiles := profileOperators(b, pprofAddrs, r.name())
+	var profiled []string
+	if os.Getenv("EVA_BENCH_OPERATOR_PROFILES") != "" {
+		profiled = pprofAddrs
+	}
+	profiles := profileOperators(b, profiled, r.name())
 	// A fleet past a thousand tenants comes in waves of a thousand, each Active before
 	// the next: what it measures is the operator holding the fleet, and one
 	// API server on two cores does not provision ten thousand tenants at once in a
@@ -155,6 +158,7 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 		waitAllActive(b, ns, to-from, client.MatchingLabels{waveLabel: wave})
 	}
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
+	b.ReportMetric(float64(liveHeap(b, pprofAddrs)-heapBefore)/1000/float64(r.fleet), "live-heap-kB/tenant")
 	profiles()
 	cost.report(b, r.fleet)
 	total := operatorMetrics{writesBy: map[string]float64{}}
@@ -269,6 +273,34 @@ func saveProfile(addr, kind, file string) error {
 		return err
 	}
 	return os.WriteFile(filepath.Join(os.Getenv("EVA_BENCH_OPERATOR_PROFILES"), file), data, 0o644)
+}
+
+// liveHeap is the heap the operators at addrs (their profiler addresses) hold right
+// after a garbage collection, summed: what holding the fleet costs in memory, without
+// the garbage a peak RSS also counts (GOGC lets the heap grow to about twice this).
+func liveHeap(b *testing.B, addrs []string) int64 {
+	b.Helper()
+	var total int64
+	for _, addr := range addrs {
+		testenv.WaitListening(b, addr, time.Minute)
+		// debug=1 prints the runtime's MemStats after the profile; gc=1 collects first.
+		resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1&debug=1")
+		if err != nil {
+			b.Fatal(err)
+		}
+		text, err := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if err != nil {
+			b.Fatal(err)
+		}
+		_, after, found := strings.Cut(string(text), "\n# HeapAlloc = ")
+		n, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(after, "\n", 2)[0]), 10, 64)
+		if !found || err != nil {
+			b.Fatalf("no HeapAlloc in the heap profile of %s: %v", addr, err)
+		}
+		total += n
+	}
+	return total
 }
 
 // operatorMetrics are an operator process's counters since it started: its API

@@ -3,8 +3,14 @@ package controller
 import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
+
+	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 )
 
 // The operator's memory grows with the objects its informers hold, one set per tenant.
@@ -36,5 +42,40 @@ func slimResourceQuota() toolscache.TransformFunc {
 			rq.Status.Used = nil
 		}
 		return strip(obj)
+	}
+}
+
+// versionOnlyKinds are the kinds of a tenant's objects that only Eva writes and only the
+// drift check reads: no watch maps them to a tenant, and nothing reads their status.
+// They are cached as metadata (metav1.PartialObjectMetadata), and of that only what
+// names the object and its resourceVersion (versionOnly): the drift check asks the cache
+// whether an object is still at the version its memo holds, and reads the object from
+// the API server only when it is not (an edit, or the first check after a restart).
+// Their specs, most of what a typed cache would hold, are not kept.
+var versionOnlyKinds = map[schema.GroupVersionKind]bool{
+	corev1.SchemeGroupVersion.WithKind("ServiceAccount"):      true,
+	corev1.SchemeGroupVersion.WithKind("LimitRange"):          true,
+	rbacv1.SchemeGroupVersion.WithKind("RoleBinding"):         true,
+	networkingv1.SchemeGroupVersion.WithKind("NetworkPolicy"): true,
+	monitoringv1.GroupVersion.WithKind("PrometheusRule"):      true,
+}
+
+// metadataKey is the cache's key for the metadata of objects of kind gvk.
+func metadataKey(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
+	m := &metav1.PartialObjectMetadata{}
+	m.SetGroupVersionKind(gvk)
+	return m
+}
+
+// versionOnly keeps of an object's metadata its name, namespace, UID and
+// resourceVersion: labels, annotations and owner references are read, when they are,
+// from the API server.
+func versionOnly() toolscache.TransformFunc {
+	return func(obj any) (any, error) {
+		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
+			m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
+				ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}
+		}
+		return obj, nil
 	}
 }

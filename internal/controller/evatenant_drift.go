@@ -27,8 +27,11 @@ import (
 //  1. it is still at the resourceVersion it had right after the operator applied (or
 //     last confirmed) exactly this (memo, in memory), checked against the cache's copy
 //     before anything is converted (most checks of an untouched tenant end here);
-//  2. the informer cache's copy equals the rendered object, both read through the
-//     kind's Go type (drift.Find; exact, so an edit anywhere in what Eva sets shows);
+//  2. the object equals the rendered object, both read through the kind's Go type
+//     (drift.Find; exact, so an edit anywhere in what Eva sets shows): the informer
+//     cache's copy, or the API server's for the kinds cached as versions alone
+//     (versionOnlyKinds: nobody else writes them, so this read follows an edit, a
+//     deletion or a restart);
 //  3. a server-side dry run of the apply leaves it as it is: the API server's defaults
 //     make most objects differ from what is rendered, and only the API server can say
 //     they are defaults. The confirmation is remembered (1), so the dry run is made once
@@ -113,17 +116,40 @@ func (r *EvaTenantReconciler) driftOf(ctx context.Context, t *evav1.EvaTenant, u
 // u names, or "" when the kind has no Go type or the cache holds no copy: what the
 // memo is checked against before anything costlier (most drift checks end there).
 func (r *EvaTenantReconciler) cachedVersion(ctx context.Context, u *unstructured.Unstructured) string {
-	obj, err := r.cachedCopy(ctx, u)
-	if err != nil {
+	var obj client.Object
+	if gvk := u.GroupVersionKind(); versionOnlyKinds[gvk] {
+		obj = metadataKey(gvk)
+	} else {
+		typed, err := r.Scheme().New(gvk)
+		if err != nil {
+			return ""
+		}
+		cobj, ok := typed.(client.Object)
+		if !ok {
+			return ""
+		}
+		obj = cobj
+	}
+	if err := r.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, obj); err != nil {
 		return ""
 	}
 	return obj.GetResourceVersion()
 }
 
-// cachedCopy reads the object u names from the informer cache, through its kind's Go
-// type (the kinds the operator has types for, cached by the capsule label, see
-// CacheOptions).
-func (r *EvaTenantReconciler) cachedCopy(ctx context.Context, u *unstructured.Unstructured) (client.Object, error) {
+// liveCopy reads the object u names, in its JSON form, through its kind's Go type when
+// typed: from the informer cache (the kinds the operator has types for, cached by the
+// capsule label, see CacheOptions), or from the API server for the kinds whose cache
+// holds only versions (versionOnlyKinds) and the kinds without a type.
+func (r *EvaTenantReconciler) liveCopy(ctx context.Context, u *unstructured.Unstructured, typed bool) (map[string]any, error) {
+	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
+	if !typed {
+		other := &unstructured.Unstructured{}
+		other.SetGroupVersionKind(u.GroupVersionKind())
+		if err := r.APIReader.Get(ctx, key, other); err != nil {
+			return nil, err
+		}
+		return other.Object, nil
+	}
 	obj, err := r.Scheme().New(u.GroupVersionKind())
 	if err != nil {
 		return nil, err
@@ -132,25 +158,11 @@ func (r *EvaTenantReconciler) cachedCopy(ctx context.Context, u *unstructured.Un
 	if !ok {
 		return nil, fmt.Errorf("%s is not an object kind", u.GroupVersionKind())
 	}
-	if err := r.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, cobj); err != nil {
-		return nil, err
+	var reader client.Reader = r.Client
+	if versionOnlyKinds[u.GroupVersionKind()] {
+		reader = r.APIReader
 	}
-	return cobj, nil
-}
-
-// liveCopy reads the object u names, in its JSON form: from the informer cache through
-// its Go type when typed (cachedCopy), otherwise from the API server as it is.
-func (r *EvaTenantReconciler) liveCopy(ctx context.Context, u *unstructured.Unstructured, typed bool) (map[string]any, error) {
-	if !typed {
-		other := &unstructured.Unstructured{}
-		other.SetGroupVersionKind(u.GroupVersionKind())
-		if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, other); err != nil {
-			return nil, err
-		}
-		return other.Object, nil
-	}
-	cobj, err := r.cachedCopy(ctx, u)
-	if err != nil {
+	if err := reader.Get(ctx, key, cobj); err != nil {
 		return nil, err
 	}
 	return runtime.DefaultUnstructuredConverter.ToUnstructured(cobj)

@@ -11,7 +11,6 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
-	rbacv1 "k8s.io/api/rbac/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -29,7 +28,6 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	argov1 "github.com/aidonow/eva/internal/argocd/v1alpha1"
-	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/tenant"
@@ -42,7 +40,8 @@ const capsuleCodeIndex = "spec.capsuleCode"
 // CacheOptions restricts the cache of the watched and applied kinds to the objects Eva
 // renders (those with the capsule label), so the operator's memory grows with its
 // tenants, not with the cluster. The drift check reads the applied kinds from it
-// (Secrets excepted: the operator does not read them).
+// (Secrets excepted: the operator does not read them), the kinds only it reads as their
+// names and versions alone (versionOnlyKinds).
 // Capsule-code claims (Leases) are cached from the claims namespace only, all of them:
 // a capsule code is unique across shards.
 // A sharded operator (shards.Sharded) caches only the tenants and rollouts of its shards
@@ -60,17 +59,15 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 	}
 	byLabel := cache.ByObject{Label: rendered}
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Namespace{}:            byLabel,
-		&corev1.ResourceQuota{}:        {Label: rendered, Transform: slimResourceQuota()},
-		&corev1.LimitRange{}:           byLabel,
-		&corev1.ServiceAccount{}:       byLabel,
-		&networkingv1.NetworkPolicy{}:  byLabel,
-		&rbacv1.RoleBinding{}:          byLabel,
-		&batchv1.Job{}:                 {Label: rendered, Transform: slimJob()},
-		&networkingv1.Ingress{}:        byLabel,
-		&nackv1beta2.Stream{}:          byLabel,
-		&monitoringv1.PrometheusRule{}: byLabel,
-		&coordinationv1.Lease{}:        {Label: claims, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
+		&corev1.Namespace{}:     byLabel,
+		&corev1.ResourceQuota{}: {Label: rendered, Transform: slimResourceQuota()},
+		&batchv1.Job{}:          {Label: rendered, Transform: slimJob()},
+		&networkingv1.Ingress{}: byLabel,
+		&nackv1beta2.Stream{}:   byLabel,
+		&coordinationv1.Lease{}: {Label: claims, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
+	}
+	for gvk := range versionOnlyKinds {
+		byObject[metadataKey(gvk)] = cache.ByObject{Label: rendered, Transform: versionOnly()}
 	}
 	if argoCD {
 		byObject[&argov1.Application{}] = byLabel
