@@ -125,6 +125,8 @@ func BenchmarkOperatorFleet(b *testing.B) {
 		idle := idleFleet(b, fleet)
 		b.ReportMetric(float64(idle.restartWrites), "writes-at-restart")
 		b.ReportMetric(float64(idle.restartDryRuns), "dry-runs-at-restart")
+		b.ReportMetric(idle.restartRequests/fleet, "requests-at-restart/tenant")
+		b.ReportMetric(idle.restartSeconds, "s-to-look-at-fleet")
 		b.ReportMetric(idle.writesPerTenantHour, "idle-writes/tenant-hour")
 		b.ReportMetric(idle.dryRunsPerTenantHour, "idle-dry-runs/tenant-hour")
 		b.ReportMetric(idle.requestsPerTenantHour, "idle-requests/tenant-hour")
@@ -162,7 +164,10 @@ func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient,
 // while it looks at every tenant once, then its writes and API requests per tenant and
 // hour of drift checks (12 per hour) when nothing drifts, and the CPU they take.
 type idleResults struct {
-	restartWrites, restartDryRuns                                    int64
+	restartWrites, restartDryRuns int64
+	// restartRequests are the API requests of the restarted operator's first look at
+	// every tenant (reads included), restartSeconds how long that took.
+	restartRequests, restartSeconds                                  float64
 	writesPerTenantHour, dryRunsPerTenantHour, requestsPerTenantHour float64
 	// cpuMsPerTenantHour is this process's CPU time (the operator's drift checks; the
 	// stand-in is idle) per tenant and hour.
@@ -179,7 +184,8 @@ func idleFleet(b *testing.B, fleet int) idleResults {
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper { return countingTransport{rt, &requests} })
 	r, stop := startBenchOperator(b, cfg, countingClient{writes: &writes, dryRuns: &dryRuns}, 2*time.Second)
 	defer stop()
-	deadline := time.Now().Add(5 * time.Minute)
+	started := time.Now()
+	deadline := started.Add(5 * time.Minute)
 	for looked := 0; looked < fleet; {
 		if time.Now().After(deadline) {
 			b.Fatalf("the restarted operator looked at %d of %d tenants in 5 minutes", looked, fleet)
@@ -188,7 +194,8 @@ func idleFleet(b *testing.B, fleet int) idleResults {
 		looked = 0
 		r.lastApply.Range(func(any, any) bool { looked++; return true })
 	}
-	out := idleResults{restartWrites: writes.Load(), restartDryRuns: dryRuns.Load()}
+	out := idleResults{restartWrites: writes.Load(), restartDryRuns: dryRuns.Load(),
+		restartRequests: float64(requests.Load()), restartSeconds: time.Since(started).Seconds()}
 	reconcilesBefore := reconcileTotal(b)
 	writes.Store(0)
 	dryRuns.Store(0)
