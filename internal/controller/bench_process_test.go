@@ -52,9 +52,11 @@ var operatorFleets int
 // server's count of writes to events (nothing else here records any).
 //
 // EVA_BENCH_FLEETS lists more fleet sizes (such as 10000): each runs shards-1 once more,
-// named fleet-N, for the peak memory at that size. A fleet comes in waves of at most a
-// thousand tenants, each Active before the next is created. Every run also reports
-// what the control plane holds resident at its end (apiserver-etcd-RSS-MiB).
+// named fleet-N, for the peak memory at that size; N@LIMIT (10000@600MiB) runs it as
+// the chart deploys it with that memory limit (fleet-N-memlimit-LIMIT). A fleet comes
+// in waves of at most a thousand tenants, each Active before the next is created. Every
+// run also reports what the control plane holds resident at its end
+// (apiserver-etcd-RSS-MiB).
 func BenchmarkOperatorProcess(b *testing.B) {
 	startStandIn(b)
 	kubeconfig, err := env.KubeConfigFile(b.TempDir())
@@ -63,11 +65,12 @@ func BenchmarkOperatorProcess(b *testing.B) {
 	}
 	runs := []operatorRun{{fleet: 1000, shards: 1}, {fleet: 1000, shards: 2}, {fleet: 1000, shards: 1, memLimit: "128MiB"}}
 	for field := range strings.FieldsFuncSeq(os.Getenv("EVA_BENCH_FLEETS"), func(r rune) bool { return r == ',' || r == ' ' }) {
-		n, err := strconv.Atoi(field)
+		size, limit, _ := strings.Cut(field, "@")
+		n, err := strconv.Atoi(size)
 		if err != nil || n < 1 {
 			b.Fatalf("EVA_BENCH_FLEETS=%q: %q is not a fleet size", os.Getenv("EVA_BENCH_FLEETS"), field)
 		}
-		runs = append(runs, operatorRun{fleet: n, shards: 1})
+		runs = append(runs, operatorRun{fleet: n, shards: 1, memLimit: limit})
 	}
 	for i, run := range runs {
 		b.Run(run.name(), func(b *testing.B) {
@@ -103,6 +106,9 @@ func (r operatorRun) name() string {
 	}
 	if r.fleet != 1000 {
 		name = fmt.Sprintf("fleet-%d", r.fleet)
+		if r.memLimit != "" {
+			name += "-memlimit-" + r.memLimit
+		}
 	}
 	return name
 }
