@@ -45,8 +45,10 @@ func slimResourceQuota() toolscache.TransformFunc {
 	}
 }
 
-// versionOnlyKinds are the kinds of a tenant's objects that only Eva writes and only the
-// drift check reads: no watch maps them to a tenant, and nothing reads their status.
+// versionOnlyKinds are the kinds of a tenant's objects that only the drift check reads
+// and, but for edits by hand, only Eva writes (a write by another, such as
+// prometheus-operator's optional status of a PrometheusRule, costs one read at the next
+// check): no watch maps them to a tenant, and nothing reads their status.
 // They are cached as metadata (metav1.PartialObjectMetadata), and of that only what
 // names the object and its resourceVersion (versionOnly): the drift check asks the cache
 // whether an object is still at the version its memo holds, and reads the object from
@@ -67,15 +69,18 @@ func metadataKey(gvk schema.GroupVersionKind) *metav1.PartialObjectMetadata {
 	return m
 }
 
-// versionOnly keeps of an object's metadata its name, namespace, UID and
-// resourceVersion: labels, annotations and owner references are read, when they are,
-// from the API server.
+// versionOnly keeps of an object's metadata its name, namespace, UID, resourceVersion
+// and deletion timestamp: labels, annotations and owner references are read, when they
+// are, from the API server. A typed copy of such a kind (which a typed read would cache
+// beside the metadata, with this transform) loses its managed fields, as every kind's.
 func versionOnly() toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
 	return func(obj any) (any, error) {
 		if m, ok := obj.(*metav1.PartialObjectMetadata); ok {
 			m.ObjectMeta = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID,
 				ResourceVersion: m.ResourceVersion, DeletionTimestamp: m.DeletionTimestamp}
+			return m, nil
 		}
-		return obj, nil
+		return strip(obj)
 	}
 }

@@ -30,7 +30,7 @@ import (
 //  2. the object equals the rendered object, both read through the kind's Go type
 //     (drift.Find; exact, so an edit anywhere in what Eva sets shows): the informer
 //     cache's copy, or the API server's for the kinds cached as versions alone
-//     (versionOnlyKinds: nobody else writes them, so this read follows an edit, a
+//     (versionOnlyKinds: only Eva writes them, so this read follows an edit, a
 //     deletion or a restart);
 //  3. a server-side dry run of the apply leaves it as it is: the API server's defaults
 //     make most objects differ from what is rendered, and only the API server can say
@@ -113,8 +113,9 @@ func (r *EvaTenantReconciler) driftOf(ctx context.Context, t *evav1.EvaTenant, u
 }
 
 // cachedVersion returns the resourceVersion of the informer cache's copy of the object
-// u names, or "" when the kind has no Go type or the cache holds no copy: what the
-// memo is checked against before anything costlier (most drift checks end there).
+// u names (of its metadata alone for versionOnlyKinds), or "" when the kind has no Go
+// type or the cache holds no copy: what the memo is checked against before anything
+// costlier (most drift checks end there).
 func (r *EvaTenantReconciler) cachedVersion(ctx context.Context, u *unstructured.Unstructured) string {
 	var obj client.Object
 	if gvk := u.GroupVersionKind(); versionOnlyKinds[gvk] {

@@ -1,6 +1,7 @@
 // Package drift tells whether an object in the cluster still holds what the operator
-// applied to it, from a copy the operator already has (its informer cache), so that an
-// Active tenant whose objects nobody touched costs no API write at its periodic check.
+// applied to it, from a copy of it (the operator's informer cache's, or one read from the
+// API server when the cache keeps less than is applied), so that an Active tenant whose
+// objects nobody touched costs no API write at its periodic check.
 //
 // The comparison is exact and therefore safe: an object equal to what is applied needs
 // no apply. It is not complete: fields the API server adds (defaults) make an untouched
