@@ -2,6 +2,7 @@ package main
 
 import (
 	"runtime/debug"
+	"strings"
 	"testing"
 )
 
@@ -23,5 +24,34 @@ func TestGCPercentDefaultsUnlessGOGCIsSet(t *testing.T) {
 	})
 	if got := debug.SetGCPercent(100); got != 100 {
 		t.Errorf("GOGC set: GC percent changed to %d", got)
+	}
+}
+
+// TestMemoryLimitFollowsTheContainers: the soft limit is softLimitShare of the
+// container's limit, in bytes (as the chart's resourceFieldRef gives it) or as a
+// quantity; GOMEMLIMIT, when set, wins; a value that is no memory size is an error that
+// names the variable, and sets nothing.
+func TestMemoryLimitFollowsTheContainers(t *testing.T) {
+	before := debug.SetMemoryLimit(-1)
+	defer debug.SetMemoryLimit(before)
+	env := func(vars map[string]string) func(string) string {
+		return func(k string) string { return vars[k] }
+	}
+	for value, want := range map[string]int64{"629145600": 566231040, "600Mi": 566231040, "1Gi": 966367641} {
+		debug.SetMemoryLimit(before)
+		got, err := setMemoryLimit(env(map[string]string{containerMemoryLimit: value}))
+		if err != nil || got != want || debug.SetMemoryLimit(-1) != want {
+			t.Errorf("%s=%s: limit %d (%v), want %d", containerMemoryLimit, value, got, err, want)
+		}
+	}
+	debug.SetMemoryLimit(before)
+	if got, err := setMemoryLimit(env(map[string]string{containerMemoryLimit: "600Mi", "GOMEMLIMIT": "1GiB"})); got != 0 || err != nil || debug.SetMemoryLimit(-1) != before {
+		t.Errorf("with GOMEMLIMIT set: limit %d (%v), want none set", got, err)
+	}
+	for _, bad := range []string{"lots", "-1", "0"} {
+		_, err := setMemoryLimit(env(map[string]string{containerMemoryLimit: bad}))
+		if err == nil || !strings.Contains(err.Error(), containerMemoryLimit) || debug.SetMemoryLimit(-1) != before {
+			t.Errorf("%s=%s: error %v, limit changed: want an error naming the variable, nothing set", containerMemoryLimit, bad, err)
+		}
 	}
 }

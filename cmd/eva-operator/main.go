@@ -105,6 +105,14 @@ func main() {
 	}
 
 	ctrl.SetLogger(zap.New(zap.UseFlagOptions(opts)))
+	limit, err := setMemoryLimit(os.Getenv)
+	if err != nil {
+		ctrl.Log.Error(err, "operator not started")
+		os.Exit(1)
+	}
+	if limit > 0 {
+		ctrl.Log.WithName("setup").Info("Go soft memory limit set from the container's", "bytes", limit)
+	}
 	if err := run(cfg); err != nil {
 		ctrl.Log.Error(err, "operator stopped")
 		os.Exit(1)

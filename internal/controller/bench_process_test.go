@@ -40,9 +40,10 @@ var operatorFleets int
 // until all are Active and the peak resident memory (VmHWM) of each operator process:
 // shards-1 is one process holding the whole fleet, shards-2 splits the same fleet
 // between two processes started with --shard (half the tenants labelled for each), which
-// shows what memory one shard costs per tenant it holds. shards-1-memlimit-128MiB is
-// one process run as the chart deploys it (GOMEMLIMIT from the container's memory limit)
-// with a 128Mi limit: what a limit costs in time, and what peak it holds the process to.
+// shows what memory one shard costs per tenant it holds. shards-1-memlimit-128Mi is one
+// process run as the chart deploys it with a 128Mi memory limit (the container's limit
+// in CONTAINER_MEMORY_LIMIT, from which the operator sets Go's soft memory limit): what a
+// limit costs in time, and what peak it holds the process to.
 // It also reports the CPU time per tenant of the operator processes (from start-up to
 // all Active), of the API server and etcd, and of this process (the stand-in); and, from
 // the operators' own /metrics, their API requests, writes (POST, PUT, PATCH, DELETE)
@@ -52,8 +53,8 @@ var operatorFleets int
 // server's count of writes to events (nothing else here records any).
 //
 // EVA_BENCH_FLEETS lists more fleet sizes (such as 10000): each runs shards-1 once more,
-// named fleet-N, for the peak memory at that size; N@LIMIT (10000@600MiB) runs it as
-// the chart deploys it with that memory limit (fleet-N-memlimit-LIMIT). A fleet comes
+// named fleet-N, for the peak memory at that size; N@LIMIT (10000@600Mi) runs it as the
+// chart deploys it with that memory limit (fleet-N-memlimit-LIMIT). A fleet comes
 // in waves of at most a thousand tenants, each Active before the next is created. Every
 // run also reports what the control plane holds resident at its end
 // (apiserver-etcd-RSS-MiB).
@@ -63,7 +64,7 @@ func BenchmarkOperatorProcess(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	runs := []operatorRun{{fleet: 1000, shards: 1}, {fleet: 1000, shards: 2}, {fleet: 1000, shards: 1, memLimit: "128MiB"}}
+	runs := []operatorRun{{fleet: 1000, shards: 1}, {fleet: 1000, shards: 2}, {fleet: 1000, shards: 1, memLimit: "128Mi"}}
 	for field := range strings.FieldsFuncSeq(os.Getenv("EVA_BENCH_FLEETS"), func(r rune) bool { return r == ',' || r == ' ' }) {
 		size, limit, _ := strings.Cut(field, "@")
 		n, err := strconv.Atoi(size)
@@ -93,7 +94,7 @@ const (
 )
 
 // operatorRun is one of BenchmarkOperatorProcess's runs: fleet tenants held by shards
-// operator processes, each with GOMEMLIMIT memLimit when set.
+// operator processes, each in a container whose memory limit is memLimit when set.
 type operatorRun struct {
 	fleet, shards int
 	memLimit      string
@@ -118,7 +119,7 @@ func (r operatorRun) name() string {
 func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	environ := []string{"POD_NAMESPACE=" + claimsNamespace}
 	if r.memLimit != "" {
-		environ = append(environ, "GOMEMLIMIT="+r.memLimit)
+		environ = append(environ, "CONTAINER_MEMORY_LIMIT="+r.memLimit)
 	}
 	overlays := filepath.Join(testenv.RepoRoot(), "overlays")
 	ns := newTestNamespace(b)
