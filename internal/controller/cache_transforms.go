@@ -1,6 +1,10 @@
 package controller
 
 import (
+	"maps"
+	"slices"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
@@ -11,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
 	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // The operator's memory grows with the objects its informers hold, one set per tenant.
@@ -82,5 +88,63 @@ func versionOnly() toolscache.TransformFunc {
 			return m, nil
 		}
 		return strip(obj)
+	}
+}
+
+// statusKinds are the kinds of a tenant's objects whose status the operator reads from
+// the cache (the tenant's readiness) and whose spec only the drift check reads. Their
+// cache copy is cut to what is read (statusOnly); the drift check reads one from the API
+// server when its version is not the one its memo holds. Other controllers write their
+// status (helm-controller, NACK, the ingress controller), so that read follows each
+// burst of status writes once, at the next check, and is then remembered.
+var statusKinds = map[schema.GroupVersionKind]bool{
+	helmv2.GroupVersion.WithKind("HelmRelease"):         true,
+	nackv1beta2.GroupVersion.WithKind("Stream"):         true,
+	networkingv1.SchemeGroupVersion.WithKind("Ingress"): true,
+}
+
+// cachedWhole says whether the cache's copy of an object of kind gvk holds all that Eva
+// applies to it, so that the drift check can compare it; otherwise the check reads the
+// object from the API server.
+func cachedWhole(gvk schema.GroupVersionKind) bool {
+	return !versionOnlyKinds[gvk] && !statusKinds[gvk]
+}
+
+// statusOnly keeps of the statusKinds what the operator reads from the cache: their
+// status (of a HelmRelease's release history the latest release), and of their
+// metadata what identifies them and what is read (keepReadMetadata); of a HelmRelease
+// also its install and upgrade settings, which its remediation status is judged against,
+// and the annotations that say whose it is and which spec it holds.
+func statusOnly() toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
+	return func(obj any) (any, error) {
+		switch o := obj.(type) {
+		case *helmv2.HelmRelease:
+			o.Spec = helmv2.HelmReleaseSpec{Install: o.Spec.Install, Upgrade: o.Spec.Upgrade}
+			if latest := o.Status.History.Latest(); latest != nil {
+				o.Status.History = helmv2.Snapshots{latest}
+			}
+			keepReadMetadata(&o.ObjectMeta, tenant.AnnotationOwnerUID, tenant.AnnotationSpecDigest)
+		case *nackv1beta2.Stream:
+			o.Spec = nackv1beta2.StreamSpec{}
+			keepReadMetadata(&o.ObjectMeta)
+		case *networkingv1.Ingress:
+			o.Spec = networkingv1.IngressSpec{}
+			keepReadMetadata(&o.ObjectMeta)
+		}
+		return strip(obj)
+	}
+}
+
+// keepReadMetadata cuts a tenant's object's metadata, in place, to what the operator
+// reads from the cache: its identity, versions and deletion, the capsule label (which
+// maps the object's changes to its tenant) and the annotations named.
+func keepReadMetadata(m *metav1.ObjectMeta, annotations ...string) {
+	*m = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Generation: m.Generation, DeletionTimestamp: m.DeletionTimestamp, Labels: m.Labels, Annotations: m.Annotations}
+	maps.DeleteFunc(m.Labels, func(key, _ string) bool { return key != tenant.LabelCapsule })
+	maps.DeleteFunc(m.Annotations, func(key, _ string) bool { return !slices.Contains(annotations, key) })
+	if len(m.Annotations) == 0 {
+		m.Annotations = nil
 	}
 }

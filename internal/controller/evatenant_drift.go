@@ -29,9 +29,9 @@ import (
 //     before anything is converted (most checks of an untouched tenant end here);
 //  2. the object equals the rendered object, both read through the kind's Go type
 //     (drift.Find; exact, so an edit anywhere in what Eva sets shows): the informer
-//     cache's copy, or the API server's for the kinds cached as versions alone
-//     (versionOnlyKinds: only Eva writes them, so this read follows an edit, a
-//     deletion or a restart);
+//     cache's copy, or the API server's for the kinds whose cache holds less than is
+//     applied (cachedWhole: names and versions alone, or the status and little else),
+//     read after an edit, a deletion, another controller's status writes or a restart;
 //  3. a server-side dry run of the apply leaves it as it is: the API server's defaults
 //     make most objects differ from what is rendered, and only the API server can say
 //     they are defaults. The confirmation is remembered (1), so the dry run is made once
@@ -140,7 +140,7 @@ func (r *EvaTenantReconciler) cachedVersion(ctx context.Context, u *unstructured
 // liveCopy reads the object u names, in its JSON form, through its kind's Go type when
 // typed: from the informer cache (the kinds the operator has types for, cached by the
 // capsule label, see CacheOptions), or from the API server for the kinds whose cache
-// holds only versions (versionOnlyKinds) and the kinds without a type.
+// holds less than is applied (cachedWhole) and the kinds without a type.
 func (r *EvaTenantReconciler) liveCopy(ctx context.Context, u *unstructured.Unstructured, typed bool) (map[string]any, error) {
 	key := types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}
 	if !typed {
@@ -160,7 +160,7 @@ func (r *EvaTenantReconciler) liveCopy(ctx context.Context, u *unstructured.Unst
 		return nil, fmt.Errorf("%s is not an object kind", u.GroupVersionKind())
 	}
 	var reader client.Reader = r.Client
-	if versionOnlyKinds[u.GroupVersionKind()] {
+	if !cachedWhole(u.GroupVersionKind()) {
 		reader = r.APIReader
 	}
 	if err := reader.Get(ctx, key, cobj); err != nil {

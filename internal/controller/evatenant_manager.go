@@ -41,7 +41,8 @@ const capsuleCodeIndex = "spec.capsuleCode"
 // renders (those with the capsule label), so the operator's memory grows with its
 // tenants, not with the cluster. The drift check reads the applied kinds from it
 // (Secrets excepted: the operator does not read them), the kinds only it reads as their
-// names and versions alone (versionOnlyKinds).
+// names and versions alone (versionOnlyKinds), the kinds whose status is read as their
+// status and little else (statusKinds).
 // Capsule-code claims (Leases) are cached from the claims namespace only, all of them:
 // a capsule code is unique across shards.
 // A sharded operator (shards.Sharded) caches only the tenants and rollouts of its shards
@@ -62,8 +63,8 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 		&corev1.Namespace{}:     byLabel,
 		&corev1.ResourceQuota{}: {Label: rendered, Transform: slimResourceQuota()},
 		&batchv1.Job{}:          {Label: rendered, Transform: slimJob()},
-		&networkingv1.Ingress{}: byLabel,
-		&nackv1beta2.Stream{}:   byLabel,
+		&networkingv1.Ingress{}: {Label: rendered, Transform: statusOnly()},
+		&nackv1beta2.Stream{}:   {Label: rendered, Transform: statusOnly()},
 		&coordinationv1.Lease{}: {Label: claims, Namespaces: map[string]cache.Config{claimsNamespace: {}}},
 	}
 	for gvk := range versionOnlyKinds {
@@ -72,7 +73,7 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 	if argoCD {
 		byObject[&argov1.Application{}] = byLabel
 	} else {
-		byObject[&helmv2.HelmRelease{}] = byLabel
+		byObject[&helmv2.HelmRelease{}] = cache.ByObject{Label: rendered, Transform: statusOnly()}
 		byObject[&sourcev1.HelmRepository{}] = byLabel
 		byObject[&kustomizev1.Kustomization{}] = byLabel
 	}
