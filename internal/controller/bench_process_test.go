@@ -119,7 +119,8 @@ func (r operatorRun) name() string {
 func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	environ := []string{"POD_NAMESPACE=" + claimsNamespace}
 	if r.memLimit != "" {
-		environ = append(environ, "CONTAINER_MEMORY_LIMIT="+r.memLimit)
+		// The container's limit, and not this process's GOMEMLIMIT (which would decide).
+		environ = append(environ, "CONTAINER_MEMORY_LIMIT="+r.memLimit, "GOMEMLIMIT=")
 	}
 	overlays := filepath.Join(testenv.RepoRoot(), "overlays")
 	ns := newTestNamespace(b)
