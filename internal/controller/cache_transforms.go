@@ -111,7 +111,8 @@ func cachedWhole(gvk schema.GroupVersionKind) bool {
 }
 
 // statusOnly keeps of the statusKinds what the operator reads from the cache: their
-// status (of a HelmRelease's release history the latest release), and of their
+// status (of a HelmRelease's, neither the inventory of the release's objects nor its
+// history before the latest release and that release's test hooks), and of their
 // metadata what identifies them and what is read (keepReadMetadata); of a HelmRelease
 // also its install and upgrade settings, which its remediation status is judged against,
 // and the annotations that say whose it is and which spec it holds.
@@ -122,8 +123,10 @@ func statusOnly() toolscache.TransformFunc {
 		case *helmv2.HelmRelease:
 			o.Spec = helmv2.HelmReleaseSpec{Install: o.Spec.Install, Upgrade: o.Spec.Upgrade}
 			if latest := o.Status.History.Latest(); latest != nil {
+				latest.TestHooks = nil
 				o.Status.History = helmv2.Snapshots{latest}
 			}
+			o.Status.Inventory = nil // the release's objects, one reference each
 			keepReadMetadata(&o.ObjectMeta, tenant.AnnotationOwnerUID, tenant.AnnotationSpecDigest)
 		case *nackv1beta2.Stream:
 			o.Spec = nackv1beta2.StreamSpec{}
