@@ -37,7 +37,7 @@ func TestMemoryLimitFollowsTheContainers(t *testing.T) {
 	env := func(vars map[string]string) func(string) string {
 		return func(k string) string { return vars[k] }
 	}
-	for value, want := range map[string]int64{"629145600": 566231040, "600Mi": 566231040, "1Gi": 966367641} {
+	for value, want := range map[string]int64{"629145600": 534773760, "600Mi": 534773760, "1Gi": 912680550} {
 		debug.SetMemoryLimit(before)
 		got, err := setMemoryLimit(env(map[string]string{containerMemoryLimit: value}))
 		if err != nil || got != want || debug.SetMemoryLimit(-1) != want {
