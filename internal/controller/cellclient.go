@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -17,9 +18,12 @@ import (
 
 // onFleet says whether obj is a kind the fleet cluster holds.
 func onFleet(obj runtime.Object) bool {
-	switch obj.(type) {
+	switch o := obj.(type) {
 	case *evav1.EvaTenant, *evav1.EvaTenantList, *evav1.EvaRollout, *evav1.EvaRolloutList:
 		return true
+	case *metav1.PartialObjectMetadata:
+		// A write answered with the metadata alone (the tenant's status patch).
+		return o.GroupVersionKind().Group == evav1.GroupVersion.Group
 	}
 	return false
 }

@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -138,9 +140,14 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 			}
 		}
 		stampOwner(u, t)
-		ref, hash := refOf(u), ""
+		ref := refOf(u)
+		body, err := json.Marshal(u.Object)
+		if err != nil {
+			return fmt.Errorf("encoding %s: %w", refString(ref), err)
+		}
+		hash := ""
 		if !isSecret(u) {
-			hash = appliedHash(u)
+			hash = hashOf(body)
 		}
 		if hash != "" && r.memo.known(t.UID, ref) {
 			// Applied by this process before: an object still at the version it had
@@ -152,14 +159,14 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 		}
 		// Forced: drift (a kubectl edit) is corrected. Safe only because the code's claim
 		// and the namespace check make this tenant the one owner of these objects.
-		err := r.Patch(ctx, u, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership)
+		rv, err := r.serverSideApply(ctx, u, body)
 		if err != nil {
 			failed = append(failed, refString(ref))
 			errs = append(errs, fmt.Errorf("applying %s: %w", refString(ref), err))
 			s.log.Error(err, "apply failed", "object", refString(ref))
 			continue
 		}
-		r.memo.record(t.UID, ref, u.GetResourceVersion(), hash)
+		r.memo.record(t.UID, ref, rv, hash)
 	}
 	if len(failed) == 0 {
 		return nil
@@ -173,6 +180,22 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 	// What did apply must stay tracked, or a later prune or the saga would miss it.
 	t.Status.Inventory = union(t.Status.Inventory, inventory)
 	return errors.Join(errs...)
+}
+
+// serverSideApply applies body, the JSON of u, as the operator's field manager, forced,
+// and returns the object's resourceVersion after it. The API server answers with the
+// object's metadata alone (PartialObjectMetadata, in protobuf): the version is all the
+// operator keeps of an apply, and decoding the whole object the server returns (its
+// managed fields included) into a map was the costliest part of an apply.
+func (r *EvaTenantReconciler) serverSideApply(ctx context.Context, u *unstructured.Unstructured, body []byte) (string, error) {
+	applied := &metav1.PartialObjectMetadata{}
+	applied.SetGroupVersionKind(u.GroupVersionKind())
+	applied.SetNamespace(u.GetNamespace())
+	applied.SetName(u.GetName())
+	if err := r.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return "", err
+	}
+	return applied.GetResourceVersion(), nil
 }
 
 // quotaEnforced reads the tenant's ResourceQuota (from the API server: the cached copy

@@ -340,9 +340,21 @@ func (r *EvaTenantReconciler) patchStatus(ctx context.Context, s *scope) error {
 	if equality.Semantic.DeepEqual(s.base.Status, t.Status) {
 		return nil
 	}
-	err := r.Status().Patch(ctx, t, client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{}))
+	patch := client.MergeFromWithOptions(s.base, client.MergeFromWithOptimisticLock{})
+	data, err := patch.Data(t)
+	if err != nil {
+		return fmt.Errorf("patching status of %s/%s: %w", t.Namespace, t.Name, err)
+	}
+	// The API server answers with the tenant's metadata alone: its new resourceVersion
+	// is all this process needs of the answer (the status is the one it wrote).
+	written := &metav1.PartialObjectMetadata{}
+	written.SetGroupVersionKind(evav1.GroupVersion.WithKind("EvaTenant"))
+	written.SetNamespace(t.Namespace)
+	written.SetName(t.Name)
+	err = r.Status().Patch(ctx, written, client.RawPatch(patch.Type(), data))
 	switch {
 	case err == nil:
+		t.ResourceVersion, t.Generation = written.ResourceVersion, written.Generation
 		s.base = t.DeepCopy()
 		r.written.record(t, r.now())
 		return nil

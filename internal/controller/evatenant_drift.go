@@ -179,6 +179,11 @@ func appliedHash(u *unstructured.Unstructured) string {
 	if err != nil {
 		return ""
 	}
+	return hashOf(b)
+}
+
+// hashOf is appliedHash of the object whose JSON is b.
+func hashOf(b []byte) string {
 	sum := sha256.Sum256(b)
 	return string(sum[:])
 }

@@ -108,7 +108,8 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 			return nil
 		}
 		var list evav1.EvaTenantList
-		if err := r.List(ctx, &list, client.MatchingFields{capsuleCodeIndex: code}); err != nil {
+		// Read-only: the cache's own objects, not copies of them.
+		if err := r.List(ctx, &list, client.MatchingFields{capsuleCodeIndex: code}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil
 		}
 		out := make([]reconcile.Request, 0, len(list.Items))
