@@ -53,6 +53,10 @@ const (
 	// ClaimRetry is how soon a cell's operator looks again at a tenant whose capsule
 	// code the fleet operator has not claimed yet (its claim wakes the tenant first).
 	ClaimRetry = 2 * time.Second
+	// ProgressInterval is how often, at most, the status of a tenant provisioning a
+	// generation whose provisioning it already reports is written while it only
+	// reports progress (see progressHold).
+	ProgressInterval = 10 * time.Second
 	// ConflictRetry is how soon a tenant whose status patch lost to another write is
 	// looked at again (the watch event of that write usually comes first).
 	ConflictRetry = 200 * time.Millisecond
@@ -113,6 +117,9 @@ type EvaTenantReconciler struct {
 	// written remembers the applied bundle each tenant's last status write recorded,
 	// to tell a cache copy from before that write (see ownWrites).
 	written ownWrites
+	// statusWrites remembers when this process last wrote each tenant's status, for
+	// progressHold.
+	statusWrites sync.Map // types.UID → time.Time
 	// phases are the mode's provisioning steps, chosen once (provisionPhases).
 	phases     []phase
 	phasesOnce sync.Once
@@ -235,6 +242,12 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// version still finishing) loses with a conflict and is retried, instead of
 	// overwriting newer status. Events follow the write they explain.
 	defer func() {
+		if wait := r.progressHold(s); wait > 0 {
+			// Nothing is written, so the events this reconcile queued are dropped: the
+			// write that records the progress derives them again.
+			result = soonest(result, ctrl.Result{RequeueAfter: wait})
+			return
+		}
 		err := r.writeStatus(ctx, s)
 		switch {
 		case apierrors.IsConflict(err):
@@ -313,6 +326,32 @@ func (r *EvaTenantReconciler) markInvalid(s *scope, msg string) {
 		Message: "the tenant spec is invalid: " + problems, Judged: true}}
 }
 
+// progressHold says how long the status this reconcile computed may wait before it is
+// written, zero when it must be written now. It may wait when it only reports progress
+// of a provisioning this process reported less than ProgressInterval ago: the same
+// generation, the same release, still Provisioning, nothing that failed. A tenant's
+// objects change many times while it provisions (every release's status as
+// helm-controller installs it, the seed Job, the Ingress's address), and each change
+// that reached the status was a write of the tenant: at most one every
+// ProgressInterval now. What ends the provisioning (Active, Failed, Stalled), a new
+// generation or release, a failed apply and the first status this process writes go
+// at once. A condition's first True time (and its metric) is when the status recording
+// it is written, so at most ProgressInterval late.
+func (r *EvaTenantReconciler) progressHold(s *scope) time.Duration {
+	t, was, o := s.tenant, s.base.Status, s.outcome
+	if o.Observed == nil || !o.Settled || s.deliverErr != nil || o.Observed.Phase != evav1.PhaseProvisioning {
+		return 0
+	}
+	if was.Phase != evav1.PhaseProvisioning || was.ObservedGeneration != t.Generation || was.Release != o.Release {
+		return 0
+	}
+	last, ok := r.statusWrites.Load(t.UID)
+	if !ok {
+		return 0
+	}
+	return max(0, ProgressInterval-r.now().Sub(last.(time.Time)))
+}
+
 // writeStatus records the reconcile's outcome (status.Record: conditions, phase,
 // Reconciling and Stalled, observedGeneration), queues the events and metrics of what
 // changed, writes the status if it changed, and then records the events. Writing it
@@ -357,9 +396,11 @@ func (r *EvaTenantReconciler) patchStatus(ctx context.Context, s *scope) error {
 		t.ResourceVersion, t.Generation = written.ResourceVersion, written.Generation
 		s.base = t.DeepCopy()
 		r.written.record(t, r.now())
+		r.statusWrites.Store(t.UID, r.now())
 		return nil
 	case apierrors.IsNotFound(err):
 		r.written.forget(t.UID)
+		r.statusWrites.Delete(t.UID)
 		return nil // the tenant is gone (its finalizer was the last)
 	}
 	return fmt.Errorf("patching status of %s/%s: %w", t.Namespace, t.Name, err)

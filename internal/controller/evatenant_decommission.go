@@ -201,6 +201,7 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope) 
 	}
 	r.memo.forget(t.UID)
 	r.lastApply.Delete(t.UID)
+	r.statusWrites.Delete(t.UID)
 	// 5. The finalizer.
 	return letGo(r.releaseFinalizer(ctx, t))
 }

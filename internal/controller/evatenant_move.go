@@ -132,6 +132,7 @@ func (r *EvaTenantReconciler) removeCopy(ctx context.Context, t *evav1.EvaTenant
 	}
 	r.memo.forget(t.UID)
 	r.lastApply.Delete(t.UID)
+	r.statusWrites.Delete(t.UID)
 	now := metav1.NewTime(r.now())
 	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { done(m, &now) })
 }
