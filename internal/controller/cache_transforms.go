@@ -1,6 +1,9 @@
 package controller
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
 	"maps"
 	"slices"
 
@@ -94,9 +97,9 @@ func versionOnly() toolscache.TransformFunc {
 // statusKinds are the kinds of a tenant's objects whose status the operator reads from
 // the cache (the tenant's readiness) and whose spec only the drift check reads. Their
 // cache copy is cut to what is read (statusOnly); the drift check reads one from the API
-// server when its version is not the one its memo holds. Other controllers write their
-// status (helm-controller, NACK, the ingress controller), so that read follows each
-// burst of status writes once, at the next check, and is then remembered.
+// server when its driftVersion is not the one its memo holds. Other controllers write
+// their status (helm-controller, NACK, the ingress controller) again and again; their
+// driftVersion leaves those writes out, so they cost no read.
 var statusKinds = map[schema.GroupVersionKind]bool{
 	helmv2.GroupVersion.WithKind("HelmRelease"):         true,
 	nackv1beta2.GroupVersion.WithKind("Stream"):         true,
@@ -141,8 +144,16 @@ func statusOnly() toolscache.TransformFunc {
 
 // keepReadMetadata cuts a tenant's object's metadata, in place, to what the operator
 // reads from the cache: its identity, versions and deletion, the capsule label (which
-// maps the object's changes to its tenant) and the annotations named.
+// maps the object's changes to its tenant), the annotations named, and the digest of
+// the labels and annotations it had (annotationMetadataDigest, see driftVersion).
 func keepReadMetadata(m *metav1.ObjectMeta, annotations ...string) {
+	digest := metadataDigest(m.Labels, m.Annotations)
+	defer func() {
+		if m.Annotations == nil {
+			m.Annotations = map[string]string{}
+		}
+		m.Annotations[annotationMetadataDigest] = digest
+	}()
 	*m = metav1.ObjectMeta{Name: m.Name, Namespace: m.Namespace, UID: m.UID, ResourceVersion: m.ResourceVersion,
 		Generation: m.Generation, DeletionTimestamp: m.DeletionTimestamp, Labels: m.Labels, Annotations: m.Annotations}
 	maps.DeleteFunc(m.Labels, func(key, _ string) bool { return key != tenant.LabelCapsule })
@@ -150,4 +161,44 @@ func keepReadMetadata(m *metav1.ObjectMeta, annotations ...string) {
 	if len(m.Annotations) == 0 {
 		m.Annotations = nil
 	}
+}
+
+// annotationMetadataDigest is an annotation of the cache's copies of the statusKinds
+// alone, set by statusOnly and never written to the API server: the digest of the
+// labels and annotations the object had before they were cut (metadataDigest). Whatever
+// an object in the cluster carries under this key is replaced in the cache's copy.
+const annotationMetadataDigest = "eva.aidonow.com/cached-metadata-digest"
+
+// metadataDigest is a digest of an object's labels and annotations.
+func metadataDigest(labels, annotations map[string]string) string {
+	h := sha256.New()
+	for _, m := range []map[string]string{labels, annotations} {
+		for _, k := range slices.Sorted(maps.Keys(m)) {
+			h.Write([]byte(k + "\x00" + m[k] + "\x00"))
+		}
+		h.Write([]byte{0xff})
+	}
+	return hex.EncodeToString(h.Sum(nil)[:16])
+}
+
+// driftVersion is what the memo holds of an object, and the drift check asks of the
+// cache's copy: its resourceVersion, which changes with every write. For the
+// statusKinds, whose status other controllers write again and again, a version that
+// changes only when what Eva applies can have changed: the object's UID (deleted and
+// created again), its generation (the spec: their status is a subresource, so the
+// status writes leave it), its labels and annotations, and whether it is being deleted.
+// The cache's copy (cached true) carries the digest of its labels and annotations
+// (keepReadMetadata); an object read or applied whole has them all.
+func driftVersion(gvk schema.GroupVersionKind, obj metav1.Object, cached bool) string {
+	if !statusKinds[gvk] {
+		return obj.GetResourceVersion()
+	}
+	digest := metadataDigest(obj.GetLabels(), obj.GetAnnotations())
+	if cached {
+		digest = obj.GetAnnotations()[annotationMetadataDigest]
+	}
+	if digest == "" || obj.GetUID() == "" {
+		return ""
+	}
+	return fmt.Sprintf("%s/%d/%t/%s", obj.GetUID(), obj.GetGeneration(), obj.GetDeletionTimestamp() != nil, digest)
 }

@@ -183,7 +183,7 @@ func (r *EvaTenantReconciler) applyObjects(ctx context.Context, s *scope, object
 }
 
 // serverSideApply applies body, the JSON of u, as the operator's field manager, forced,
-// and returns the object's resourceVersion after it. The API server answers with the
+// and returns the object's driftVersion after it. The API server answers with the
 // object's metadata alone (PartialObjectMetadata, in protobuf): the version is all the
 // operator keeps of an apply, and decoding the whole object the server returns (its
 // managed fields included) into a map was the costliest part of an apply.
@@ -195,7 +195,7 @@ func (r *EvaTenantReconciler) serverSideApply(ctx context.Context, u *unstructur
 	if err := r.Patch(ctx, applied, client.RawPatch(types.ApplyPatchType, body), client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return "", err
 	}
-	return applied.GetResourceVersion(), nil
+	return driftVersion(u.GroupVersionKind(), applied, false), nil
 }
 
 // quotaEnforced reads the tenant's ResourceQuota (from the API server: the cached copy

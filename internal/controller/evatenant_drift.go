@@ -24,14 +24,16 @@ import (
 // from memory, so a restarted operator re-applies nothing that is unchanged.
 //
 // An object is in sync when, in order of cost:
-//  1. it is still at the resourceVersion it had right after the operator applied (or
-//     last confirmed) exactly this (memo, in memory), checked against the cache's copy
-//     before anything is converted (most checks of an untouched tenant end here);
+//  1. it is still at the version it had right after the operator applied (or last
+//     confirmed) exactly this (memo, in memory), checked against the cache's copy
+//     before anything is converted (most checks of an untouched tenant end here): its
+//     resourceVersion, or for the kinds whose status other controllers write, a version
+//     those writes leave as it is (driftVersion);
 //  2. the object equals the rendered object, both read through the kind's Go type
 //     (drift.Find; exact, so an edit anywhere in what Eva sets shows): the informer
 //     cache's copy, or the API server's for the kinds whose cache holds less than is
 //     applied (cachedWhole: names and versions alone, or the status and little else),
-//     read after an edit, a deletion, another controller's status writes or a restart;
+//     read after an edit, a deletion or a restart;
 //  3. a server-side dry run of the apply leaves it as it is: the API server's defaults
 //     make most objects differ from what is rendered, and only the API server can say
 //     they are defaults. The confirmation is remembered (1), so the dry run is made once
@@ -89,7 +91,7 @@ func (r *EvaTenantReconciler) driftOf(ctx context.Context, t *evav1.EvaTenant, u
 	if gvk.Kind == "Job" && gvk.Group == "batch" {
 		return "", nil
 	}
-	rv, _, _ := unstructured.NestedString(live, "metadata", "resourceVersion")
+	rv := driftVersion(gvk, &unstructured.Unstructured{Object: live}, false)
 	if r.memo.holds(t.UID, ref, rv, hash) {
 		return "", nil
 	}
@@ -112,8 +114,8 @@ func (r *EvaTenantReconciler) driftOf(ctx context.Context, t *evav1.EvaTenant, u
 	return "", nil
 }
 
-// cachedVersion returns the resourceVersion of the informer cache's copy of the object
-// u names (of its metadata alone for versionOnlyKinds), or "" when the kind has no Go
+// cachedVersion returns the driftVersion of the informer cache's copy of the object u
+// names (of its metadata alone for versionOnlyKinds), or "" when the kind has no Go
 // type or the cache holds no copy: what the memo is checked against before anything
 // costlier (most drift checks end there).
 func (r *EvaTenantReconciler) cachedVersion(ctx context.Context, u *unstructured.Unstructured) string {
@@ -134,7 +136,7 @@ func (r *EvaTenantReconciler) cachedVersion(ctx context.Context, u *unstructured
 	if err := r.Get(ctx, types.NamespacedName{Namespace: u.GetNamespace(), Name: u.GetName()}, obj); err != nil {
 		return ""
 	}
-	return obj.GetResourceVersion()
+	return driftVersion(u.GroupVersionKind(), obj, true)
 }
 
 // liveCopy reads the object u names, in its JSON form, through its kind's Go type when
@@ -188,8 +190,8 @@ func hashOf(b []byte) string {
 	return string(sum[:])
 }
 
-// applyMemo remembers, per tenant and object, the resourceVersion at which the object
-// was last known to hold what is applied (right after the operator applied it, or when
+// applyMemo remembers, per tenant and object, the version (driftVersion) at which the
+// object was last known to hold what is applied (right after the operator applied it, or when
 // a check confirmed it) and a hash of what is applied: an object still at that version
 // holds exactly that. It is only a shortcut: an empty memory after a restart costs a
 // comparison, and a dry run where the API server added defaults.
