@@ -1,11 +1,13 @@
 package controller
 
 import (
+	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	batchv1 "k8s.io/api/batch/v1"
@@ -147,7 +149,10 @@ func statusOnly() toolscache.TransformFunc {
 // maps the object's changes to its tenant), the annotations named, and the digest of
 // the labels and annotations it had (annotationMetadataDigest, see driftVersion).
 func keepReadMetadata(m *metav1.ObjectMeta, annotations ...string) {
-	digest := metadataDigest(m.Labels, m.Annotations)
+	digest, done := m.Annotations[annotationMetadataDigest]
+	if !done {
+		digest = metadataDigest(m.Labels, m.Annotations)
+	}
 	defer func() {
 		if m.Annotations == nil {
 			m.Annotations = map[string]string{}
@@ -165,9 +170,13 @@ func keepReadMetadata(m *metav1.ObjectMeta, annotations ...string) {
 
 // annotationMetadataDigest is an annotation of the cache's copies of the statusKinds
 // alone, set by statusOnly and never written to the API server: the digest of the
-// labels and annotations the object had before they were cut (metadataDigest). Whatever
-// an object in the cluster carries under this key is replaced in the cache's copy.
-const annotationMetadataDigest = "eva.aidonow.com/cached-metadata-digest"
+// labels and annotations the object had before they were cut (metadataDigest). Its key
+// ends in a token drawn at random when the process starts, which no object in the
+// cluster can carry, so a copy with it has been through the transform already: client-go
+// transforms the objects of a streamed initial list twice (the reflector's watchList
+// store, then the queue's Replace), and the second pass must keep the first's digest,
+// not take one of the labels it cut (TestStatusKindsReadOnceAfterRestart).
+var annotationMetadataDigest = "eva.aidonow.com/cached-metadata-digest-" + strings.ToLower(rand.Text())
 
 // metadataDigest is a digest of an object's labels and annotations.
 func metadataDigest(labels, annotations map[string]string) string {

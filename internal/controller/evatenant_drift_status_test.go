@@ -129,3 +129,53 @@ func TestDriftOfObjectsCachedAsStatus(t *testing.T) {
 		t.Errorf("Stream description %q, want %q", stream.Spec.Description, wantDescription)
 	}
 }
+
+// TestStatusKindsReadOnceAfterRestart: a restarted operator, whose memo is empty, reads
+// each release, stream and Ingress of an Active tenant from the API server once, at its
+// first look, and at the drift check after that none.
+func TestStatusKindsReadOnceAfterRestart(t *testing.T) {
+	ns := newTestNamespace(t)
+	tenantNS := tenant.Namespace("RESTNS")
+	op := startOperator(t, "")
+	tn := newTenant(ns, "RESTNS", evav1.TierStarter)
+	createTenant(t, tn)
+	startStandIn(t)
+	got := waitPhase(t, tn, evav1.PhaseActive)
+	op.stop()
+
+	reads := &writeLog{ns: tenantNS}
+	clock := &testClock{}
+	startOperatorWith(t, "", func(r *EvaTenantReconciler, _ ctrl.Manager) {
+		r.APIReader = readingReader{r.APIReader, reads}
+		r.Now = clock.now
+	})
+	statusReads := func() []string {
+		var out []string
+		for _, r := range reads.list() {
+			if strings.Contains(r, "HelmRelease") || strings.Contains(r, "Stream") || strings.Contains(r, "Ingress") {
+				out = append(out, r)
+			}
+		}
+		return out
+	}
+	want := 0
+	for _, ref := range got.Status.Inventory {
+		if ref.Kind == "HelmRelease" || ref.Kind == "Stream" || ref.Kind == "Ingress" {
+			want++
+		}
+	}
+	eventually(t, waitFor, "the first look", func() error {
+		if n := len(statusReads()); n != want {
+			return fmt.Errorf("%d reads, want %d", n, want)
+		}
+		return nil
+	})
+	clock.advance(ResyncActive + time.Minute)
+	poke(t, tn, "1") // stands for the resync timer, which runs on the real clock
+	consistently(t, "no read at the next check", func() error {
+		if r := statusReads(); len(r) != want {
+			return fmt.Errorf("%d reads, want %d: %v", len(r), want, r)
+		}
+		return nil
+	})
+}
