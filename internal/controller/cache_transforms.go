@@ -3,6 +3,7 @@ package controller
 import (
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"maps"
@@ -178,14 +179,21 @@ func keepReadMetadata(m *metav1.ObjectMeta, annotations ...string) {
 // not take one of the labels it cut (TestStatusKindsReadOnceAfterRestart).
 var annotationMetadataDigest = "eva.aidonow.com/cached-metadata-digest-" + strings.ToLower(rand.Text())
 
-// metadataDigest is a digest of an object's labels and annotations.
+// metadataDigest is a digest of an object's labels and annotations. Each key and value
+// goes in with its length before it: an annotation's value may hold any byte, so no
+// separator could tell one set of annotations from another that spells the same bytes.
 func metadataDigest(labels, annotations map[string]string) string {
 	h := sha256.New()
+	field := func(s string) {
+		h.Write(binary.AppendUvarint(nil, uint64(len(s))))
+		h.Write([]byte(s))
+	}
 	for _, m := range []map[string]string{labels, annotations} {
+		h.Write(binary.AppendUvarint(nil, uint64(len(m))))
 		for _, k := range slices.Sorted(maps.Keys(m)) {
-			h.Write([]byte(k + "\x00" + m[k] + "\x00"))
+			field(k)
+			field(m[k])
 		}
-		h.Write([]byte{0xff})
 	}
 	return hex.EncodeToString(h.Sum(nil)[:16])
 }

@@ -43,3 +43,17 @@ func TestStatusOnlyKeepsTheVersionOfWhatItCut(t *testing.T) {
 		t.Error("a changed shard label left the version as it was")
 	}
 }
+
+// Two sets of annotations that spell the same bytes when joined (a value holding what a
+// separator would be) have different digests: an edit cannot hide behind one.
+func TestMetadataDigestTellsApartWhatJoinsAlike(t *testing.T) {
+	owner, digest := tenant.AnnotationOwnerUID, tenant.AnnotationSpecDigest
+	applied := map[string]string{owner: "t1", digest: "sha256:1"}
+	forged := map[string]string{owner: "t1\x00" + digest + "\x00sha256:1"}
+	if metadataDigest(nil, applied) == metadataDigest(nil, forged) {
+		t.Error("annotations folded into one value have the digest of the annotations they spell")
+	}
+	if metadataDigest(map[string]string{"a": "b"}, nil) == metadataDigest(nil, map[string]string{"a": "b"}) {
+		t.Error("a label and an annotation of the same key and value have one digest")
+	}
+}
