@@ -141,7 +141,7 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	}
 	heapBefore := liveHeap(b, pprofAddrs)
 	cost := startCPUCost(b)
-	eventsBefore, watchBefore := eventWrites(b), watchEvents(b)
+	eventsBefore, watchBefore, readsBefore := eventWrites(b), watchEvents(b), apiReads(b)
 	start := time.Now()
 	var profiled []string
 	if os.Getenv("EVA_BENCH_OPERATOR_PROFILES") != "" {
@@ -188,6 +188,7 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 	}
 	b.Logf("writes per tenant by verb and resource: %s", strings.Join(by, "; "))
 	logWatchEvents(b, watchBefore, r.fleet)
+	logReads(b, readsBefore, r.fleet)
 	objects, events := bundleObjects(b, ns), eventWrites(b)-eventsBefore
 	b.ReportMetric(perTenant(total.requests), "requests/tenant")
 	b.ReportMetric(perTenant(total.writes-events), "writes/tenant")
@@ -413,6 +414,40 @@ func logWatchEvents(b *testing.B, before map[string][2]float64, tenants int) {
 		}
 	}
 	b.Logf("watch events per tenant by resource, to the operator and the stand-in: %s", strings.Join(by, "; "))
+}
+
+// apiReads is the API server's count of reads (get, list) since it started, by verb
+// and resource.
+func apiReads(b *testing.B) map[string]float64 {
+	b.Helper()
+	out := map[string]float64{}
+	for _, m := range apiServerMetrics(b)["apiserver_request_total"].GetMetric() {
+		if verb := labelOf(m, "verb"); verb == "GET" || verb == "LIST" {
+			key := verb + " " + labelOf(m, "resource")
+			if sub := labelOf(m, "subresource"); sub != "" {
+				key += "/" + sub
+			}
+			out[key] += m.GetCounter().GetValue()
+		}
+	}
+	return out
+}
+
+// logReads logs the reads the API server answered since before (apiReads), per
+// tenant, most first: the operator's, the stand-in's and the benchmark's own.
+func logReads(b *testing.B, before map[string]float64, tenants int) {
+	b.Helper()
+	after := apiReads(b)
+	for k, v := range before {
+		after[k] -= v
+	}
+	var by []string
+	for _, k := range slices.SortedFunc(maps.Keys(after), func(x, y string) int { return cmp.Compare(after[y], after[x]) }) {
+		if n := after[k] / float64(tenants); n >= 0.01 {
+			by = append(by, fmt.Sprintf("%s %.2f", k, n))
+		}
+	}
+	b.Logf("reads per tenant by verb and resource, by every client: %s", strings.Join(by, "; "))
 }
 
 // eventWrites is the API server's count of writes (create, update, patch) to Events
