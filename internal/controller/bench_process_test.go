@@ -247,7 +247,8 @@ func removeFleet(b *testing.B, ns string) {
 	ctx := context.Background()
 	var list evav1.EvaTenantList
 	if err := k8s.List(ctx, &list, client.InNamespace(ns)); err != nil {
-		b.Fatal(err)
+		b.Errorf("the fleet in %s stays: %v", ns, err) // a cleanup: the others still run
+		return
 	}
 	var objects, namespaces []evav1.ObjectRef
 	for _, t := range list.Items {
