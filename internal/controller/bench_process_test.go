@@ -23,7 +23,6 @@ import (
 	"github.com/prometheus/common/model"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -278,11 +277,7 @@ func deleteRefs(refs []evav1.ObjectRef) int64 {
 	for range 8 {
 		wg.Go(func() {
 			for ref := range next {
-				u := &unstructured.Unstructured{}
-				u.SetAPIVersion(ref.APIVersion)
-				u.SetKind(ref.Kind)
-				u.SetNamespace(ref.Namespace)
-				u.SetName(ref.Name)
+				u := objectOf(ref)
 				// The finalizers of the controllers no one plays any more (helm-controller's,
 				// the orphan finalizer of a Job) would keep the object.
 				err := k8s.Patch(ctx, u, client.RawPatch(types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`)))

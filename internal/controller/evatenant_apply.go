@@ -28,6 +28,17 @@ func refOf(u *unstructured.Unstructured) evav1.ObjectRef {
 	return evav1.ObjectRef{APIVersion: u.GetAPIVersion(), Kind: u.GetKind(), Namespace: u.GetNamespace(), Name: u.GetName()}
 }
 
+// objectOf is the object ref names, empty but for its kind and name: what a client
+// reads into or deletes.
+func objectOf(ref evav1.ObjectRef) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{}
+	u.SetAPIVersion(ref.APIVersion)
+	u.SetKind(ref.Kind)
+	u.SetNamespace(ref.Namespace)
+	u.SetName(ref.Name)
+	return u
+}
+
 func refString(r evav1.ObjectRef) string {
 	if r.Namespace == "" {
 		return r.Kind + "/" + r.Name
@@ -274,10 +285,8 @@ func (r *EvaTenantReconciler) prune(ctx context.Context, t *evav1.EvaTenant, old
 // identity (see deleteOwned). The read goes to the API server: most of these kinds are
 // not cached, and a delete decision is not made on a stale copy.
 func (r *EvaTenantReconciler) deleteRef(ctx context.Context, t *evav1.EvaTenant, ref evav1.ObjectRef) error {
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(ref.APIVersion)
-	u.SetKind(ref.Kind)
-	if err := r.APIReader.Get(ctx, types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+	u := objectOf(ref)
+	if err := r.APIReader.Get(ctx, client.ObjectKeyFromObject(u), u); err != nil {
 		if apierrors.IsNotFound(err) || apimeta.IsNoMatchError(err) {
 			return nil
 		}

@@ -5,8 +5,7 @@ import (
 	"fmt"
 	"testing"
 
-	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/types"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
@@ -23,10 +22,8 @@ func TestReconcileIsIdempotent(t *testing.T) {
 	got := waitPhase(t, tn, evav1.PhaseActive)
 	versions := map[string]string{"tenant": got.ResourceVersion}
 	for _, ref := range got.Status.Inventory {
-		u := &unstructured.Unstructured{}
-		u.SetAPIVersion(ref.APIVersion)
-		u.SetKind(ref.Kind)
-		if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+		u := objectOf(ref)
+		if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
 			t.Fatal(err)
 		}
 		versions[refString(ref)] = u.GetResourceVersion()
@@ -38,10 +35,8 @@ func TestReconcileIsIdempotent(t *testing.T) {
 			return fmt.Errorf("tenant resourceVersion %s → %s", versions["tenant"], v)
 		}
 		for _, ref := range got.Status.Inventory {
-			u := &unstructured.Unstructured{}
-			u.SetAPIVersion(ref.APIVersion)
-			u.SetKind(ref.Kind)
-			if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+			u := objectOf(ref)
+			if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
 				return err
 			}
 			if u.GetResourceVersion() != versions[refString(ref)] {

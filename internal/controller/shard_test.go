@@ -157,10 +157,8 @@ func assertReportedBy(t *testing.T, tn *evav1.EvaTenant, controller string) {
 // refObject reads an inventory entry's object from the API server.
 func refObject(t *testing.T, ref evav1.ObjectRef) *unstructured.Unstructured {
 	t.Helper()
-	u := &unstructured.Unstructured{}
-	u.SetAPIVersion(ref.APIVersion)
-	u.SetKind(ref.Kind)
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: ref.Namespace, Name: ref.Name}, u); err != nil {
+	u := objectOf(ref)
+	if err := k8s.Get(context.Background(), client.ObjectKeyFromObject(u), u); err != nil {
 		t.Fatalf("%s %s/%s: %v", ref.Kind, ref.Namespace, ref.Name, err)
 	}
 	return u
