@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aidonow/eva/internal/buildinfo"
+	"github.com/aidonow/eva/internal/fileguard"
 	"github.com/aidonow/eva/internal/scaffold"
 )
 
@@ -82,6 +83,9 @@ func initFleet(cmd *cobra.Command, dir string, o scaffold.Options) error {
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return &ExitError{Code: ExitUsage, Err: err}
 		}
+		if err := refuseLinkedParents(dir, name); err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
 	}
 	slices.Sort(names)
 	if len(taken) > 0 {
@@ -97,7 +101,7 @@ func initFleet(cmd *cobra.Command, dir string, o scaffold.Options) error {
 		if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 			return err
 		}
-		if err := os.WriteFile(path, []byte(files[name]), mode); err != nil {
+		if err := writeNew(path, []byte(files[name]), mode); err != nil {
 			return err
 		}
 		fmt.Fprintln(cmd.OutOrStdout(), "created", filepath.Join(dir, filepath.FromSlash(name)))
@@ -111,4 +115,43 @@ Next:
 Keep %s out of git (it is in .gitignore); docs/fleet-repository.md explains the layout.
 `, dir, o.Release, strings.ToLower(scaffold.ExampleCode), o.KeyFile, o.KeyFile)
 	return nil
+}
+
+// refuseLinkedParents refuses a folder of name's path below dir that exists as anything
+// but a folder: a symlinked overlays/ or keys/ would have init write the environment or
+// the tenant's private key wherever the link points.
+func refuseLinkedParents(dir, name string) error {
+	parent := filepath.Dir(filepath.FromSlash(name))
+	var walked string
+	for _, part := range strings.Split(parent, string(filepath.Separator)) {
+		if part == "." {
+			return nil
+		}
+		walked = filepath.Join(walked, part)
+		info, err := os.Lstat(filepath.Join(dir, walked))
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if !info.IsDir() {
+			return fmt.Errorf("%s is %s, not a folder: init writes %s only into folders of %s itself", filepath.Join(dir, walked), fileguard.Kind(info.Mode()), name, dir)
+		}
+	}
+	return nil
+}
+
+// writeNew writes a file that must not exist yet: one created between the check and
+// the write (or a link planted there) fails the write rather than being followed.
+func writeNew(path string, data []byte, mode os.FileMode) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, mode)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(data); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -123,3 +123,31 @@ func TestInitWritesOverNothing(t *testing.T) {
 		t.Fatalf("init --env Prod: exit %d\n%s", code, out)
 	}
 }
+
+// TestInitRefusesALinkedFolder: a folder init writes into (keys/, overlays/) that is a
+// symlink is refused with its name, and nothing is written, neither where it points
+// nor in the fleet's folder: a linked keys/ would put the tenant's private key
+// wherever the link points.
+func TestInitRefusesALinkedFolder(t *testing.T) {
+	for _, link := range []string{"keys", "overlays", "overlays/dev", ".github"} {
+		t.Run(link, func(t *testing.T) {
+			dir, elsewhere := t.TempDir(), t.TempDir()
+			if err := os.MkdirAll(filepath.Dir(filepath.Join(dir, link)), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Symlink(elsewhere, filepath.Join(dir, link)); err != nil {
+				t.Fatal(err)
+			}
+			code, out := runEvactl(t, "init", dir)
+			if code != ExitUsage || !strings.Contains(out, filepath.Join(dir, link)+" is a symlink, not a folder") {
+				t.Fatalf("init with %s linked: exit %d\n%s", link, code, out)
+			}
+			if entries, _ := os.ReadDir(elsewhere); len(entries) != 0 {
+				t.Fatalf("init wrote %d entries where %s points", len(entries), link)
+			}
+			if _, err := os.Stat(filepath.Join(dir, "eva.yaml")); err == nil {
+				t.Fatal("init wrote eva.yaml into a folder it refused")
+			}
+		})
+	}
+}

@@ -5,7 +5,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"testing/fstest"
 )
 
 func write(t *testing.T, path, content string) {
@@ -75,30 +74,6 @@ func TestCheckRelease(t *testing.T) {
 	err := f.CheckRelease("0.3.0")
 	if err == nil || !strings.Contains(err.Error(), "this fleet uses Eva 0.2.0 and this evactl is 0.3.0") || !strings.Contains(err.Error(), "evactl@v0.2.0") {
 		t.Fatalf("another release: %v", err)
-	}
-}
-
-// TestUnpackOncePerContent writes the release's files once per content, whole.
-func TestUnpackOncePerContent(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
-	release := fstest.MapFS{"overlays/dev/tenant/environment.yaml": {Data: []byte("domain: a.example\n")}, "charts/eva-crm/Chart.yaml": {Data: []byte("name: eva-crm\n")}}
-	first, err := Unpack(release)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if again, err := Unpack(release); err != nil || again != first {
-		t.Fatalf("second unpack of the same files: %s %v, want %s", again, err, first)
-	}
-	if data, err := os.ReadFile(filepath.Join(first, "overlays/dev/tenant/environment.yaml")); err != nil || string(data) != "domain: a.example\n" {
-		t.Fatalf("unpacked file: %q %v", data, err)
-	}
-	release["charts/eva-crm/Chart.yaml"] = &fstest.MapFile{Data: []byte("name: eva-crm\nversion: 2\n")}
-	if other, err := Unpack(release); err != nil || other == first {
-		t.Fatalf("other content unpacked into the same folder: %s %v", other, err)
-	}
-	entries, _ := os.ReadDir(filepath.Dir(first))
-	if len(entries) != 2 {
-		t.Fatalf("cache holds %d entries, want the two releases and no temporary folder", len(entries))
 	}
 }
 

@@ -29,22 +29,43 @@ func (f *Fleet) CheckRelease(running string) error {
 // returns it: environments and charts are read from disk, by the same code as the
 // fleet's own. A folder is written under a temporary name and renamed into place, so
 // it is whole or absent.
+//
+// A folder found under the digest's name is trusted only when it is what this evactl
+// would write: its content hashes to the digest, and it and its parents are the user's
+// own, written by nobody else (owned by the user, neither group- nor world-writable, no
+// symlinks). Otherwise whoever wrote it first (another user of a shared cache, or a
+// planted schema that lets every value through) would decide what evactl checks
+// tenants against. There is no fallback to the shared temporary folder: without HOME
+// (or XDG_CACHE_HOME) evactl says so and stops.
 func Unpack(fsys fs.FS) (string, error) {
-	digest, err := digestFS(fsys)
+	digest, err := digestFS(fsys, nil)
 	if err != nil {
 		return "", err
 	}
 	base, err := os.UserCacheDir()
 	if err != nil {
-		base = os.TempDir()
+		return "", fmt.Errorf("unpacking the release's environments and charts: %w (set HOME, or XDG_CACHE_HOME, to a folder of your own)", err)
 	}
-	parent := filepath.Join(base, "eva", "release")
+	eva := filepath.Join(base, "eva")
+	parent := filepath.Join(eva, "release")
 	dir := filepath.Join(parent, digest[:16])
-	if _, err := os.Stat(dir); err == nil {
-		return dir, nil
-	}
-	if err := os.MkdirAll(parent, 0o755); err != nil {
+	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return "", fmt.Errorf("unpacking the release's environments and charts: %w", err)
+	}
+	for _, d := range []string{eva, parent} {
+		info, err := os.Lstat(d)
+		if err != nil {
+			return "", fmt.Errorf("unpacking the release's environments and charts: %w", err)
+		}
+		if why := untrusted(info); why != "" {
+			return "", fmt.Errorf("%s: %s: evactl keeps the release's files only in a folder of yours that nobody else writes", d, why)
+		}
+	}
+	if _, err := os.Lstat(dir); err == nil {
+		if err := checkUnpacked(dir, digest); err != nil {
+			return "", fmt.Errorf("%s: %w: it is not the folder this evactl unpacks; remove it and run evactl again", dir, err)
+		}
+		return dir, nil
 	}
 	tmp, err := os.MkdirTemp(parent, ".unpack-")
 	if err != nil {
@@ -54,9 +75,12 @@ func Unpack(fsys fs.FS) (string, error) {
 	if err := os.CopyFS(tmp, fsys); err != nil {
 		return "", fmt.Errorf("unpacking the release's environments and charts: %w", err)
 	}
+	if err := keepToOwner(tmp); err != nil {
+		return "", fmt.Errorf("unpacking the release's environments and charts: %w", err)
+	}
 	if err := os.Rename(tmp, dir); err != nil {
 		// Another evactl unpacked the same release first.
-		if _, serr := os.Stat(dir); serr == nil {
+		if cerr := checkUnpacked(dir, digest); cerr == nil {
 			return dir, nil
 		}
 		return "", fmt.Errorf("unpacking the release's environments and charts: %w", err)
@@ -64,12 +88,80 @@ func Unpack(fsys fs.FS) (string, error) {
 	return dir, nil
 }
 
-// digestFS hashes every file's path and content, in the lexical order WalkDir gives.
-func digestFS(fsys fs.FS) (string, error) {
+// untrusted says why a file of the release's folder may have been written by someone
+// other than the user running evactl; empty when it cannot.
+func untrusted(info fs.FileInfo) string {
+	if uid, ok := ownerOf(info); ok && uid != os.Getuid() {
+		return fmt.Sprintf("owned by user %d, not by you (%d)", uid, os.Getuid())
+	}
+	if info.Mode().Perm()&0o022 != 0 {
+		return fmt.Sprintf("writable by others (mode %v)", info.Mode().Perm())
+	}
+	if t := info.Mode().Type(); t != 0 && !t.IsDir() {
+		return "not a regular file or folder (" + t.String() + ")"
+	}
+	return ""
+}
+
+// checkUnpacked holds a folder found under the release's name to what Unpack writes:
+// every entry trusted (untrusted), and the content the release's digest.
+func checkUnpacked(dir, digest string) error {
+	info, err := os.Lstat(dir)
+	if err != nil {
+		return err
+	}
+	if why := untrusted(info); why != "" {
+		return fmt.Errorf("%s", why)
+	}
+	got, err := digestFS(os.DirFS(dir), func(path string, d fs.DirEntry) error {
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if why := untrusted(info); why != "" {
+			return fmt.Errorf("%s: %s", path, why)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if got != digest {
+		return fmt.Errorf("its content has digest %s, want %s", got[:16], digest[:16])
+	}
+	return nil
+}
+
+// keepToOwner takes group and world write off every file and folder of dir, whatever
+// the umask gave them, so that checkUnpacked trusts the folder Unpack wrote.
+func keepToOwner(dir string) error {
+	return filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		return os.Chmod(path, info.Mode().Perm()&^0o022)
+	})
+}
+
+// digestFS hashes every file's path and content, in the lexical order WalkDir gives;
+// check, when set, is asked about every entry (folders too) before it is read.
+func digestFS(fsys fs.FS, check func(path string, d fs.DirEntry) error) (string, error) {
 	h := sha256.New()
 	err := fs.WalkDir(fsys, ".", func(path string, d fs.DirEntry, err error) error {
-		if err != nil || d.IsDir() {
+		if err != nil {
 			return err
+		}
+		if check != nil {
+			if err := check(path, d); err != nil {
+				return err
+			}
+		}
+		if d.IsDir() {
+			return nil
 		}
 		data, err := fs.ReadFile(fsys, path)
 		if err != nil {
