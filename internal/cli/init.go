@@ -112,8 +112,9 @@ Next:
   evactl validate                     # the example tenant, against Eva %s's module charts
   evactl render --out out/gitops      # what Flux will apply, committed to a local repository
   kubectl -n flux-system create secret generic sops-age-%s --from-file=identity.agekey=%s
+  evactl operator values --env %s > eva-operator-env.yaml   # install the operator's chart with -f it
 Keep %s out of git (it is in .gitignore); docs/fleet-repository.md explains the layout.
-`, dir, o.Release, strings.ToLower(scaffold.ExampleCode), o.KeyFile, o.KeyFile)
+`, dir, o.Release, strings.ToLower(scaffold.ExampleCode), o.KeyFile, o.Env, o.KeyFile)
 	return nil
 }
 

@@ -12,7 +12,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // writerOfTenantObjects is one identity that writes a tenant's Streams and Ingress: the
@@ -63,7 +65,8 @@ func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
 					return c.Create(ctx, u.DeepCopy(), client.DryRunAll)
 				})
 			}
-			for what, obj := range hostileStreamsAndIngresses(ns, code) {
+			fence := testRenderer(t).Env.Settings.FenceParams()[overlay.FenceDigestKey]
+			for what, obj := range hostileStreamsAndIngresses(ns, code, fence) {
 				err := untilFenced(10*time.Second, func() error { return c.Create(ctx, obj.DeepCopy(), client.DryRunAll) })
 				if !fenced(err) {
 					t.Errorf("%s: want an admission policy to refuse, got %v", what, err)
@@ -105,8 +108,9 @@ func renderedStreamsAndIngresses(t *testing.T, code string) []*unstructured.Unst
 }
 
 // hostileStreamsAndIngresses are Streams and Ingresses in the namespace ns of the tenant
-// of code that reach past it.
-func hostileStreamsAndIngresses(ns, code string) map[string]*unstructured.Unstructured {
+// of code that reach past it. The Ingresses carry the fence digest of the environment
+// the cluster enforces, unless the case is about it: each is refused by its own rule.
+func hostileStreamsAndIngresses(ns, code, fence string) map[string]*unstructured.Unstructured {
 	lower := strings.ToLower(code)
 	stream := func(name string, subjects []any, extra map[string]any) *unstructured.Unstructured {
 		spec := map[string]any{"name": name, "subjects": subjects}
@@ -117,8 +121,11 @@ func hostileStreamsAndIngresses(ns, code string) map[string]*unstructured.Unstru
 	own := []any{"capsule." + code + ".events.>"}
 	ingress := func(host, class string, annotations map[string]any) *unstructured.Unstructured {
 		meta := map[string]any{"namespace": ns, "name": "hostile"}
-		if annotations != nil {
-			meta["annotations"] = annotations
+		withFence := map[string]any{tenant.AnnotationFence: fence}
+		maps.Copy(withFence, annotations)
+		meta["annotations"] = withFence
+		if withFence[tenant.AnnotationFence] == nil {
+			delete(withFence, tenant.AnnotationFence)
 		}
 		spec := map[string]any{"rules": []any{map[string]any{"host": host}}}
 		if class != "" {
@@ -155,6 +162,8 @@ func hostileStreamsAndIngresses(ns, code string) map[string]*unstructured.Unstru
 		"an Ingress through another class":                   ingress(host, "internal", nil),
 		"an Ingress choosing its class by annotation":        ingress(host, "", map[string]any{"kubernetes.io/ingress.class": "internal"}),
 		"an Ingress with the environment's annotation and X": ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/ssl-redirect": "false", "nginx.ingress.kubernetes.io/upstream-vhost": "globex"}),
+		"an Ingress rendered for another environment":        ingress(host, "nginx", map[string]any{tenant.AnnotationFence: "sha256:" + strings.Repeat("0", 64)}),
+		"an Ingress rendered for no environment":             ingress(host, "nginx", map[string]any{tenant.AnnotationFence: nil}),
 	}
 }
 

@@ -141,6 +141,10 @@ type Environment struct {
 	// settings file, the kustomization and every patch file, as bytes): two loads with
 	// the same digest render the same. Empty for an environment built in code.
 	Digest string
+	// Files are the files the environment was loaded from, by their slash-separated
+	// names in its tenant folder: what the operator's chart mounts for the operator to
+	// load the same environment (evactl operator values). Nil for one built in code.
+	Files map[string][]byte
 }
 
 var envNameRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
@@ -227,7 +231,7 @@ func load(dir *overlayDir, name string) (*Environment, error) {
 	if err != nil {
 		return nil, fmt.Errorf("environment %s: %w", name, err)
 	}
-	return &Environment{Name: name, Settings: *settings, Patches: patches, Digest: hex.EncodeToString(sum.Sum(nil))}, nil
+	return &Environment{Name: name, Settings: *settings, Patches: patches, Digest: hex.EncodeToString(sum.Sum(nil)), Files: dir.files}, nil
 }
 
 // writeDigestPart adds one length-prefixed part to a digest, so that no two different

@@ -3,7 +3,6 @@ package overlay
 import (
 	"maps"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
@@ -14,8 +13,8 @@ import (
 // TestFenceParamsFollowTheEnvironment: each shipped deployment of the operator
 // (overlays/<env>) installs the ConfigMap eva-tenant-ingress, which the admission policy
 // eva-tenant-ingresses holds tenant Ingresses to, with exactly the domain, class and
-// annotation keys the environment renders: were they to differ, every tenant Ingress
-// would be refused, or the fence would allow what Eva never renders.
+// annotation keys the environment renders, and their digest: were they to differ, every
+// tenant Ingress would be refused, or the fence would allow what Eva never renders.
 func TestFenceParamsFollowTheEnvironment(t *testing.T) {
 	root := filepath.Join("..", "..", "overlays")
 	for _, name := range []string{"dev", "prod", "airgap"} {
@@ -34,9 +33,7 @@ func TestFenceParamsFollowTheEnvironment(t *testing.T) {
 					data = res.GetDataMap()
 				}
 			}
-			s := env.Settings
-			want := map[string]string{"domain": s.Domain, "ingressClassName": s.IngressClassName,
-				"ingressAnnotations": strings.Join(slices.Sorted(maps.Keys(s.IngressAnnotations)), ",")}
+			want := env.Settings.FenceParams()
 			if !maps.Equal(data, want) {
 				t.Errorf("overlays/%s installs eva-system/eva-tenant-ingress %v, the environment renders %v", name, data, want)
 			}

@@ -30,6 +30,9 @@ type overlayDir struct {
 	root *os.Root
 	// path names the folder in messages.
 	path string
+	// files holds every file read, by the name the overlay gave it: what the
+	// environment was loaded from, byte for byte (Environment.Files).
+	files map[string][]byte
 }
 
 // openOverlayDir opens dir as the overlay folder.
@@ -38,7 +41,7 @@ func openOverlayDir(dir string) (*overlayDir, error) {
 	if err != nil {
 		return nil, fmt.Errorf("opening overlay folder: %w", err)
 	}
-	return &overlayDir{root: r, path: dir}, nil
+	return &overlayDir{root: r, path: dir, files: map[string][]byte{}}, nil
 }
 
 // openOverlayIn opens the folder sub of base as the overlay folder, refusing a sub
@@ -56,7 +59,7 @@ func openOverlayIn(base, sub string) (*overlayDir, error) {
 		}
 		return nil, fmt.Errorf("opening overlay folder: %w", err)
 	}
-	return &overlayDir{root: s, path: filepath.Join(base, sub)}, nil
+	return &overlayDir{root: s, path: filepath.Join(base, sub), files: map[string][]byte{}}, nil
 }
 
 // close releases the folder.
@@ -101,6 +104,7 @@ func (o *overlayDir) read(name string) ([]byte, error) {
 	if len(data) > maxOverlayFile {
 		return nil, fmt.Errorf("is larger than %d bytes", maxOverlayFile)
 	}
+	o.files[filepath.ToSlash(filepath.Clean(name))] = data
 	return data, nil
 }
 

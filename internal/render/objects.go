@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/ptr"
 
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -162,6 +163,11 @@ func (s *scope) ingress() (runtime.Object, error) {
 	}
 	meta := s.meta(tenant.IngressName(s.code))
 	meta.Annotations = maps.Clone(s.r.Env.Settings.IngressAnnotations)
+	if meta.Annotations == nil {
+		meta.Annotations = map[string]string{}
+	}
+	// The environment it was rendered for, as the Ingress fence knows it.
+	meta.Annotations[tenant.AnnotationFence] = s.r.Env.Settings.FenceParams()[overlay.FenceDigestKey]
 	return &networkingv1.Ingress{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "networking.k8s.io/v1", Kind: "Ingress"},
 		ObjectMeta: meta,

@@ -25,6 +25,11 @@ const (
 	// reads what helm-controller says of a release only once the release in the cluster
 	// carries the spec the tenant renders now.
 	AnnotationSpecDigest = "eva.aidonow.com/spec-digest"
+	// AnnotationFence on a rendered Ingress is the digest of the fence parameters of the
+	// environment it was rendered for (overlay.Settings.FenceParams): the admission
+	// policy eva-tenant-ingresses refuses it, naming both digests, when the cluster
+	// enforces another environment's.
+	AnnotationFence = "eva.aidonow.com/fence"
 	// Finalizer protects a tenant until its decommission saga has run.
 	Finalizer = "eva.aidonow.com/tenant-protection"
 	// AnnotationOwnerUID names who owns a tenant's code: the UID of an EvaTenant
