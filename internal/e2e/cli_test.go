@@ -143,6 +143,10 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 	publish("over the planted copy")
 	assertKustomizationReady(ctx, t, render.WorkloadsName("GLOBEX"))
 
+	// The Starter tenant removed as docs/tenants.md says: its releases are uninstalled,
+	// then its namespace is gone.
+	assertDecommissionUninstalls(t, tenants, "DEVUSR", publish)
+
 	var values []string
 	for _, data := range secrets {
 		for _, v := range data {

@@ -157,15 +157,19 @@ type built struct {
 }
 
 // build makes the tenant's objects, typed, in apply order: a decommissioned tenant keeps
-// its namespace alone.
+// its namespace and the deployer account alone. The account stays because the publish
+// that decommissions a tenant removes its HelmReleases in the same commit, and
+// helm-controller uninstalls each release as that account: were it pruned with the rest
+// of the foundation, helm-controller would skip the uninstall and leave the modules
+// running. It goes with the namespace, when the tenant's files are removed.
 func (s *scope) build() ([]built, error) {
 	type builder struct {
 		build func() (runtime.Object, error)
 		layer Layer
 	}
-	builders := []builder{{s.namespace, Foundation}}
+	builders := []builder{{s.namespace, Foundation}, {s.serviceAccount, Foundation}, {s.roleBinding, Foundation}}
 	if s.t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
-		for _, build := range []func() (runtime.Object, error){s.serviceAccount, s.roleBinding, s.resourceQuota,
+		for _, build := range []func() (runtime.Object, error){s.resourceQuota,
 			s.limitRange, s.networkPolicy, s.chartRepository, s.eventsStream, s.commandsStream, s.alertRules} {
 			builders = append(builders, builder{build, Foundation})
 		}
