@@ -54,6 +54,7 @@ init writes over nothing: when any of its files exists, it names them and writes
 		},
 	}
 	cmd.Flags().StringVar(&o.Env, "env", "dev", "the environment the fleet holds")
+	cmd.Flags().StringVar(&o.ChartsURL, "charts-url", "oci://ghcr.io/aidonow/charts", "the OCI repository of the module charts (the environment's chartSource.url): an Eva release's, or yours after evactl charts push")
 	cmd.Flags().StringVar(&o.Domain, "domain", "", "the environment's domain: tenants are served at <code>.<domain> (default <env>.example.com)")
 	cmd.Flags().StringVar(&o.Owners, "owners", "@OWNER/platform", "GitHub users or team (.github/CODEOWNERS) who must approve changes to eva.yaml, environments, charts, releases and workflows")
 	return cmd

@@ -22,6 +22,8 @@ type Options struct {
 	// Env names the one environment the fleet holds; Domain is its tenants' parent
 	// domain.
 	Env, Domain string
+	// ChartsURL is the OCI repository of the module charts (chartSource.url).
+	ChartsURL string
 	// Recipient is the example tenant's age public key; KeyFile where its private
 	// key was written (git-ignored), for the instructions.
 	Recipient, KeyFile string
@@ -42,6 +44,9 @@ func (o Options) Check() error {
 	}
 	if strings.TrimSpace(o.Owners) == "" || strings.ContainsAny(o.Owners, "\n#") {
 		return fmt.Errorf("--owners %q: want GitHub users or teams (@org/team), space-separated", o.Owners)
+	}
+	if !strings.HasPrefix(o.ChartsURL, "oci://") || strings.ContainsAny(o.ChartsURL, " \n#") {
+		return fmt.Errorf("--charts-url %q: want the oci:// repository of the module charts", o.ChartsURL)
 	}
 	if !domainRE.MatchString(o.Domain) {
 		return fmt.Errorf("--domain %q: want a DNS domain such as dev.example.com (tenants get <code>.<domain>)", o.Domain)
@@ -91,12 +96,15 @@ domain: %[2]s
 ingressClassName: nginx
 ingressNamespace: ingress-nginx
 messagingNamespace: nats
-# Flux's sources in the cluster: the HelmRepository of the module charts and the
-# GitRepository of what evactl publishes.
+# The module charts: an OCI HelmRepository Eva renders into each tenant's namespace, so
+# that it works under Flux's multi-tenancy lockdown (--no-cross-namespace-refs refuses a
+# shared source in flux-system). Point url at your registry after evactl charts push, or
+# keep the Eva release's.
 chartSource:
   kind: HelmRepository
   name: eva-charts
-  namespace: flux-system
+  url: %[5]s
+# The GitRepository of what evactl publishes, in Flux's namespace.
 gitopsSource:
   kind: GitRepository
   name: eva-tenants
@@ -111,7 +119,7 @@ secrets:
   recipients:
     %[3]s:
       - %[4]s
-`, o.Env, o.Domain, ExampleCode, o.Recipient)
+`, o.Env, o.Domain, ExampleCode, o.Recipient, o.ChartsURL)
 }
 
 const kustomizationFile = `# Patches applied to every tenant bundle rendered for this environment. A tenant
