@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	git "github.com/go-git/go-git/v5"
@@ -13,8 +14,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
+	"github.com/aidonow/eva/internal/docsection"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/testcluster"
+	"github.com/aidonow/eva/internal/testenv"
 )
 
 // environment copies the suite's dev environment (its charts from the suite's
@@ -79,36 +82,63 @@ func bootstrapSource(ctx context.Context, kind, name, url, ref, interval string)
 // bootstrapSourceOn is bootstrapSource on cluster c, the root Kustomization applying
 // the folder dir of the tree (a cell's).
 func bootstrapSourceOn(ctx context.Context, c client.Client, kind, name, url, ref, interval, dir string) error {
-	var source string
-	switch kind {
-	case "GitRepository":
-		source = fmt.Sprintf("  url: %s\n  ref:\n    branch: %s\n", url, ref)
-	case "OCIRepository":
-		source = fmt.Sprintf("  url: %s\n  ref:\n    tag: %s\n  insecure: true\n", url, ref)
-	default:
-		return fmt.Errorf("source kind %s", kind)
+	objects, err := fluxWiring(kind, name, url, ref, interval, dir)
+	if err != nil {
+		return err
 	}
-	return applyYAMLOn(ctx, c, fmt.Sprintf(`apiVersion: source.toolkit.fluxcd.io/v1
-kind: %[1]s
-metadata:
-  name: %[2]s
-  namespace: %[3]s
-spec:
-  interval: %[5]s
-%[4]s---
-apiVersion: kustomize.toolkit.fluxcd.io/v1
-kind: Kustomization
-metadata:
-  name: %[2]s
-  namespace: %[3]s
-spec:
-  interval: 30s
-  path: %[6]s
-  prune: true
-  sourceRef:
-    kind: %[1]s
-    name: %[2]s
-`, kind, name, testcluster.FluxNamespace, source, interval, dir))
+	var text []string
+	for _, obj := range objects {
+		data, err := yaml.Marshal(obj)
+		if err != nil {
+			return err
+		}
+		text = append(text, string(data))
+	}
+	return applyYAMLOn(ctx, c, strings.Join(text, "---\n"))
+}
+
+// fluxWiringPage is the page whose YAML blocks the suite applies as a user does.
+var fluxWiringPage = filepath.Join(testenv.RepoRoot(), "docs", "flux-wiring.md")
+
+// fluxWiring is the source of the published tree (a GitRepository or an OCIRepository)
+// and the root Kustomization exactly as docs/flux-wiring.md gives them, with only what
+// names this suite's servers in place of the page's examples: the source's name, URL,
+// ref and interval (the page's secretRef dropped: the suite's git server and registry
+// take no credentials; its registry is plain HTTP), and the root's name, path, interval
+// and source. Everything else is the page's: change a block there and the suite applies
+// the change.
+func fluxWiring(kind, name, url, ref, interval, dir string) ([]map[string]any, error) {
+	heading := map[string]string{"GitRepository": "The source of the published tree", "OCIRepository": "An OCI artifact instead of a branch"}[kind]
+	if heading == "" {
+		return nil, fmt.Errorf("source kind %s", kind)
+	}
+	source, err := docsection.YAMLObject(fluxWiringPage, heading, kind)
+	if err != nil {
+		return nil, err
+	}
+	root, err := docsection.YAMLObject(fluxWiringPage, "The root Kustomization", "Kustomization")
+	if err != nil {
+		return nil, err
+	}
+	for _, obj := range []map[string]any{source, root} {
+		meta, _ := obj["metadata"].(map[string]any)
+		if meta == nil || obj["spec"] == nil {
+			return nil, fmt.Errorf("%s: the %s block has no metadata or spec", fluxWiringPage, obj["kind"])
+		}
+		meta["name"], meta["namespace"] = name, testcluster.FluxNamespace
+	}
+	spec := source["spec"].(map[string]any)
+	spec["url"], spec["interval"] = url, interval
+	delete(spec, "secretRef")
+	if kind == "GitRepository" {
+		spec["ref"] = map[string]any{"branch": ref}
+	} else {
+		spec["ref"], spec["insecure"] = map[string]any{"tag": ref}, true
+	}
+	rootSpec := root["spec"].(map[string]any)
+	rootSpec["path"], rootSpec["interval"] = dir, "30s"
+	rootSpec["sourceRef"] = map[string]any{"kind": kind, "name": name}
+	return []map[string]any{source, root}, nil
 }
 
 // tenantNamespace creates the namespace one test's EvaTenants live in. Each test runs
