@@ -268,8 +268,8 @@ type StreamStatus struct {
 type Stream struct {
 	metav1.TypeMeta   `json:",inline"`
 	metav1.ObjectMeta `json:"metadata,omitempty"`
-	Spec   StreamSpec   `json:"spec"`
-	Status StreamStatus `json:"status,omitempty"`
+	Spec              StreamSpec   `json:"spec"`
+	Status            StreamStatus `json:"status,omitempty"`
 }
 
 // StreamList is a list of Stream.
