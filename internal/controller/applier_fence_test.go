@@ -27,6 +27,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
 
@@ -257,8 +258,10 @@ func attackAsApplier(t *testing.T, id applierIdentity, code string) {
 		t.Fatal(err)
 	}
 	applier := impersonating(t, id.namespace, ns)
+	// Rendered for the dev environment, as the cluster's fence enforces it.
+	fence := map[string]string{tenant.AnnotationFence: devFenceDigest()}
 	ingress := func(host string) *networkingv1.Ingress {
-		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-")},
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-"), Annotations: fence},
 			Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("nginx"), Rules: []networkingv1.IngressRule{{Host: host}}}}
 	}
 	eventually(t, 10*time.Second, "the applier to write its own Ingress", func() error {
@@ -299,8 +302,10 @@ func attackAsApplier(t *testing.T, id applierIdentity, code string) {
 // from) its namespace ns, of the tenant whose code in lower case is lower, which the
 // fence refuses.
 func objectsEvaNeverRenders(ns, lower string) map[string]client.Object {
+	// Rendered for the dev environment, as the cluster's fence enforces it.
+	fence := map[string]string{tenant.AnnotationFence: devFenceDigest()}
 	ingress := func(host string) *networkingv1.Ingress {
-		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-")},
+		return &networkingv1.Ingress{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-" + lower + "-" + strings.ReplaceAll(host, ".", "-"), Annotations: fence},
 			Spec: networkingv1.IngressSpec{IngressClassName: ptr.To("nginx"), Rules: []networkingv1.IngressRule{{Host: host}}}}
 	}
 	job := seedJob(ns)
@@ -528,4 +533,15 @@ func applierBindingOf(t *testing.T, id applierIdentity, code string) *rbacv1.Clu
 	}
 	t.Fatalf("no applier binding in the delivery file of %s", code)
 	return nil
+}
+
+// devFenceDigest is the fence digest of the dev environment, which the suite's cluster
+// enforces (tenant.AnnotationFence); empty if it cannot be loaded, which every Ingress
+// check then shows.
+func devFenceDigest() string {
+	e, err := overlay.Load(filepath.Join(testenv.RepoRoot(), "overlays"), "dev")
+	if err != nil {
+		return ""
+	}
+	return e.Settings.FenceParams()[overlay.FenceDigestKey]
 }

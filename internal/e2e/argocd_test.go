@@ -115,9 +115,9 @@ func serveChartRepository(t *testing.T) string {
 }
 
 // argoEnvironment writes an environment rendering for Argo CD: the tree in repo, the
-// charts from chartRepo, on the domain of the environment the cluster's operator chart
-// was installed for (dev: the admission policy eva-tenant-ingresses holds every tenant
-// Ingress to it).
+// charts from chartRepo, with the Ingress settings (domain, class, annotations) of the
+// environment the cluster's operator chart was installed for (dev: the admission policy
+// eva-tenant-ingresses holds every tenant Ingress to them, and to their digest).
 func argoEnvironment(t *testing.T, repo, chartRepo string) string {
 	t.Helper()
 	root := t.TempDir()
@@ -127,6 +127,9 @@ func argoEnvironment(t *testing.T, repo, chartRepo string) string {
 	}
 	writeFile(t, filepath.Join(dir, "kustomization.yaml"), "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
 	writeFile(t, filepath.Join(dir, "environment.yaml"), fmt.Sprintf(`domain: dev.eva.example.com
+ingressClassName: nginx
+ingressAnnotations:
+  nginx.ingress.kubernetes.io/ssl-redirect: "false"
 ingressNamespace: ingress-nginx
 messagingNamespace: nats
 seedImage: ghcr.io/aidonow/eva-seeder:0.1.0
