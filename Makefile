@@ -123,6 +123,15 @@ e2e-binaries: $(CONTROLLER_GEN) ## Build kube-controller-manager, kube-scheduler
 e2e: envtest e2e-binaries ## Run the end-to-end suite (real control plane, kwok nodes, real Flux controllers) and evactl render under hack/egress: no packet may leave.
 	hack/run-e2e.sh "$(GO_TEST_FLAGS)"
 
+.PHONY: cluster
+cluster: envtest e2e-binaries ## Start a cluster to try Eva on (kwok nodes, real Flux, the operator's chart, the operator binary beside it); prints the kubeconfig, stays up until Ctrl-C.
+	go build -o $(BIN)/eva-cluster ./hack/cluster
+	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" exec $(BIN)/eva-cluster --env $(ENV)
+
+.PHONY: e2e-journey
+e2e-journey: envtest e2e-binaries ## Run the first-cluster journey (evactl init, the chart with evactl operator values, docs/flux-wiring.md's objects, every tier, diff, decommission) on a cluster of its own, under hack/egress.
+	EVA_E2E_JOURNEY=1 hack/run-e2e.sh "-count=1 -timeout=30m -v -run ^TestJourney"
+
 .PHONY: e2e-cells
 e2e-cells: envtest e2e-binaries ## Run the cells scenarios on two clusters, each with its own real Flux (docs/cells.md), under hack/egress.
 	EVA_E2E_CELLS=1 hack/run-e2e.sh "-count=1 -timeout=30m -v -run ^TestCells"
