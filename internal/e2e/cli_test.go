@@ -67,9 +67,14 @@ func readyOf(u *unstructured.Unstructured) (metav1.Condition, bool) {
 // allReady checks every object of a kind (with the capsule label when label is set) is
 // Ready, and that there are want of them.
 func allReady(ctx context.Context, gvk schema.GroupVersionKind, want int, opts ...client.ListOption) error {
+	return allReadyOn(ctx, cluster.Client, gvk, want, opts...)
+}
+
+// allReadyOn is allReady on the cluster c reaches.
+func allReadyOn(ctx context.Context, c client.Client, gvk schema.GroupVersionKind, want int, opts ...client.ListOption) error {
 	list := &unstructured.UnstructuredList{}
 	list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
-	if err := cluster.Client.List(ctx, list, opts...); err != nil {
+	if err := c.List(ctx, list, opts...); err != nil {
 		return err
 	}
 	if len(list.Items) != want {
@@ -145,7 +150,7 @@ func TestCLIPublishGitReachesRealFlux(t *testing.T) {
 
 	// The Starter tenant removed as docs/tenants.md says: its releases are uninstalled,
 	// then its namespace is gone.
-	assertDecommissionUninstalls(t, tenants, "DEVUSR", publish)
+	assertDecommissionUninstalls(t, cluster.Client, tenants, "DEVUSR", publish)
 
 	var values []string
 	for _, data := range secrets {
@@ -370,6 +375,12 @@ func assertExamplesDeployed(t *testing.T, root, customer, starter, enterprise st
 // `flux reconcile` does (the reconcile.fluxcd.io/requestedAt annotation).
 func requestReconcile(t *testing.T, kind, name string) {
 	t.Helper()
+	requestReconcileOn(t, cluster.Client, kind, name)
+}
+
+// requestReconcileOn is requestReconcile on the cluster c reaches.
+func requestReconcileOn(t *testing.T, c client.Client, kind, name string) {
+	t.Helper()
 	u := &unstructured.Unstructured{}
 	gv := "source.toolkit.fluxcd.io/v1"
 	if kind == "Kustomization" {
@@ -380,7 +391,7 @@ func requestReconcile(t *testing.T, kind, name string) {
 	u.SetNamespace(testcluster.FluxNamespace)
 	u.SetName(name)
 	patch := []byte(fmt.Sprintf(`{"metadata":{"annotations":{"reconcile.fluxcd.io/requestedAt":%q}}}`, time.Now().Format(time.RFC3339Nano)))
-	if err := cluster.Client.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
+	if err := c.Patch(context.Background(), u, client.RawPatch(types.MergePatchType, patch)); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -22,14 +22,14 @@ import (
 // helmReleaseStorage is the type of the Secrets Helm keeps each release in.
 const helmReleaseStorage = "helm.sh/release.v1"
 
-// assertDecommissionUninstalls takes the published tenant of code (its file in tenants)
-// through the removal docs/tenants.md describes, with publish publishing the folder:
-// spec.lifecycle Decommissioned published, then helm-controller has uninstalled every
-// release (no HelmRelease, Deployment or Helm release storage left in the namespace)
-// while the namespace and its deployer account stay; then the file deleted and
-// published, and the namespace, the tenant's Flux Kustomizations and everything of it
-// are gone.
-func assertDecommissionUninstalls(t *testing.T, tenants, code string, publish func(what string)) {
+// assertDecommissionUninstalls takes the published tenant of code (its file in tenants,
+// delivered to the cluster c reaches) through the removal docs/tenants.md describes,
+// with publish publishing the folder: spec.lifecycle Decommissioned published, then
+// helm-controller has uninstalled every release (no HelmRelease, Deployment or Helm
+// release storage left in the namespace) while the namespace and its deployer account
+// stay; then the file deleted and published, and the namespace and the tenant's Flux
+// Kustomizations are gone.
+func assertDecommissionUninstalls(t *testing.T, c client.Client, tenants, code string, publish func(what string)) {
 	t.Helper()
 	ctx := context.Background()
 	ns := tenant.Namespace(code)
@@ -47,10 +47,10 @@ func assertDecommissionUninstalls(t *testing.T, tenants, code string, publish fu
 	}
 	publish(code + " decommissioned")
 	poll(t, code+"'s releases uninstalled by helm-controller", 4*time.Minute, func() error {
-		return leftOfReleases(ctx, code)
+		return leftOfReleases(ctx, c, code)
 	})
 	var account corev1.ServiceAccount
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.DeployerName}, &account); err != nil {
+	if err := c.Get(ctx, client.ObjectKey{Namespace: ns, Name: render.DeployerName}, &account); err != nil {
 		t.Fatalf("the deployer account of a decommissioned tenant: %v", err)
 	}
 
@@ -60,13 +60,13 @@ func assertDecommissionUninstalls(t *testing.T, tenants, code string, publish fu
 	publish(code + " removed")
 	poll(t, code+"'s namespace and Flux objects gone", 4*time.Minute, func() error {
 		var namespace corev1.Namespace
-		if err := cluster.Client.Get(ctx, client.ObjectKey{Name: ns}, &namespace); !apierrors.IsNotFound(err) {
+		if err := c.Get(ctx, client.ObjectKey{Name: ns}, &namespace); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("namespace %s: %s, %v", ns, namespace.Status.Phase, err)
 		}
 		for _, name := range []string{render.FoundationName(code), render.WorkloadsName(code)} {
 			ks := &unstructured.Unstructured{}
 			ks.SetGroupVersionKind(kustomizationGVK)
-			if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: name}, ks); !apierrors.IsNotFound(err) {
+			if err := c.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: name}, ks); !apierrors.IsNotFound(err) {
 				return fmt.Errorf("Kustomization flux-system/%s still there (%v)", name, err)
 			}
 		}
@@ -74,13 +74,13 @@ func assertDecommissionUninstalls(t *testing.T, tenants, code string, publish fu
 	})
 }
 
-// leftOfReleases names what of code's module releases is still in the cluster: its
+// leftOfReleases names what of code's module releases is still in the cluster c reaches: its
 // HelmReleases, the Deployments they installed, and Helm's release storage.
-func leftOfReleases(ctx context.Context, code string) error {
+func leftOfReleases(ctx context.Context, c client.Client, code string) error {
 	ns := tenant.Namespace(code)
 	releases := &unstructured.UnstructuredList{}
 	releases.SetGroupVersionKind(helmReleaseGVK)
-	if err := cluster.Client.List(ctx, releases, client.MatchingLabels{tenant.LabelCapsule: code}); err != nil {
+	if err := c.List(ctx, releases, client.MatchingLabels{tenant.LabelCapsule: code}); err != nil {
 		return err
 	}
 	var left []string
@@ -88,14 +88,14 @@ func leftOfReleases(ctx context.Context, code string) error {
 		left = append(left, "HelmRelease "+r.GetNamespace()+"/"+r.GetName())
 	}
 	var deployments appsv1.DeploymentList
-	if err := cluster.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+	if err := c.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
 		return err
 	}
 	for _, d := range deployments.Items {
 		left = append(left, "Deployment "+d.Name)
 	}
 	var secrets corev1.SecretList
-	if err := cluster.Client.List(ctx, &secrets, client.InNamespace(ns)); err != nil {
+	if err := c.List(ctx, &secrets, client.InNamespace(ns)); err != nil {
 		return err
 	}
 	for _, s := range secrets.Items {
