@@ -22,23 +22,18 @@ import (
 	"syscall"
 	"time"
 
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	"github.com/aidonow/eva/internal/chartrepo"
-	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
 )
 
 // operatorNamespace is where the chart is installed and the EvaTenants live.
-const operatorNamespace = "eva-system"
+const operatorNamespace = testcluster.OperatorNamespace
 
 func main() {
 	dir := flag.String("dir", "out/cluster", "folder for the kubeconfig, the environment and the operator's log")
@@ -88,14 +83,14 @@ func run(ctx context.Context, dir, envName string) error {
 		return err
 	}
 	say("installing the operator's chart with evactl operator values --env " + envName)
-	if err := installChart(ctx, cluster, root, dir, overlays, envName); err != nil {
+	if err := installChart(ctx, cluster, dir, overlays, envName); err != nil {
 		return err
 	}
-	stopStandIns, err := startStandIns(ctx, cluster, dir)
+	_, stopMessaging, err := cluster.StartMessaging(ctx)
 	if err != nil {
 		return err
 	}
-	defer stopStandIns()
+	defer stopMessaging()
 	operator, err := startOperator(cluster, root, overlays, envName)
 	if err != nil {
 		return err
@@ -167,7 +162,7 @@ func publishCharts(root, dir, envName, url string) (string, error) {
 // installChart installs deploy/charts/eva-operator into eva-system (created and labelled
 // as docs/install.md says) with the values evactl operator values prints, and no
 // replica: the operator's image cannot run here.
-func installChart(ctx context.Context, cluster *testcluster.Cluster, root, dir, overlays, envName string) error {
+func installChart(ctx context.Context, cluster *testcluster.Cluster, dir, overlays, envName string) error {
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: operatorNamespace, Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}
 	if err := cluster.Client.Create(ctx, ns); err != nil {
@@ -190,47 +185,7 @@ func installChart(ctx context.Context, cluster *testcluster.Cluster, root, dir, 
 	if err := yaml.Unmarshal(out, &values); err != nil {
 		return fmt.Errorf("evactl operator values: %w", err)
 	}
-	values["replicas"] = 0
-	kubeconfig, namespace := cluster.KubeConfig, operatorNamespace
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Namespace = &kubeconfig, &namespace
-	cfg := new(action.Configuration)
-	if err := cfg.Init(flags, namespace, "secret", func(string, ...any) {}); err != nil {
-		return err
-	}
-	chrt, err := loader.Load(filepath.Join(root, "deploy", "charts", "eva-operator"))
-	if err != nil {
-		return err
-	}
-	install := action.NewInstall(cfg)
-	install.ReleaseName, install.Namespace = "eva-operator", operatorNamespace
-	if _, err := install.RunWithContext(ctx, chrt, values); err != nil {
-		return fmt.Errorf("helm install of deploy/charts/eva-operator: %w", err)
-	}
-	return nil
-}
-
-// startStandIns starts the JetStream server and the two stand-ins.
-func startStandIns(ctx context.Context, cluster *testcluster.Cluster, dir string) (func(), error) {
-	nats, err := testenv.RunNATS(-1, filepath.Join(dir, "jetstream"))
-	if err != nil {
-		return nil, err
-	}
-	js, err := messaging.Connect(messaging.Config{URL: nats.ClientURL()})
-	if err != nil {
-		nats.Shutdown()
-		return nil, err
-	}
-	c, err := client.New(cluster.Config, client.Options{Scheme: testcluster.StandInScheme()})
-	if err != nil {
-		js.Close()
-		nats.Shutdown()
-		return nil, err
-	}
-	ctx, cancel := context.WithCancel(ctx)
-	go testcluster.RunNACKStandIn(ctx, c, js)
-	go testcluster.RunIngressStandIn(ctx, c)
-	return func() { cancel(); js.Close(); nats.Shutdown() }, nil
+	return testcluster.InstallOperatorChart(ctx, cluster.KubeConfig, values)
 }
 
 // startOperator runs the operator binary as the chart's service account, with the

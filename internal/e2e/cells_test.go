@@ -50,27 +50,14 @@ func startCell(t *testing.T) (*testcluster.Cluster, *messaging.Client) {
 	if err := cell.StartFlux(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if err := installOperatorChart(root, cell.KubeConfig); err != nil {
+	if err := installOperatorChart(cell.KubeConfig); err != nil {
 		t.Fatal(err)
 	}
-	nats, err := testenv.RunNATS(-1, filepath.Join(cell.Dir, "jetstream"))
+	js, stop, err := cell.StartMessaging(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(nats.Shutdown)
-	js, err := messaging.Connect(messaging.Config{URL: nats.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(js.Close)
-	standIns, err := client.New(cell.Config, client.Options{Scheme: testcluster.StandInScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, cancel := context.WithCancel(ctx)
-	t.Cleanup(cancel)
-	go testcluster.RunNACKStandIn(stop, standIns, js)
-	go testcluster.RunIngressStandIn(stop, standIns)
+	t.Cleanup(stop)
 	return cell, js
 }
 

@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
@@ -58,7 +57,11 @@ func TestJourneyFirstCluster(t *testing.T) {
 	if err := first.StartFlux(ctx); err != nil {
 		t.Fatal(err)
 	}
-	startStandInsOn(t, first)
+	_, stopMessaging, err := first.StartMessaging(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(stopMessaging)
 
 	fleet := filepath.Join(t.TempDir(), "fleet")
 	runIn(t, "", "evactl", evactl, "init", fleet, "--charts-url", chartSourceURL())
@@ -219,30 +222,6 @@ func assertOnlyListedLeft(t *testing.T, c client.Client, code string) {
 	if len(left) > 0 {
 		t.Errorf("left of %s, which docs/uninstall.md does not list: %s", code, strings.Join(left, ", "))
 	}
-}
-
-// startStandInsOn starts, for the cluster c, a JetStream server of its own and the
-// suite's two stand-ins (NACK, the ingress controller), stopped when the test ends.
-func startStandInsOn(t *testing.T, c *testcluster.Cluster) {
-	t.Helper()
-	nats, err := testenv.RunNATS(-1, filepath.Join(c.Dir, "jetstream"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nats.Shutdown)
-	js, err := messaging.Connect(messaging.Config{URL: nats.ClientURL()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(js.Close)
-	standIns, err := client.New(c.Config, client.Options{Scheme: testcluster.StandInScheme()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	go testcluster.RunNACKStandIn(stop, standIns, js)
-	go testcluster.RunIngressStandIn(stop, standIns)
 }
 
 // runIn runs a command (what names it in messages) in dir, as a user at a shell does, and

@@ -11,10 +11,7 @@ import (
 	"time"
 
 	git "github.com/go-git/go-git/v5"
-	"helm.sh/helm/v3/pkg/action"
-	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
@@ -105,27 +102,15 @@ func run(m *testing.M) (int, error) {
 	if err := bootstrapSource(ctx, "GitRepository", "eva-tenants", gitSrv.URL+"/"+fleetRepo, "main", "10s"); err != nil {
 		return 0, err
 	}
-	if err := installOperatorChart(root, cluster.KubeConfig); err != nil {
+	if err := installOperatorChart(cluster.KubeConfig); err != nil {
 		return 0, err
 	}
 	// JetStream, real and embedded, and the two stand-ins the cluster cannot do without.
-	ns, err := testenv.RunNATS(-1, filepath.Join(cluster.Dir, "jetstream"))
-	if err != nil {
+	var stopMessaging func()
+	if jetstream, stopMessaging, err = cluster.StartMessaging(ctx); err != nil {
 		return 0, err
 	}
-	defer ns.Shutdown()
-	if jetstream, err = messaging.Connect(messaging.Config{URL: ns.ClientURL()}); err != nil {
-		return 0, err
-	}
-	defer jetstream.Close()
-	standIns, err := client.New(cluster.Config, client.Options{Scheme: testcluster.StandInScheme()})
-	if err != nil {
-		return 0, err
-	}
-	stop, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go testcluster.RunNACKStandIn(stop, standIns, jetstream)
-	go testcluster.RunIngressStandIn(stop, standIns)
+	defer stopMessaging()
 
 	if evactl, err = testenv.Binary("./cmd/evactl", "evactl-test"); err != nil {
 		return 0, err
@@ -171,30 +156,13 @@ func publishCharts(root string) error {
 // chartSourceURL is where the suite's charts are published.
 func chartSourceURL() string { return "oci://" + registry.Host() + "/eva/charts" }
 
-// installOperatorChart installs the operator as a user does, with Helm from the chart
-// in deploy/charts/eva-operator (CRD, RBAC, admission policies, network policy,
-// environment, the identities of cells eu-1 and us-1), but with no replica: the
-// operator runs here as a process, its image is not built on this machine.
-func installOperatorChart(root, kubeconfig string) error {
-	ns := "eva-system"
-	flags := genericclioptions.NewConfigFlags(false)
-	flags.KubeConfig, flags.Namespace = &kubeconfig, &ns
-	cfg := new(action.Configuration)
-	if err := cfg.Init(flags, ns, "secret", func(string, ...any) {}); err != nil {
-		return err
-	}
-	chrt, err := loader.Load(filepath.Join(root, "deploy", "charts", "eva-operator"))
-	if err != nil {
-		return err
-	}
-	install := action.NewInstall(cfg)
-	install.ReleaseName, install.Namespace, install.CreateNamespace = "eva-operator", ns, true
-	// The cells' identities serve the two-cluster scenarios (cells_test.go), where this
-	// cluster is the fleet's.
-	if _, err := install.Run(chrt, map[string]any{"env": "dev", "replicas": 0, "cellIdentities": []any{"eu-1", "us-1"}}); err != nil {
-		return fmt.Errorf("helm install of deploy/charts/eva-operator: %w", err)
-	}
-	return nil
+// installOperatorChart installs the operator's chart as a user does, with Helm, for the
+// dev environment and the identities of cells eu-1 and us-1 (the two-cluster scenarios,
+// cells_test.go, where this cluster is the fleet's), with no replica: the operator runs
+// here as a process.
+func installOperatorChart(kubeconfig string) error {
+	return testcluster.InstallOperatorChart(context.Background(), kubeconfig,
+		map[string]any{"env": "dev", "cellIdentities": []any{"eu-1", "us-1"}})
 }
 
 // applyYAML server-side applies every object of a YAML text as the test.
