@@ -33,7 +33,7 @@ func (f *Fleet) CheckRelease(running string) error {
 // A folder found under the digest's name is trusted only when it is what this evactl
 // would write: its content hashes to the digest, and it and its parents are the user's
 // own, written by nobody else (owned by the user, neither group- nor world-writable, no
-// symlinks). Otherwise whoever wrote it first (another user of a shared cache, or a
+// symlinks), below folders nobody else may rename it in (checkCacheBase). Otherwise whoever wrote it first (another user of a shared cache, or a
 // planted schema that lets every value through) would decide what evactl checks
 // tenants against. There is no fallback to the shared temporary folder: without HOME
 // (or XDG_CACHE_HOME) evactl says so and stops.
@@ -51,6 +51,9 @@ func Unpack(fsys fs.FS) (string, error) {
 	dir := filepath.Join(parent, digest[:16])
 	if err := os.MkdirAll(parent, 0o700); err != nil {
 		return "", fmt.Errorf("unpacking the release's environments and charts: %w", err)
+	}
+	if err := checkCacheBase(base); err != nil {
+		return "", err
 	}
 	for _, d := range []string{eva, parent} {
 		info, err := os.Lstat(d)
@@ -86,6 +89,34 @@ func Unpack(fsys fs.FS) (string, error) {
 		return "", fmt.Errorf("unpacking the release's environments and charts: %w", err)
 	}
 	return dir, nil
+}
+
+// checkCacheBase refuses a cache folder another user could rename or replace the
+// release's folder in: the folder (its links resolved) is the user's or root's, and no
+// folder from it up that others may write lacks the sticky bit (as /tmp has it), so
+// that nobody else can move what is in it. The owners of the folders above are not
+// checked: inside a user namespace (the end-to-end suite's egress check) root's own
+// folders show as the overflow user, like any other user's.
+func checkCacheBase(base string) error {
+	resolved, err := filepath.EvalSymlinks(base)
+	if err != nil {
+		return fmt.Errorf("unpacking the release's environments and charts: %w", err)
+	}
+	for d := resolved; ; d = filepath.Dir(d) {
+		info, err := os.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("unpacking the release's environments and charts: %w", err)
+		}
+		if uid, ok := ownerOf(info); ok && d == resolved && uid != os.Getuid() && uid != 0 {
+			return fmt.Errorf("%s: owned by user %d: evactl keeps the release's files only below folders of yours or root's (set XDG_CACHE_HOME)", d, uid)
+		}
+		if info.Mode().Perm()&0o022 != 0 && info.Mode()&fs.ModeSticky == 0 {
+			return fmt.Errorf("%s: writable by others (mode %v) without the sticky bit: another user could replace the release's folder below it (set XDG_CACHE_HOME)", d, info.Mode().Perm())
+		}
+		if parent := filepath.Dir(d); parent == d {
+			return nil
+		}
+	}
 }
 
 // untrusted says why a file of the release's folder may have been written by someone

@@ -8,9 +8,10 @@ import (
 	"testing/fstest"
 )
 
-// TestUnpackOncePerContent writes the release's files once per content, whole.
+// TestUnpackOncePerContent writes the release's files once per content, whole, into a
+// cache folder it makes when there is none yet (a new user's).
 func TestUnpackOncePerContent(t *testing.T) {
-	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	t.Setenv("XDG_CACHE_HOME", filepath.Join(t.TempDir(), "not-yet"))
 	release := fstest.MapFS{"overlays/dev/tenant/environment.yaml": {Data: []byte("domain: a.example\n")}, "charts/eva-crm/Chart.yaml": {Data: []byte("name: eva-crm\n")}}
 	first, err := Unpack(release)
 	if err != nil {
@@ -136,5 +137,35 @@ func TestUnpackRefusesAParentOthersWrite(t *testing.T) {
 	}
 	if dir, err := Unpack(testRelease()); err == nil || !strings.Contains(err.Error(), "writable by others") {
 		t.Fatalf("Unpack under a world-writable folder: %s, %v", dir, err)
+	}
+}
+
+// TestUnpackRefusesACacheOthersMayRename: a cache folder (XDG_CACHE_HOME) that others may
+// write without the sticky bit is refused before any release is unpacked: whoever may write
+// it may rename eva/ away after the checks and put a folder of theirs in its place.
+func TestUnpackRefusesACacheOthersMayRename(t *testing.T) {
+	shared := filepath.Join(t.TempDir(), "shared")
+	if err := os.Mkdir(shared, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(shared, 0o777); err != nil {
+		t.Fatal(err)
+	}
+	cache := filepath.Join(shared, "cache")
+	if err := os.Mkdir(cache, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("XDG_CACHE_HOME", cache)
+	if dir, err := Unpack(testRelease()); err == nil || !strings.Contains(err.Error(), shared+": writable by others") {
+		t.Fatalf("Unpack below a folder others may write: %s, %v", dir, err)
+	}
+	if entries, _ := os.ReadDir(filepath.Join(cache, "eva", "release")); len(entries) != 0 {
+		t.Fatalf("the cache holds %d releases, want none", len(entries))
+	}
+	if err := os.Chmod(shared, 0o777|os.ModeSticky); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Unpack(testRelease()); err != nil {
+		t.Fatalf("below a sticky folder, as /tmp is: %v", err)
 	}
 }
