@@ -132,6 +132,14 @@ func (g *gitTarget) remote(author publish.Author, subject string) (*publish.GitR
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
+	if g.cacheDir == "" {
+		// The clone's default home is the user's cache folder; without one evactl says so
+		// rather than keep the clone in the shared temporary folder, where another user
+		// could have planted a repository of the right name first.
+		if _, err := os.UserCacheDir(); err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("no folder for the repository's clone: %w (set HOME or XDG_CACHE_HOME, or pass --cache-dir)", err)}
+		}
+	}
 	return &publish.GitRemote{URL: g.repo, Branch: g.branch, Path: path, Auth: auth,
 		Author: author, CacheDir: g.cacheDir, Subject: subject}, nil
 }

@@ -167,3 +167,23 @@ func TestErrorsArePrintedSafely(t *testing.T) {
 		}
 	}
 }
+
+// TestPublishGitWithoutAHomeRefuses: with neither HOME nor XDG_CACHE_HOME, and no
+// --cache-dir, publish git says what to set and writes nothing to the shared temporary
+// folder (where another user could have planted a clone of the right name first).
+func TestPublishGitWithoutAHomeRefuses(t *testing.T) {
+	tmp := t.TempDir()
+	t.Setenv("TMPDIR", tmp)
+	t.Setenv("HOME", "")
+	t.Setenv("XDG_CACHE_HOME", "")
+	bare := filepath.Join(t.TempDir(), "published.git")
+	gitOut(t, filepath.Dir(bare), "init", "--bare", "-q", bare)
+	code, out := runEvactl(t, "publish", "git", "--repo", bare, "--branch", "main", "--tenants", filepath.Join(repoRoot, "tenants"),
+		"--overlays", filepath.Join(repoRoot, "overlays"), "--charts", filepath.Join(repoRoot, "charts"))
+	if code != ExitUsage || !strings.Contains(out, "set HOME or XDG_CACHE_HOME, or pass --cache-dir") {
+		t.Fatalf("publish git without a home: exit %d\n%s", code, out)
+	}
+	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
+		t.Fatalf("the temporary folder holds %d entries, want none", len(entries))
+	}
+}
