@@ -12,7 +12,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
-	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 )
@@ -65,8 +64,7 @@ func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
 					return c.Create(ctx, u.DeepCopy(), client.DryRunAll)
 				})
 			}
-			fence := testRenderer(t).Env.Settings.FenceParams()[overlay.FenceDigestKey]
-			for what, obj := range hostileStreamsAndIngresses(ns, code, fence) {
+			for what, obj := range hostileStreamsAndIngresses(ns, code, devFenceDigest()) {
 				err := untilFenced(10*time.Second, func() error { return c.Create(ctx, obj.DeepCopy(), client.DryRunAll) })
 				if !fenced(err) {
 					t.Errorf("%s: want an admission policy to refuse, got %v", what, err)

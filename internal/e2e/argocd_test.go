@@ -20,8 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
@@ -126,11 +128,18 @@ func argoEnvironment(t *testing.T, repo, chartRepo string) string {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(dir, "kustomization.yaml"), "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n")
-	writeFile(t, filepath.Join(dir, "environment.yaml"), fmt.Sprintf(`domain: dev.eva.example.com
-ingressClassName: nginx
-ingressAnnotations:
-  nginx.ingress.kubernetes.io/ssl-redirect: "false"
-ingressNamespace: ingress-nginx
+	// The Ingress settings are read from the suite's dev environment, not copied: the
+	// fence holds them to its digest.
+	dev, err := overlay.Load(overlays, "dev")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ingress, err := yaml.Marshal(map[string]any{"domain": dev.Settings.Domain,
+		"ingressClassName": dev.Settings.IngressClassName, "ingressAnnotations": dev.Settings.IngressAnnotations})
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(dir, "environment.yaml"), string(ingress)+fmt.Sprintf(`ingressNamespace: ingress-nginx
 messagingNamespace: nats
 seedImage: ghcr.io/aidonow/eva-seeder:0.1.0
 applier: argocd
