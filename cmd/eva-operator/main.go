@@ -20,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/controller"
 	"github.com/aidonow/eva/internal/publish"
@@ -57,6 +58,7 @@ type config struct {
 	catalogPath     string
 	overlays        string
 	environmentDir  string
+	publishedCharts string
 	env             string
 	concurrency     int
 	shard           string
@@ -135,6 +137,13 @@ func run(cfg config) error {
 		return err
 	}
 	renderer := &render.Renderer{Catalog: catalog, Env: env}
+	if cfg.publishedCharts != "" {
+		lock, err := chartrepo.ReadLock(cfg.publishedCharts)
+		if err != nil {
+			return fmt.Errorf("--published-charts: %w", err)
+		}
+		renderer.Charts = lock
+	}
 	if renderer.ArgoCD() && cfg.publishMode == "oci" {
 		return fmt.Errorf("environment %s renders for Argo CD (applier: argocd), whose Applications read a git repository: use --publish=git", env.Name)
 	}
@@ -232,6 +241,9 @@ func run(cfg config) error {
 	}
 	if renderer.Env.Settings.Secrets != nil {
 		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace}
+	}
+	if name := renderer.Env.Settings.ChartSource.PullSecret; name != "" && !renderer.ArgoCD() {
+		r.ChartPull = &controller.ChartPull{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace, Name: name}
 	}
 	if fleet != nil {
 		joinFleet(mgr, fleet, cfg, r)

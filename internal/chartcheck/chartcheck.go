@@ -102,6 +102,10 @@ func Load(dir string, fallback ...string) (*Checker, error) {
 	return c, nil
 }
 
+// Published is the charts folder's published.yaml (nil without one): the digests the
+// rendered chart sources pin.
+func (c *Checker) Published() *chartrepo.Lock { return c.published }
+
 // SetFetcher lets the checker pull published versions the charts folder does not hold.
 func (c *Checker) SetFetcher(f Fetcher) { c.fetch = f }
 

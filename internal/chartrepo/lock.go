@@ -94,6 +94,16 @@ func (l *Lock) Find(chart, version string) (Published, bool) {
 	return Published{}, false
 }
 
+// Digest returns the OCI manifest digest of a published chart version (a nil lock
+// has none): what each tenant's chart source pins.
+func (l *Lock) Digest(chart, version string) (string, bool) {
+	if l == nil {
+		return "", false
+	}
+	p, ok := l.Find(chart, version)
+	return p.Digest, ok
+}
+
 // Versions lists a chart's published versions, oldest first.
 func (l *Lock) Versions(chart string) []string {
 	var out []string

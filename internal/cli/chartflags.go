@@ -51,7 +51,7 @@ func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *ten
 	if err != nil || checker == nil {
 		return err
 	}
-	r := &render.Renderer{Catalog: catalog, Env: env}
+	r := &render.Renderer{Catalog: catalog, Env: env, Charts: checker.Published()}
 	res.Problems = append(res.Problems, chartProblems(res, r, checker)...)
 	res.Problems = append(res.Problems, releaseChartProblems(releases, catalog, checker)...)
 	tenantfile.SortProblems(res.Problems)

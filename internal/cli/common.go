@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"path/filepath"
 	"runtime/debug"
 	"sync"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/rendercache"
@@ -187,7 +189,11 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
 	placed, moves, placeProblems := placeTenants(res, env, catalog, published)
 	res.Problems = append(res.Problems, placeProblems...)
-	j := &job{r: &render.Renderer{Catalog: catalog, Env: env}, placed: placed.Cells, cellTrees: published.trees, treeRevisions: published.revisions, moves: moves}
+	lock, err := chartrepo.ReadLockIfPresent(filepath.Join(ri.charts, chartrepo.LockFile))
+	if err != nil {
+		return nil, &ExitError{Code: ExitUsage, Err: err}
+	}
+	j := &job{r: &render.Renderer{Catalog: catalog, Env: env, Charts: lock}, placed: placed.Cells, cellTrees: published.trees, treeRevisions: published.revisions, moves: moves}
 	releases, problems, err := rolloutfile.Load(ri.rollouts, catalog)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}

@@ -170,7 +170,7 @@ and the seeder image must be listed; a missing one is named with its chart.`,
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
-			images, err := airgap.ChartImages(&render.Renderer{Catalog: catalog, Env: e}, checker)
+			images, err := airgap.ChartImages(&render.Renderer{Catalog: catalog, Env: e, Charts: checker.Published()}, checker)
 			if err != nil {
 				return err
 			}

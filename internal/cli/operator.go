@@ -2,8 +2,12 @@ package cli
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
+	"io/fs"
 	"maps"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
 
@@ -11,6 +15,7 @@ import (
 	yaml "go.yaml.in/yaml/v3"
 	sigsyaml "sigs.k8s.io/yaml"
 
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/manifest"
 	"github.com/aidonow/eva/internal/overlay"
 )
@@ -26,7 +31,7 @@ func newOperatorCommand() *cobra.Command {
 }
 
 // operatorValuesOptions are the flags of evactl operator values.
-type operatorValuesOptions struct{ env, overlays string }
+type operatorValuesOptions struct{ env, overlays, charts string }
 
 func newOperatorValuesCommand() *cobra.Command {
 	o := operatorValuesOptions{}
@@ -34,7 +39,9 @@ func newOperatorValuesCommand() *cobra.Command {
 		Use:   "values",
 		Short: "Print the operator chart's values (env, environmentFiles) for an environment of the fleet",
 		Long: `Print, as a Helm values file, the environment evactl renders the fleet's tenants with:
-its name (env) and the files of its tenant folder (environmentFiles), byte for byte. The
+its name (env) and the files of its tenant folder (environmentFiles), byte for byte, and
+the charts' published.yaml (publishedCharts), whose digests each tenant's chart sources
+pin when the operator renders them. The
 operator's chart installed with them renders with the same environment, and the cluster's
 fences (the ConfigMap eva-tenant-ingress: domain, ingress class, annotation keys and
 their digest) enforce what evactl renders, so that a tenant Ingress is admitted. Without
@@ -50,6 +57,7 @@ the fleet's.
 	}
 	cmd.Flags().StringVar(&o.env, "env", "dev", "the environment under --overlays (or the fleet's release) the operator renders with")
 	cmd.Flags().StringVar(&o.overlays, "overlays", "overlays", "folder of environment overlays")
+	cmd.Flags().StringVar(&o.charts, "charts", "charts", "folder of module charts, whose "+chartrepo.LockFile+" gives the digests the chart sources pin")
 	return cmd
 }
 
@@ -61,6 +69,18 @@ func runOperatorValues(cmd *cobra.Command, o operatorValuesOptions) error {
 	values, err := env.ChartValues()
 	if err != nil {
 		return &ExitError{Code: ExitUsage, Err: err}
+	}
+	lockPath := filepath.Join(o.charts, chartrepo.LockFile)
+	switch published, err := os.ReadFile(lockPath); {
+	case err == nil:
+		if _, err := chartrepo.ReadLock(lockPath); err != nil {
+			return &ExitError{Code: ExitUsage, Err: err}
+		}
+		values["publishedCharts"] = string(published)
+	case !errors.Is(err, fs.ErrNotExist):
+		return &ExitError{Code: ExitUsage, Err: err}
+	case env.Settings.ChartSource.RequireDigest:
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s: environment %s pins every chart by digest (chartSource.requireDigest), and there is no %s: run evactl charts push, or pass --charts", lockPath, env.Name, chartrepo.LockFile)}
 	}
 	var buf bytes.Buffer
 	fmt.Fprintf(&buf, "# The eva-operator chart's values for environment %s, written by evactl operator values:\n", env.Name)
@@ -88,6 +108,9 @@ func encodeChartValues(values map[string]any) ([]byte, error) {
 		fileNodes.Content = append(fileNodes.Content, scalar(name, 0), scalar(files[name].(string), yaml.LiteralStyle))
 	}
 	node.Content = append(node.Content, fileNodes)
+	if published, ok := values["publishedCharts"].(string); ok {
+		node.Content = append(node.Content, scalar("publishedCharts", 0), scalar(published, yaml.LiteralStyle))
+	}
 	var out bytes.Buffer
 	enc := yaml.NewEncoder(&out)
 	enc.SetIndent(2)

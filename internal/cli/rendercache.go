@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
@@ -69,6 +71,13 @@ func sharedKey(catalog *tenant.Catalog, env *overlay.Environment, ri *renderInpu
 		if err := digestFolder(d, ri.charts); err != nil {
 			return "", err
 		}
+	} else {
+		// The chart sources pin the digests published.yaml lists, checked or not.
+		lock, err := os.ReadFile(filepath.Join(ri.charts, chartrepo.LockFile))
+		if err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return "", fmt.Errorf("digesting the published charts: %w", err)
+		}
+		d.Add(lock)
 	}
 	return d.Sum(), nil
 }

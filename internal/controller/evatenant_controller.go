@@ -87,6 +87,9 @@ type EvaTenantReconciler struct {
 	// AgeKeys, when set, decrypts the tenants' encrypted Secrets in memory in
 	// pure-cluster mode (GitOps mode publishes them encrypted, for kustomize-controller).
 	AgeKeys *AgeKeys
+	// ChartPull, when set, copies the chart registry's pull secret into each tenant's
+	// namespace (chartSource.pullSecret).
+	ChartPull *ChartPull
 	// Metrics, when set, receive render timings and condition times.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).
@@ -186,7 +189,7 @@ func (s *scope) event(kind, reason, format string, args ...any) {
 // +kubebuilder:rbac:groups=networking.k8s.io,resources=networkpolicies;ingresses,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=jetstream.nats.io,resources=streams,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;list;watch;create;update;patch;delete
 

@@ -75,6 +75,7 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 	} else {
 		byObject[&helmv2.HelmRelease{}] = cache.ByObject{Label: rendered, Transform: statusOnly()}
 		byObject[&sourcev1.HelmRepository{}] = byLabel
+		byObject[&sourcev1.OCIRepository{}] = byLabel
 		byObject[&kustomizev1.Kustomization{}] = byLabel
 	}
 	if shards.Sharded() {

@@ -41,15 +41,26 @@ type SourceRef struct {
 type ChartSource struct {
 	SourceRef `json:",inline"`
 	// URL, when set, is the chart source's address: oci://host/path, where
-	// `evactl charts push` publishes. Eva then renders the source itself, a
-	// HelmRepository of type oci named Name, into every tenant namespace, so that no
-	// HelmRelease refers to anything outside its own namespace, as Flux's
-	// --no-cross-namespace-refs lockdown requires. Namespace must then be left out.
+	// `evactl charts push` publishes. Eva then renders the sources itself into every
+	// tenant namespace, an OCIRepository named <Name>-<module> per module chart, pinned
+	// to the digest published.yaml records for the release's version, so that no
+	// HelmRelease refers to anything outside its own namespace (as Flux's
+	// --no-cross-namespace-refs lockdown requires) and the cluster installs exactly the
+	// chart evactl verified, never a re-tagged one. Namespace must then be left out.
 	// Without URL, the releases refer to a source the platform team created in
 	// Namespace (default: the Flux namespace).
 	URL string `json:"url,omitempty"`
 	// Insecure lets source-controller pull the charts over plain HTTP.
 	Insecure bool `json:"insecure,omitempty"`
+	// PullSecret, with URL, names a kubernetes.io/dockerconfigjson Secret in the
+	// operator's namespace holding the registry's pull credentials. The operator copies
+	// it into each tenant namespace as tenant.ChartPullSecret, which each chart source
+	// references: the credentials never enter the published tree.
+	PullSecret string `json:"pullSecret,omitempty"`
+	// RequireDigest, with URL, refuses to render a release whose chart version has no
+	// digest in the charts' published.yaml (an air-gapped cluster installs only what
+	// evactl verified). Without it such a release follows the version's tag.
+	RequireDigest bool `json:"requireDigest,omitempty"`
 }
 
 // PerTenant reports whether each tenant namespace gets its own chart source.
@@ -76,7 +87,8 @@ type Settings struct {
 	IngressNamespace string `json:"ingressNamespace,omitempty"`
 	// MessagingNamespace is where NATS runs (allowed out by NetworkPolicy); empty denies it.
 	MessagingNamespace string `json:"messagingNamespace,omitempty"`
-	// ChartSource is the Flux source of the module charts (a HelmRepository).
+	// ChartSource is the Flux source of the module charts: a shared HelmRepository, or
+	// (with url) an OCIRepository per module chart in each tenant namespace.
 	ChartSource ChartSource `json:"chartSource"`
 	// GitOpsSource is the Flux source (GitRepository or OCIRepository) holding the
 	// rendered tree, referenced by each tenant's Flux Kustomization.
@@ -268,9 +280,11 @@ func (s *Settings) applyDefaults() {
 	def(&s.DeployerClusterRole, "eva-tenant-deployer")
 	def(&s.SecretsClusterRole, "eva-tenant-secrets")
 	def(&s.ApplierClusterRole, "eva-tenant-applier")
-	def(&s.ChartSource.Kind, "HelmRepository")
 	if !s.ChartSource.PerTenant() {
+		def(&s.ChartSource.Kind, "HelmRepository")
 		def(&s.ChartSource.Namespace, s.FluxNamespace)
+	} else {
+		def(&s.ChartSource.Kind, "OCIRepository")
 	}
 	def(&s.GitOpsSource.Kind, "GitRepository")
 	def(&s.GitOpsSource.Namespace, s.FluxNamespace)
@@ -347,18 +361,8 @@ func (s *Settings) checkFlux() error {
 			return fmt.Errorf("%s: %q: %s", field, v, msgs[0])
 		}
 	}
-	if s.ChartSource.Kind != "HelmRepository" {
-		return fmt.Errorf("chartSource.kind: %q: only HelmRepository is supported", s.ChartSource.Kind)
-	}
-	if s.ChartSource.PerTenant() {
-		if !strings.HasPrefix(s.ChartSource.URL, "oci://") || len(s.ChartSource.URL) <= len("oci://") {
-			return fmt.Errorf("chartSource.url: %q: must be an oci:// URL (a chart source rendered into every tenant namespace is an OCI repository, which needs no index fetched per tenant)", s.ChartSource.URL)
-		}
-		if s.ChartSource.Namespace != "" {
-			return fmt.Errorf("chartSource.namespace: %q: leave it out with chartSource.url, which renders the source into each tenant namespace", s.ChartSource.Namespace)
-		}
-	} else if s.ChartSource.Insecure {
-		return fmt.Errorf("chartSource.insecure: only with chartSource.url (the shared source's settings are the platform team's)")
+	if err := s.ChartSource.check(); err != nil {
+		return err
 	}
 	if k := s.GitOpsSource.Kind; k != "GitRepository" && k != "OCIRepository" && k != "Bucket" {
 		return fmt.Errorf("gitopsSource.kind: %q: must be GitRepository, OCIRepository or Bucket", k)
@@ -370,6 +374,37 @@ func (s *Settings) checkFlux() error {
 	}
 	if s.FluxShards != nil {
 		return s.FluxShards.check()
+	}
+	return nil
+}
+
+// check checks the chart source: a HelmRepository the platform team made in its
+// namespace, or (with URL) an OCI registry each tenant namespace gets its own
+// OCIRepository of, one per module chart.
+func (c ChartSource) check() error {
+	if !c.PerTenant() {
+		if c.Kind != "HelmRepository" {
+			return fmt.Errorf("chartSource.kind: %q: only HelmRepository is supported without chartSource.url", c.Kind)
+		}
+		for field, set := range map[string]bool{"insecure": c.Insecure, "pullSecret": c.PullSecret != "", "requireDigest": c.RequireDigest} {
+			if set {
+				return fmt.Errorf("chartSource.%s: only with chartSource.url (the shared source's settings are the platform team's)", field)
+			}
+		}
+		return nil
+	}
+	// HelmRepository is how fleets written before charts were pinned by digest spell it.
+	if c.Kind != "OCIRepository" && c.Kind != "HelmRepository" {
+		return fmt.Errorf("chartSource.kind: %q: with chartSource.url, Eva renders an OCIRepository per module chart", c.Kind)
+	}
+	if !strings.HasPrefix(c.URL, "oci://") || len(c.URL) <= len("oci://") {
+		return fmt.Errorf("chartSource.url: %q: must be an oci:// URL (a chart source rendered into every tenant namespace is an OCI repository, which needs no index fetched per tenant)", c.URL)
+	}
+	if c.Namespace != "" {
+		return fmt.Errorf("chartSource.namespace: %q: leave it out with chartSource.url, which renders the source into each tenant namespace", c.Namespace)
+	}
+	if msgs := validation.IsDNS1123Subdomain(c.PullSecret); c.PullSecret != "" && len(msgs) > 0 {
+		return fmt.Errorf("chartSource.pullSecret: %q: %s", c.PullSecret, msgs[0])
 	}
 	return nil
 }

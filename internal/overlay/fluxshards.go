@@ -16,7 +16,7 @@ import (
 const FluxShardKey = "sharding.fluxcd.io/key"
 
 // FluxShards spreads the tenants' Flux objects (HelmReleases and the HelmCharts
-// helm-controller makes for them, the tenant's own HelmRepository, its Kustomizations)
+// helm-controller makes for them, the tenant's own OCIRepositories, its Kustomizations)
 // over Flux controller shards: each object carries FluxShardKey with the tenant's shard.
 // One tenant's objects always share a shard, so its Kustomizations, releases and charts
 // are reconciled by one set of controllers.

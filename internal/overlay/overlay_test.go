@@ -35,7 +35,7 @@ func TestPerTenantChartSource(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.ChartSource.PerTenant() || s.ChartSource.Namespace != "" || s.ChartSource.Kind != "HelmRepository" {
+	if !s.ChartSource.PerTenant() || s.ChartSource.Namespace != "" || s.ChartSource.Kind != "OCIRepository" {
 		t.Fatalf("per-tenant chart source: %+v", s.ChartSource)
 	}
 	s, err = ParseSettings([]byte("domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\n"))

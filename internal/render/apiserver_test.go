@@ -193,8 +193,8 @@ func TestShippedOverlaysPatchAsKustomizeDoes(t *testing.T) {
 			}
 			unpatchedEnv := *e
 			unpatchedEnv.Patches = nil
-			patched := &Renderer{Catalog: base.Catalog, Env: e}
-			unpatched := &Renderer{Catalog: base.Catalog, Env: &unpatchedEnv}
+			patched := &Renderer{Catalog: base.Catalog, Env: e, Charts: publishedCharts(base.Catalog)}
+			unpatched := &Renderer{Catalog: base.Catalog, Env: &unpatchedEnv, Charts: patched.Charts}
 			dir := t.TempDir()
 			entries, err := os.ReadDir(overlayDir)
 			if err != nil {

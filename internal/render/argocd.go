@@ -77,12 +77,11 @@ func ProjectName(code string) string { return tenant.Namespace(code) }
 // argoFilesOf lays out a bundle as the tenant's files of a tree for Argo CD: the
 // foundation and workloads folders Argo CD reads as plain manifests, and one file of
 // delivery objects. The module HelmReleases become module Applications with a Helm
-// source, and the tenant's Flux chart source is left out: Argo CD reads the charts
-// itself.
+// source (Argo CD reads the charts itself: no Flux chart source is rendered for it).
 func (r *Renderer) argoFilesOf(t *evav1.EvaTenant, b *Bundle, td Teardown) ([]File, error) {
-	without := []string{"HelmRepository"}
+	var without []string
 	if td >= TeardownMessaging {
-		without = append(without, "Stream", "PrometheusRule")
+		without = []string{"Stream", "PrometheusRule"}
 	}
 	foundation, err := b.LayerManifest(Foundation, without...)
 	if err != nil {

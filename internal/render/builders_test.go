@@ -1,6 +1,8 @@
 package render
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"os"
 	"path/filepath"
@@ -11,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/tenant"
 )
@@ -80,6 +83,18 @@ func exampleSecret(tb testing.TB, code, name string) string {
 }
 
 // renderer returns a renderer for the repository's dev environment.
+// publishedCharts is a published.yaml that lists every module chart of the catalog at
+// its catalog version, with a digest made of its name and version.
+func publishedCharts(c *tenant.Catalog) *chartrepo.Lock {
+	l := &chartrepo.Lock{Charts: map[string][]chartrepo.Published{}}
+	for _, m := range c.Modules {
+		sum := sha256.Sum256([]byte(m.Chart + "@" + m.Version))
+		digest := "sha256:" + hex.EncodeToString(sum[:])
+		l.Charts[m.Chart] = append(l.Charts[m.Chart], chartrepo.Published{Version: m.Version, Digest: digest, Archive: digest})
+	}
+	return l
+}
+
 func renderer(t testing.TB) *Renderer {
 	t.Helper()
 	env, err := overlay.Load(filepath.Join("..", "..", "overlays"), "dev")

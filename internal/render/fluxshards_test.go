@@ -9,11 +9,12 @@ import (
 )
 
 // TestFluxShardKeyOnFluxObjectsOnly: with fluxShards, every Flux object of a tenant (its
-// HelmReleases and the HelmCharts made from them, its own HelmRepository, its two
-// Kustomizations) carries the tenant's shard key, and nothing else does; without it,
-// nothing carries one.
+// HelmReleases, its own OCIRepository of each module chart, its two Kustomizations)
+// carries the tenant's shard key, and nothing else does; without it, nothing carries
+// one. (With a shared chart source, the HelmCharts helm-controller makes carry it too:
+// TestSharedChartSourceShardsTheHelmCharts.)
 func TestFluxShardKeyOnFluxObjectsOnly(t *testing.T) {
-	fluxKinds := map[string]bool{"HelmRelease": true, "HelmRepository": true, "Kustomization": true}
+	fluxKinds := map[string]bool{"HelmRelease": true, "OCIRepository": true, "Kustomization": true}
 	for _, tc := range []struct {
 		name   string
 		shards *overlay.FluxShards
@@ -58,19 +59,41 @@ func TestFluxShardKeyOnFluxObjectsOnly(t *testing.T) {
 				if got != want {
 					t.Errorf("%s %v: shard key %q, want %q", kind, meta["name"], got, want)
 				}
-				if kind == "HelmRelease" {
-					chart, _ := o["spec"].(map[string]any)["chart"].(map[string]any)
-					chartMeta, _ := chart["metadata"].(map[string]any)
-					chartLabels, _ := chartMeta["labels"].(map[string]any)
-					if got, _ := chartLabels[overlay.FluxShardKey].(string); got != tc.want {
-						t.Errorf("HelmRelease %v: its HelmChart's shard key %q, want %q", meta["name"], got, tc.want)
-					}
-				}
 			}
-			if seen["HelmRelease"] == 0 || seen["HelmRepository"] != 1 || seen["Kustomization"] != 2 {
-				t.Errorf("Flux objects rendered: %v; want HelmReleases, one HelmRepository, two Kustomizations", seen)
+			if seen["HelmRelease"] == 0 || seen["OCIRepository"] != seen["HelmRelease"] || seen["Kustomization"] != 2 {
+				t.Errorf("Flux objects rendered: %v; want HelmReleases, an OCIRepository each, two Kustomizations", seen)
 			}
 		})
+	}
+}
+
+// TestSharedChartSourceShardsTheHelmCharts: with the platform's shared chart source,
+// each release's HelmChart (which helm-controller makes) carries the tenant's shard key,
+// so that the shard's source-controller builds it.
+func TestSharedChartSourceShardsTheHelmCharts(t *testing.T) {
+	r := renderer(t)
+	env := *r.Env
+	env.Settings.FluxShards = &overlay.FluxShards{Shards: []string{"shard1"}}
+	r.Env = &env
+	b, err := r.Bundle(tenantFor("ACMECO"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	releases := 0
+	for _, o := range b.Objects() {
+		if o["kind"] != "HelmRelease" {
+			continue
+		}
+		releases++
+		chart, _ := o["spec"].(map[string]any)["chart"].(map[string]any)
+		chartMeta, _ := chart["metadata"].(map[string]any)
+		chartLabels, _ := chartMeta["labels"].(map[string]any)
+		if got, _ := chartLabels[overlay.FluxShardKey].(string); got != "shard1" {
+			t.Errorf("HelmRelease %v: its HelmChart's shard key %q, want shard1", o["metadata"].(map[string]any)["name"], got)
+		}
+	}
+	if releases == 0 {
+		t.Fatal("no HelmRelease rendered")
 	}
 }
 

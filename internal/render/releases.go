@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	fluxmeta "github.com/fluxcd/pkg/apis/meta"
@@ -33,13 +34,8 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: helmv2.GroupVersion.String(), Kind: helmv2.HelmReleaseKind},
 		ObjectMeta: metav1.ObjectMeta{Name: module, Namespace: s.ns, Labels: s.fluxLabels(tenant.LabelModule, module)},
 		Spec: helmv2.HelmReleaseSpec{
-			Interval:    env.ReleaseInterval,
-			ReleaseName: module,
-			Chart: &helmv2.HelmChartTemplate{ObjectMeta: s.chartMeta(), Spec: helmv2.HelmChartTemplateSpec{
-				Chart:     mod.Chart,
-				Version:   s.r.Catalog.ModuleVersion(s.t, module),
-				SourceRef: s.chartSourceRef(),
-			}},
+			Interval:           env.ReleaseInterval,
+			ReleaseName:        module,
 			ServiceAccountName: DeployerName,
 			// A frozen tenant: helm-controller changes nothing of its releases.
 			Suspend:    s.t.Spec.Frozen != "",
@@ -55,6 +51,15 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 				},
 			},
 		},
+	}
+	if s.chartsByDigest() {
+		hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: s.chartRepositoryName(module)}
+	} else {
+		hr.Spec.Chart = &helmv2.HelmChartTemplate{ObjectMeta: s.chartMeta(), Spec: helmv2.HelmChartTemplateSpec{
+			Chart:     mod.Chart,
+			Version:   s.r.Catalog.ModuleVersion(s.t, module),
+			SourceRef: s.chartSourceRef(),
+		}}
 	}
 	values, err := s.values(module)
 	if err != nil {
@@ -110,33 +115,71 @@ func (s *scope) chartMeta() *helmv2.HelmChartTemplateObjectMeta {
 	return nil
 }
 
-// chartSourceRef points a release at the environment's chart source: the tenant's own
-// HelmRepository (chartSource.url) or the platform's shared one.
+// chartSourceRef points a release at the platform's shared chart source.
 func (s *scope) chartSourceRef() helmv2.CrossNamespaceObjectReference {
 	src := s.r.Env.Settings.ChartSource
-	ns := src.Namespace
-	if src.PerTenant() {
-		ns = s.ns
-	}
-	return helmv2.CrossNamespaceObjectReference{Kind: src.Kind, Name: src.Name, Namespace: ns}
+	return helmv2.CrossNamespaceObjectReference{Kind: src.Kind, Name: src.Name, Namespace: src.Namespace}
 }
 
-// chartRepository renders the tenant's own chart source when the environment gives
-// chartSource.url (nil otherwise): an OCI HelmRepository in the tenant namespace, which
-// keeps every reference of the tenant's releases inside that namespace.
-func (s *scope) chartRepository() (runtime.Object, error) {
-	src := s.r.Env.Settings.ChartSource
-	if !src.PerTenant() {
+// chartsByDigest says whether the tenant's releases take their charts from sources of
+// its own namespace, one OCIRepository per module (chartSource.url under Flux; Argo CD
+// reads the charts itself).
+func (s *scope) chartsByDigest() bool {
+	return s.r.Env.Settings.ChartSource.PerTenant() && !s.r.ArgoCD()
+}
+
+// chartRepositoryName is the tenant's chart source of one module.
+func (s *scope) chartRepositoryName(module string) string {
+	return s.r.Env.Settings.ChartSource.Name + "-" + module
+}
+
+// chartRepository renders the tenant's source of one module's chart when the
+// environment gives chartSource.url (nil otherwise): an OCIRepository in the tenant
+// namespace, which keeps every reference of the tenant's releases inside that
+// namespace, pinned to the digest published.yaml records for the version the tenant
+// runs, so that source-controller fetches exactly the chart evactl verified.
+func (s *scope) chartRepository(module string) (runtime.Object, error) {
+	if !s.chartsByDigest() {
 		return nil, nil
 	}
-	return &sourcev1.HelmRepository{
-		TypeMeta:   metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.HelmRepositoryKind},
-		ObjectMeta: metav1.ObjectMeta{Name: src.Name, Namespace: s.ns, Labels: s.fluxLabels()},
-		Spec: sourcev1.HelmRepositorySpec{
-			URL: src.URL, Type: sourcev1.HelmRepositoryTypeOCI, Insecure: src.Insecure,
-			Interval: s.r.Env.Settings.ReleaseInterval,
+	src := s.r.Env.Settings.ChartSource
+	chart, version := s.r.Catalog.Modules[module].Chart, s.r.Catalog.ModuleVersion(s.t, module)
+	ref := &sourcev1.OCIRepositoryRef{}
+	if digest, ok := s.chartDigest(chart, version); ok {
+		ref.Digest = digest
+	} else if src.RequireDigest {
+		return nil, fmt.Errorf("tenant %s: module %s: chart %s %s has no digest in the charts' published.yaml, and the environment's chartSource.requireDigest installs only published digests (run evactl charts push)",
+			s.code, module, chart, version)
+	} else {
+		// Helm pushes a version's "+" as "_": OCI tags have no "+".
+		ref.Tag = strings.ReplaceAll(version, "+", "_")
+	}
+	repo := &sourcev1.OCIRepository{
+		TypeMeta: metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.OCIRepositoryKind},
+		ObjectMeta: metav1.ObjectMeta{Name: s.chartRepositoryName(module), Namespace: s.ns,
+			Labels: s.fluxLabels(tenant.LabelModule, module)},
+		Spec: sourcev1.OCIRepositorySpec{
+			URL: strings.TrimSuffix(src.URL, "/") + "/" + chart, Reference: ref,
+			LayerSelector: &sourcev1.OCILayerSelector{MediaType: helmChartLayer, Operation: sourcev1.OCILayerCopy},
+			Insecure:      src.Insecure, Interval: s.r.Env.Settings.ReleaseInterval,
 		},
-	}, nil
+	}
+	if src.PullSecret != "" {
+		repo.Spec.SecretRef = &fluxmeta.LocalObjectReference{Name: tenant.ChartPullSecret}
+	}
+	return repo, nil
+}
+
+// helmChartLayer is the media type of a Helm chart's archive in its OCI artifact: the
+// layer source-controller copies for helm-controller.
+const helmChartLayer = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
+
+// chartDigest is the published digest of a chart version, if the renderer knows it.
+func (s *scope) chartDigest(chart, version string) (string, bool) {
+	if s.r.Charts == nil {
+		return "", false
+	}
+	return s.r.Charts.Digest(chart, version)
 }
 
 // values merges, in order: the module's catalog values, the tier's values for the

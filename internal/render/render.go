@@ -51,6 +51,16 @@ type Renderer struct {
 	// Check, when set, is called with every rendered bundle; an error fails the render
 	// of that tenant (evactl uses it to verify releases against their charts).
 	Check func(*Bundle) error
+	// Charts gives the published digest of each module chart version (the charts'
+	// published.yaml), which each tenant's chart sources pin when the environment has
+	// chartSource.url. Nil: every version follows its tag (refused with
+	// chartSource.requireDigest).
+	Charts ChartDigests
+}
+
+// ChartDigests says which OCI manifest digest a published chart version has.
+type ChartDigests interface {
+	Digest(chart, version string) (digest string, ok bool)
 }
 
 // Bundle is the rendered tenant: every object pure-cluster mode applies, in apply
@@ -170,8 +180,11 @@ func (s *scope) build() ([]built, error) {
 	builders := []builder{{s.namespace, Foundation}, {s.serviceAccount, Foundation}, {s.roleBinding, Foundation}}
 	if s.t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
 		for _, build := range []func() (runtime.Object, error){s.resourceQuota,
-			s.limitRange, s.networkPolicy, s.chartRepository, s.eventsStream, s.commandsStream, s.alertRules} {
+			s.limitRange, s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules} {
 			builders = append(builders, builder{build, Foundation})
+		}
+		for _, module := range s.tier.Modules {
+			builders = append(builders, builder{func() (runtime.Object, error) { return s.chartRepository(module) }, Foundation})
 		}
 		for _, module := range s.tier.Modules {
 			builders = append(builders, builder{func() (runtime.Object, error) { return s.helmRelease(module) }, Workloads})

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -373,50 +374,86 @@ func FuzzRender(f *testing.F) {
 	})
 }
 
-// TestPerTenantChartSource: with chartSource.url every tenant gets its own OCI
-// HelmRepository in the foundation, and its releases refer to nothing outside their
-// namespace (what Flux's --no-cross-namespace-refs allows). Without it, the releases
-// refer to the shared source and no HelmRepository is rendered.
+// TestPerTenantChartSource: with chartSource.url every tenant gets, in its foundation,
+// an OCIRepository per module chart pinned to the digest published.yaml records, and
+// its releases take their charts from them (chartRef), referring to nothing outside
+// their namespace (what Flux's --no-cross-namespace-refs allows). Without it, the
+// releases refer to the shared source and no chart source is rendered.
 func TestPerTenantChartSource(t *testing.T) {
 	r := renderer(t)
 	shared, err := r.Bundle(tenantFor("ABCDEF"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if slices.ContainsFunc(kindsOf(shared), func(k string) bool { return strings.HasPrefix(k, "HelmRepository/") }) {
-		t.Fatalf("a shared chart source rendered a HelmRepository: %v", kindsOf(shared))
+	if slices.ContainsFunc(kindsOf(shared), func(k string) bool { return strings.HasSuffix(strings.Split(k, "/")[0], "Repository") }) {
+		t.Fatalf("a shared chart source rendered a source: %v", kindsOf(shared))
 	}
 	env := *r.Env
 	env.Settings.ChartSource.URL = "oci://registry.example.com/eva/charts"
 	env.Settings.ChartSource.Namespace = ""
-	perTenant := &Renderer{Catalog: r.Catalog, Env: &env}
-	b, err := perTenant.Bundle(tenantFor("ABCDEF"))
+	env.Settings.ChartSource.PullSecret = "registry-pull"
+	published := publishedCharts(r.Catalog)
+	perTenant := &Renderer{Catalog: r.Catalog, Env: &env, Charts: published}
+	tn := tenantFor("ABCDEF")
+	b, err := perTenant.Bundle(tn)
 	if err != nil {
 		t.Fatal(err)
 	}
-	foundation, err := b.LayerManifest(Foundation)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(string(foundation), "kind: HelmRepository") || !strings.Contains(string(foundation), "type: oci") {
-		t.Fatalf("the foundation holds no OCI HelmRepository:\n%s", foundation)
-	}
-	releases := 0
+	sources := map[string]map[string]any{}
 	for _, o := range b.Objects() {
 		meta := o["metadata"].(map[string]any)
 		if meta["namespace"] != nil && meta["namespace"] != b.Namespace {
 			t.Errorf("%v %v outside the tenant namespace", o["kind"], meta["name"])
 		}
+		if o["kind"] == "OCIRepository" {
+			sources[meta["name"].(string)] = o["spec"].(map[string]any)
+		}
+	}
+	modules := r.Catalog.ModulesOf(tn.Spec.Tier)
+	if len(sources) != len(modules) {
+		t.Fatalf("%d chart sources for %d modules: %v", len(sources), len(modules), kindsOf(b))
+	}
+	for _, o := range b.Objects() {
 		if o["kind"] != "HelmRelease" {
 			continue
 		}
-		releases++
-		ref := o["spec"].(map[string]any)["chart"].(map[string]any)["spec"].(map[string]any)["sourceRef"].(map[string]any)
-		if ref["namespace"] != b.Namespace || ref["name"] != env.Settings.ChartSource.Name {
-			t.Errorf("release %v refers to %v", meta["name"], ref)
+		module := o["metadata"].(map[string]any)["name"].(string)
+		spec := o["spec"].(map[string]any)
+		ref, _ := spec["chartRef"].(map[string]any)
+		if spec["chart"] != nil || ref["kind"] != "OCIRepository" || ref["namespace"] != nil {
+			t.Errorf("release %s: chart %v, chartRef %v; want only a chartRef to an OCIRepository of its namespace", module, spec["chart"], ref)
+			continue
+		}
+		src := sources[ref["name"].(string)]
+		chart := r.Catalog.Modules[module].Chart
+		digest, _ := published.Digest(chart, r.Catalog.ModuleVersion(tn, module))
+		if src == nil || src["url"] != env.Settings.ChartSource.URL+"/"+chart ||
+			src["ref"].(map[string]any)["digest"] != digest || src["ref"].(map[string]any)["tag"] != nil {
+			t.Errorf("release %s: source %v, want %s/%s at %s", module, src, env.Settings.ChartSource.URL, chart, digest)
+		}
+		if secret, _ := src["secretRef"].(map[string]any); secret["name"] != tenant.ChartPullSecret {
+			t.Errorf("release %s: source's secretRef %v, want %s", module, src["secretRef"], tenant.ChartPullSecret)
 		}
 	}
-	if releases == 0 {
-		t.Fatal("no releases")
+
+	// A version published.yaml does not list follows its tag, unless the environment
+	// requires digests: then the render fails, naming the chart and version.
+	pinned := tenantFor("ABCDEF", func(t *evav1.EvaTenant) { t.Spec.Versions = map[string]evav1.ModuleVersion{"crm": "9.9.9+hotfix"} })
+	perTenant.Charts = nil
+	b, err = perTenant.Bundle(pinned)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range b.Objects() {
+		if o["kind"] == "OCIRepository" && o["metadata"].(map[string]any)["name"] == "eva-charts-crm" {
+			if got := o["spec"].(map[string]any)["ref"]; !reflect.DeepEqual(got, map[string]any{"tag": "9.9.9_hotfix"}) {
+				t.Errorf("an unpublished version's ref: %v, want its tag", got)
+			}
+		}
+	}
+	env.Settings.ChartSource.RequireDigest = true
+	perTenant.Charts = published
+	if _, err := perTenant.Bundle(pinned); err == nil || !strings.Contains(err.Error(), "chart eva-crm 9.9.9+hotfix has no digest") {
+		t.Fatalf("requireDigest with an unpublished version: %v", err)
 	}
 }

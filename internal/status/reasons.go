@@ -85,4 +85,7 @@ const (
 	EventMoveTargetActive = "MoveTargetActive"
 	EventMoveComplete     = "MoveComplete"
 	EventMoveCancelled    = "MoveCancelled"
+	// EventChartPullSecret: the chart registry's pull secret could not be copied into
+	// the tenant's namespace (missing, of the wrong type, or refused).
+	EventChartPullSecret = "ChartPullSecretNotCopied"
 )

@@ -30,6 +30,10 @@ const (
 	// policy eva-tenant-ingresses refuses it, naming both digests, when the cluster
 	// enforces another environment's.
 	AnnotationFence = "eva.aidonow.com/fence"
+	// ChartPullSecret is the copy, in each tenant namespace, of the chart registry's
+	// pull credentials the environment names (chartSource.pullSecret): the operator
+	// writes it, and each of the tenant's chart sources references it.
+	ChartPullSecret = "eva-chart-pull"
 	// Finalizer protects a tenant until its decommission saga has run.
 	Finalizer = "eva.aidonow.com/tenant-protection"
 	// AnnotationOwnerUID names who owns a tenant's code: the UID of an EvaTenant
