@@ -184,7 +184,10 @@ func (c *Checker) resolve(name, version string) (*chart.Chart, error) {
 type Release struct {
 	Tenant, Module, Namespace string
 	Chart, Version            string
-	Values                    map[string]any
+	// Digest, for a release whose chart source is pinned by digest, is that OCI
+	// manifest's digest: it must be the one published.yaml records for Version.
+	Digest string
+	Values map[string]any
 }
 
 // Check renders the release's chart with its values. A schema violation or a template
@@ -192,6 +195,11 @@ type Release struct {
 // an environment patch takes from the cluster (valuesFrom) are not known at render time
 // and are not checked; tenants cannot add such references.
 func (c *Checker) Check(r Release) error {
+	if r.Digest != "" {
+		if published, _ := c.published.Digest(r.Chart, r.Version); published != r.Digest {
+			return wrap(r, fmt.Errorf("chart %s %s: its source pins %s, but %s records %q", r.Chart, r.Version, r.Digest, c.lockPath, published))
+		}
+	}
 	return wrap(r, c.check(r))
 }
 
@@ -348,8 +356,17 @@ func indentErr(err error) string {
 	return b.String()
 }
 
-// ReleasesIn finds the Flux HelmReleases among rendered objects.
+// ReleasesIn finds the Flux HelmReleases among rendered objects, with the chart each
+// installs: its chart template's, or (chartRef) that of the OCIRepository among the
+// objects it names: the chart the URL ends in, at the digest or tag it pins.
 func ReleasesIn(tenant string, objects []map[string]any) []Release {
+	sources := map[string]map[string]any{}
+	for _, obj := range objects {
+		if obj["kind"] == "OCIRepository" {
+			name, _ := nested(obj, "metadata", "name").(string)
+			sources[name], _ = obj["spec"].(map[string]any)
+		}
+	}
 	var out []Release
 	for _, obj := range objects {
 		if obj["kind"] != "HelmRelease" {
@@ -357,13 +374,24 @@ func ReleasesIn(tenant string, objects []map[string]any) []Release {
 		}
 		meta, _ := obj["metadata"].(map[string]any)
 		spec, _ := obj["spec"].(map[string]any)
-		chartSpec, _ := nested(spec, "chart", "spec").(map[string]any)
 		values, _ := spec["values"].(map[string]any)
 		name, _ := meta["name"].(string)
 		ns, _ := meta["namespace"].(string)
-		chartName, _ := chartSpec["chart"].(string)
-		version, _ := chartSpec["version"].(string)
-		out = append(out, Release{Tenant: tenant, Module: name, Namespace: ns, Chart: chartName, Version: version, Values: values})
+		rel := Release{Tenant: tenant, Module: name, Namespace: ns, Values: values}
+		if ref, ok := spec["chartRef"].(map[string]any); ok {
+			source, _ := ref["name"].(string)
+			src := sources[source]
+			url, _ := src["url"].(string)
+			rel.Chart = url[strings.LastIndex(url, "/")+1:]
+			rel.Digest, _ = nested(src, "ref", "digest").(string)
+			tag, _ := nested(src, "ref", "tag").(string)
+			rel.Version = strings.ReplaceAll(tag, "_", "+")
+		} else {
+			chartSpec, _ := nested(spec, "chart", "spec").(map[string]any)
+			rel.Chart, _ = chartSpec["chart"].(string)
+			rel.Version, _ = chartSpec["version"].(string)
+		}
+		out = append(out, rel)
 	}
 	return out
 }

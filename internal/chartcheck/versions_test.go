@@ -83,6 +83,17 @@ func TestPinsMustExist(t *testing.T) {
 	if err := c.Check(crmRelease("1.2.9")); !errors.As(err, &missing) || !strings.Contains(err.Error(), "versions: 1.3.0, 1.4.0") {
 		t.Fatalf("a pin absent from published.yaml: %v", err)
 	}
+	// A release whose source pins a digest is checked only at the digest recorded for
+	// its version: one pinning 1.3.0's digest under the tag 1.4.0 is refused.
+	pinned := crmRelease("1.4.0")
+	pinned.Digest = fake("b")
+	if err := c.Check(pinned); err != nil {
+		t.Fatalf("a release pinned to its version's digest: %v", err)
+	}
+	pinned.Digest = fake("a")
+	if err := c.Check(pinned); err == nil || !strings.Contains(err.Error(), "its source pins "+fake("a")) {
+		t.Fatalf("a release pinned to another version's digest: %v", err)
+	}
 	if _, err := c.Render(crmRelease("1.3.0")); err == nil || !strings.Contains(err.Error(), "chartSource.url") {
 		t.Fatalf("an older version without a way to pull it: %v", err)
 	}

@@ -246,7 +246,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	}
 	if j.checker != nil {
 		j.r.Check = func(b *render.Bundle) error {
-			for _, rel := range chartcheck.ReleasesIn(b.Code, b.ObjectsOfKind("HelmRelease")) {
+			for _, rel := range chartcheck.ReleasesIn(b.Code, b.Objects()) {
 				if err := j.checker.Check(rel); err != nil {
 					return err
 				}

@@ -57,8 +57,9 @@ func TestInitMakesAWorkingFleet(t *testing.T) {
 	if code, out := runEvactl(t, append([]string{"publish", "git", "-q"}, target...)...); code != ExitOK {
 		t.Fatalf("publish: exit %d\n%s", code, out)
 	}
-	manifests := gitOut(t, bare, "show", "main:tenants/exampl/workloads/manifests.yaml")
-	if !strings.Contains(manifests, "exampl.dev.acme.test") || !strings.Contains(manifests, "chart: eva-crm") {
+	manifests := gitOut(t, bare, "show", "main:tenants/exampl/workloads/manifests.yaml") +
+		gitOut(t, bare, "show", "main:tenants/exampl/manifests.yaml")
+	if !strings.Contains(manifests, "exampl.dev.acme.test") || !strings.Contains(manifests, "/eva-crm\n") {
 		t.Fatalf("the published tenant is not the fleet's dev environment with the released charts:\n%s", manifests)
 	}
 	if err := os.Mkdir("tenants/notes", 0o755); err != nil {

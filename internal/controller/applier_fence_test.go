@@ -348,6 +348,29 @@ func objectsEvaNeverRenders(ns, lower string) map[string]client.Object {
 		s.SecretRef = &meta.LocalObjectReference{Name: lower + "-registry"}
 	})
 	classicIndex := chartSource(func(s *sourcev1.HelmRepositorySpec) { s.Type = ""; s.URL = "https://charts.example.com" })
+	ociSource := func(change func(*sourcev1.OCIRepositorySpec)) *sourcev1.OCIRepository {
+		r := &sourcev1.OCIRepository{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: "eva-charts-crm"},
+			Spec: sourcev1.OCIRepositorySpec{URL: "oci://registry.example.com/eva/charts/eva-crm",
+				Reference:     &sourcev1.OCIRepositoryRef{Tag: "1.4.0"},
+				LayerSelector: &sourcev1.OCILayerSelector{MediaType: "application/vnd.cncf.helm.chart.content.v1.tar+gzip", Operation: sourcev1.OCILayerCopy},
+				Interval:      metav1.Duration{Duration: time.Minute}}}
+		change(&r.Spec)
+		return r
+	}
+	ociOtherCredentials := ociSource(func(s *sourcev1.OCIRepositorySpec) {
+		s.SecretRef = &meta.LocalObjectReference{Name: lower + "-registry"}
+	})
+	ociCloudIdentity := ociSource(func(s *sourcev1.OCIRepositorySpec) { s.Provider = "gcp" })
+	ociAccount := ociSource(func(s *sourcev1.OCIRepositorySpec) { s.ServiceAccountName = "eva-deployer" })
+	ociNotAChart := ociSource(func(s *sourcev1.OCIRepositorySpec) { s.LayerSelector = nil })
+	chartRefElsewhere := release(func(r *helmv2.HelmRelease) {
+		r.Spec.Chart = nil
+		r.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: "OCIRepository", Name: "eva-charts-crm", Namespace: "flux-system"}
+	})
+	chartRefHelmChart := release(func(r *helmv2.HelmRelease) {
+		r.Spec.Chart = nil
+		r.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: "HelmChart", Name: "eva-crm"}
+	})
 	pinned := seedJob(ns)
 	pinned.Spec.Template.Spec.NodeName = "control-plane"
 	snippet := ingress(lower + ".dev.eva.example.com")
@@ -361,6 +384,12 @@ func objectsEvaNeverRenders(ns, lower string) map[string]client.Object {
 		"a chart source with a cloud provider's identity":    cloudIdentity,
 		"a chart source with credentials":                    withCredentials,
 		"a chart source that is not OCI":                     classicIndex,
+		"an OCIRepository with other credentials":            ociOtherCredentials,
+		"an OCIRepository with a cloud provider's identity":  ociCloudIdentity,
+		"an OCIRepository as a service account":              ociAccount,
+		"an OCIRepository that is not a chart source":        ociNotAChart,
+		"a chartRef to another namespace's OCIRepository":    chartRefElsewhere,
+		"a chartRef to a HelmChart":                          chartRefHelmChart,
 		"a Job bound to a node by name":                      pinned,
 		"an Ingress with a configuration snippet":            snippet,
 		"an Ingress without a class (the cluster's default)": noClass,

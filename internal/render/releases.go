@@ -144,15 +144,14 @@ func (s *scope) chartRepository(module string) (runtime.Object, error) {
 	}
 	src := s.r.Env.Settings.ChartSource
 	chart, version := s.r.Catalog.Modules[module].Chart, s.r.Catalog.ModuleVersion(s.t, module)
-	ref := &sourcev1.OCIRepositoryRef{}
+	// The tag says which version a reviewer reads; the digest, which source-controller
+	// takes over the tag, is what it fetches. (Helm pushes a version's "+" as "_".)
+	ref := &sourcev1.OCIRepositoryRef{Tag: strings.ReplaceAll(version, "+", "_")}
 	if digest, ok := s.chartDigest(chart, version); ok {
 		ref.Digest = digest
 	} else if src.RequireDigest {
 		return nil, fmt.Errorf("tenant %s: module %s: chart %s %s has no digest in the charts' published.yaml, and the environment's chartSource.requireDigest installs only published digests (run evactl charts push)",
 			s.code, module, chart, version)
-	} else {
-		// Helm pushes a version's "+" as "_": OCI tags have no "+".
-		ref.Tag = strings.ReplaceAll(version, "+", "_")
 	}
 	repo := &sourcev1.OCIRepository{
 		TypeMeta: metav1.TypeMeta{APIVersion: sourcev1.GroupVersion.String(), Kind: sourcev1.OCIRepositoryKind},

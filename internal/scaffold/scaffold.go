@@ -96,12 +96,15 @@ domain: %[2]s
 ingressClassName: nginx
 ingressNamespace: ingress-nginx
 messagingNamespace: nats
-# The module charts: an OCI HelmRepository Eva renders into each tenant's namespace, so
-# that it works under Flux's multi-tenancy lockdown (--no-cross-namespace-refs refuses a
-# shared source in flux-system). Point url at your registry after evactl charts push, or
-# keep the Eva release's.
+# The module charts: an OCIRepository per chart that Eva renders into each tenant's
+# namespace, so that it works under Flux's multi-tenancy lockdown (--no-cross-namespace-refs
+# refuses a shared source in flux-system), pinned to the digest charts/published.yaml
+# records once you run evactl charts push (by tag until then). Point url at your registry
+# after evactl charts push, or keep the Eva release's. A registry that needs credentials:
+# pullSecret names a kubernetes.io/dockerconfigjson Secret in the operator's namespace,
+# which the operator copies into each tenant namespace.
 chartSource:
-  kind: HelmRepository
+  kind: OCIRepository
   name: eva-charts
   url: %[5]s
 # The GitRepository of what evactl publishes, in Flux's namespace.
