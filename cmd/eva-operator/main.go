@@ -242,9 +242,6 @@ func run(cfg config) error {
 	if renderer.Env.Settings.Secrets != nil {
 		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace}
 	}
-	if name := renderer.Env.Settings.ChartSource.PullSecret; name != "" && !renderer.ArgoCD() {
-		r.ChartPull = &controller.ChartPull{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace, Name: name}
-	}
 	if fleet != nil {
 		joinFleet(mgr, fleet, cfg, r)
 	}
@@ -264,6 +261,14 @@ func run(cfg config) error {
 		}
 	} else if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {
 		return err
+	}
+	if name := env.Settings.ChartSource.PullSecret; name != "" && role != roleFleet && !renderer.ArgoCD() {
+		// Every tenant namespace of this cluster gets the chart registry's credentials.
+		pull := &controller.ChartPull{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace, Name: name,
+			Recorder: mgr.GetEventRecorder("eva-operator")}
+		if err := pull.SetupWithManager(mgr); err != nil {
+			return err
+		}
 	}
 	if role == roleCell {
 		log.Info("Starting manager", "version", version, "env", env.Name, "cell", cfg.cell, "tenantNamespaces", r.TenantNamespaces)

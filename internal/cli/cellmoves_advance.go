@@ -164,7 +164,8 @@ func (j *job) targetActive(ctx context.Context, m *fileMove, target *cellReader,
 	digests := b.ReleaseSpecDigests()
 	var modules []observe.Module
 	for _, module := range j.r.Catalog.ModulesOf(t.Spec.Tier) {
-		modules = append(modules, observe.Module{Name: module, Version: j.r.Catalog.ModuleVersion(t, module), SpecDigest: digests[module]})
+		modules = append(modules, observe.Module{Name: module, Version: j.r.Catalog.ModuleVersion(t, module), SpecDigest: digests[module],
+			ChartDigest: j.r.ChartDigest(t, module)})
 	}
 	if o.Releases, err = observe.HelmReleases(ctx, target.c, m.code, modules); err != nil {
 		return false, "", err

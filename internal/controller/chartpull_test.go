@@ -23,8 +23,8 @@ import (
 
 // TestChartPullSecretReachesTheTenantNamespace: with chartSource.pullSecret, the
 // operator copies the registry's credentials from its own namespace into the tenant's
-// as eva-chart-pull, which each of the tenant's chart sources references, and copies
-// them again when they rotate. As the operator's account, the fence admits that copy
+// namespace as eva-chart-pull, which each of the tenant's chart sources references, and
+// copies them again when they rotate. As the operator's account, the fence admits that copy
 // and refuses any other registry credential it might write.
 func TestChartPullSecretReachesTheTenantNamespace(t *testing.T) {
 	ctx := context.Background()
@@ -39,7 +39,11 @@ func TestChartPullSecretReachesTheTenantNamespace(t *testing.T) {
 		env.Settings.ChartSource.URL, env.Settings.ChartSource.Namespace = "oci://r.example.com/eva/charts", ""
 		env.Settings.ChartSource.Kind, env.Settings.ChartSource.PullSecret = "OCIRepository", source.Name
 		r.Renderer.Env = &env
-		r.ChartPull = &ChartPull{Reader: mgr.GetAPIReader(), Namespace: claimsNamespace, Name: source.Name}
+		pull := &ChartPull{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: claimsNamespace, Name: source.Name,
+			Recorder: mgr.GetEventRecorder("eva-operator"), Resync: 2 * time.Second}
+		if err := pull.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
 	})
 	tn := newTenant(newTestNamespace(t), "PULLSC", evav1.TierStarter)
 	createTenant(t, tn)
@@ -78,14 +82,7 @@ func TestChartPullSecretReachesTheTenantNamespace(t *testing.T) {
 	if err := k8s.Update(ctx, source); err != nil {
 		t.Fatal(err)
 	}
-	// The next reconcile of the tenant (any change wakes it) copies the new credentials.
-	if err := k8s.Get(ctx, client.ObjectKeyFromObject(tn), tn); err != nil {
-		t.Fatal(err)
-	}
-	tn.Annotations = map[string]string{"test/touch": time.Now().Format(time.RFC3339Nano)}
-	if err := k8s.Update(ctx, tn); err != nil {
-		t.Fatal(err)
-	}
+	// The namespace's next look (every resync interval) copies the new credentials.
 	eventually(t, waitFor, "the rotated pull secret copied", copied(rotated))
 
 	op := asOperator(t)

@@ -42,7 +42,8 @@ func (f fluxApplier) observeModules(ctx context.Context, s *scope, rendered map[
 	r, t := f.r, s.tenant
 	var modules []observe.Module
 	for _, module := range r.Renderer.Catalog.ModulesOf(t.Spec.Tier) {
-		modules = append(modules, observe.Module{Name: module, Version: r.Renderer.Catalog.ModuleVersion(s.rendered, module), SpecDigest: rendered[module]})
+		modules = append(modules, observe.Module{Name: module, Version: r.Renderer.Catalog.ModuleVersion(s.rendered, module), SpecDigest: rendered[module],
+			ChartDigest: r.Renderer.ChartDigest(s.rendered, module)})
 	}
 	releases, err := observe.HelmReleases(ctx, r, t.Spec.CapsuleCode, modules)
 	s.observed.Releases = append(s.observed.Releases, releases...)

@@ -87,9 +87,6 @@ type EvaTenantReconciler struct {
 	// AgeKeys, when set, decrypts the tenants' encrypted Secrets in memory in
 	// pure-cluster mode (GitOps mode publishes them encrypted, for kustomize-controller).
 	AgeKeys *AgeKeys
-	// ChartPull, when set, copies the chart registry's pull secret into each tenant's
-	// namespace (chartSource.pullSecret).
-	ChartPull *ChartPull
 	// Metrics, when set, receive render timings and condition times.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).

@@ -21,8 +21,7 @@ import (
 type phase func(ctx context.Context, s *scope) (ctrl.Result, error)
 
 // provisionPhases are the steps of a reconcile of a live tenant, with the mode's own
-// steps chosen once: apply (pure cluster) or publish (GitOps), the chart registry's pull
-// secret copied into the namespace (chartSource.pullSecret), JetStream streams ensured
+// steps chosen once: apply (pure cluster) or publish (GitOps), JetStream streams ensured
 // by the operator (direct messaging), what Flux or Argo CD applied read back (GitOps).
 func (r *EvaTenantReconciler) provisionPhases() []phase {
 	r.phasesOnce.Do(func() {
@@ -31,9 +30,6 @@ func (r *EvaTenantReconciler) provisionPhases() []phase {
 			deliver = r.publishPhase
 		}
 		phases := []phase{r.validatePhase, r.startPhase, r.renderPhase, deliver}
-		if r.ChartPull != nil {
-			phases = append(phases, r.chartPullPhase)
-		}
 		if r.Streams != nil {
 			phases = append(phases, r.streamsPhase)
 		}

@@ -242,9 +242,11 @@ func mountsSecret(d *appsv1.Deployment, short, secretName string) error {
 
 // assertChartsArePublished checks that what the real source-controller fetched and
 // helm-controller installed, with both in lockdown mode, is exactly what `evactl
-// charts push` published: every tenant's HelmCharts live in its own namespace, come
-// from its own chart source there, and their artifacts have the archive digest of
-// published.yaml for the version installed.
+// charts push` published: every tenant's HelmRelease takes its chart from an
+// OCIRepository of its own namespace, pinned to the manifest digest published.yaml
+// records for the version; the artifact source-controller stored has that version's
+// archive digest, and helm-controller installed the version with that digest appended
+// (as it marks a chart from an OCIRepository).
 func assertChartsArePublished(t *testing.T, codes ...string) {
 	t.Helper()
 	ctx := context.Background()
@@ -254,27 +256,40 @@ func assertChartsArePublished(t *testing.T, codes ...string) {
 	}
 	for _, code := range codes {
 		ns := tenant.Namespace(code)
-		charts := &unstructured.UnstructuredList{}
-		charts.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "HelmChartList"})
-		if err := cluster.Client.List(ctx, charts, client.InNamespace(ns)); err != nil {
+		sources := &unstructured.UnstructuredList{}
+		sources.SetGroupVersionKind(schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepositoryList"})
+		if err := cluster.Client.List(ctx, sources, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
+		}
+		byName := map[string]map[string]any{}
+		for _, src := range sources.Items {
+			byName[src.GetName()] = src.Object
 		}
 		releases := &unstructured.UnstructuredList{}
 		releases.SetGroupVersionKind(helmReleaseGVK.GroupVersion().WithKind("HelmReleaseList"))
 		if err := cluster.Client.List(ctx, releases, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
-		if len(charts.Items) == 0 || len(charts.Items) != len(releases.Items) {
-			t.Fatalf("%s: %d HelmCharts for %d HelmReleases", ns, len(charts.Items), len(releases.Items))
+		if len(releases.Items) == 0 || len(sources.Items) != len(releases.Items) {
+			t.Fatalf("%s: %d OCIRepositories for %d HelmReleases", ns, len(sources.Items), len(releases.Items))
 		}
-		for _, hc := range charts.Items {
-			chart, _, _ := unstructured.NestedString(hc.Object, "spec", "chart")
-			source, _, _ := unstructured.NestedString(hc.Object, "spec", "sourceRef", "name")
-			version, _, _ := unstructured.NestedString(hc.Object, "status", "artifact", "revision")
-			digest, _, _ := unstructured.NestedString(hc.Object, "status", "artifact", "digest")
-			p, ok := lock.Find(chart, version)
-			if !ok || digest != p.Archive || source != "eva-charts" {
-				t.Errorf("%s/%s: chart %s %s from %s, artifact %s; published: %+v (%v)", ns, hc.GetName(), chart, version, source, digest, p, ok)
+		for _, hr := range releases.Items {
+			ref, _, _ := unstructured.NestedString(hr.Object, "spec", "chartRef", "name")
+			src := byName[ref]
+			url, _, _ := unstructured.NestedString(src, "spec", "url")
+			pinned, _, _ := unstructured.NestedString(src, "spec", "ref", "digest")
+			tag, _, _ := unstructured.NestedString(src, "spec", "ref", "tag")
+			archive, _, _ := unstructured.NestedString(src, "status", "artifact", "digest")
+			chart := url[strings.LastIndex(url, "/")+1:]
+			p, ok := lock.Find(chart, tag)
+			history, _, _ := unstructured.NestedSlice(hr.Object, "status", "history")
+			installed := ""
+			if len(history) > 0 {
+				installed, _, _ = unstructured.NestedString(history[0].(map[string]any), "chartVersion")
+			}
+			if !ok || pinned != p.Digest || archive != p.Archive || installed != p.Version+"+"+strings.TrimPrefix(p.Digest, "sha256:")[:12] {
+				t.Errorf("%s/%s: chart %s %s pinned to %s, artifact %s, installed %s; published: %+v (%v)",
+					ns, hr.GetName(), chart, tag, pinned, archive, installed, p, ok)
 			}
 		}
 	}

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -36,7 +37,7 @@ func startOperator(t *testing.T, tenantNS string, extraArgs ...string) *testenv.
 		t.Fatal(err)
 	}
 	args := append([]string{"--overlays=" + overlays, "--env=dev", "--metrics-bind-address=0", "--health-probe-bind-address=0",
-		"--tenant-namespaces=" + tenantNS}, extraArgs...)
+		"--tenant-namespaces=" + tenantNS, "--published-charts=" + filepath.Join(chartsDir, chartrepo.LockFile)}, extraArgs...)
 	return testenv.StartOperator(t, kubeconfig, []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=" + operatorNamespace}, args...)
 }
 

@@ -107,6 +107,8 @@ func seedJob(ctx context.Context, c client.Reader, ns, name string) (*status.Job
 // digest its HelmRelease carries when it is the current spec ("" when unknown).
 type Module struct {
 	Name, Version, SpecDigest string
+	// ChartDigest is the digest the module's chart source pins ("" for none).
+	ChartDigest string
 }
 
 // HelmReleases reads each module's HelmRelease in the tenant's namespace: what
@@ -120,7 +122,7 @@ func HelmReleases(ctx context.Context, c client.Reader, code string, modules []M
 		if err != nil {
 			return nil, err
 		}
-		rs := status.ReleaseState{Module: m.Name, Name: ns + "/" + m.Name, Version: m.Version, Found: found}
+		rs := status.ReleaseState{Module: m.Name, Name: ns + "/" + m.Name, Version: m.Version, ChartDigest: m.ChartDigest, Found: found}
 		if found {
 			if m.SpecDigest != "" && hr.Annotations[tenant.AnnotationSpecDigest] != m.SpecDigest {
 				rs.Outdated = true

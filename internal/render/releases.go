@@ -173,6 +173,16 @@ func (s *scope) chartRepository(module string) (runtime.Object, error) {
 // layer source-controller copies for helm-controller.
 const helmChartLayer = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 
+// ChartDigest is the digest the tenant's source of a module's chart pins: "" when its
+// releases use the shared source, or its version has no published digest.
+func (r *Renderer) ChartDigest(t *evav1.EvaTenant, module string) string {
+	if !r.Env.Settings.ChartSource.PerTenant() || r.ArgoCD() || r.Charts == nil {
+		return ""
+	}
+	digest, _ := r.Charts.Digest(r.Catalog.Modules[module].Chart, r.Catalog.ModuleVersion(t, module))
+	return digest
+}
+
 // chartDigest is the published digest of a chart version, if the renderer knows it.
 func (s *scope) chartDigest(chart, version string) (string, bool) {
 	if s.r.Charts == nil {

@@ -195,6 +195,18 @@ func TestCompute(t *testing.T) {
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "HelmRelease eva-tenant-devusr/crm: Progressing"}},
 		"release on another chart version": {func(o *Observed) { o.Releases[0].LastAttemptedRevision = "1.3.0" },
 			want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "runs chart 1.3.0, want 1.4.0"}},
+		// helm-controller installs a chart from an OCIRepository at its version with the
+		// artifact's digest appended.
+		"chart pinned by digest": {func(o *Observed) {
+			o.Releases[0].ChartDigest = "sha256:8bdea696daa9a47e9b4803a95a541afa78fae2781649c64d7eadcf3d98c12f14"
+			o.Releases[0].LastAttemptedRevision = "1.4.0+8bdea696daa9"
+		}, want{evav1.PhaseActive, evav1.ConditionModulesDeployed, metav1.ConditionTrue, ReasonReady, ""}},
+		"chart of another digest": {func(o *Observed) {
+			o.Releases[0].ChartDigest = "sha256:8bdea696daa9a47e9b4803a95a541afa78fae2781649c64d7eadcf3d98c12f14"
+			o.Releases[0].LastAttemptedRevision = "1.4.0+31e3b4e51399"
+		}, want{evav1.PhaseProvisioning, evav1.ConditionModulesDeployed, metav1.ConditionFalse, ReasonProgressing, "runs chart 1.4.0+31e3b4e51399, want 1.4.0"}},
+		"chart by tag from an OCIRepository": {func(o *Observed) { o.Releases[0].LastAttemptedRevision = "1.4.0+31e3b4e51399" },
+			want{evav1.PhaseActive, evav1.ConditionModulesDeployed, metav1.ConditionTrue, ReasonReady, ""}},
 		"pin with a v prefix": {func(o *Observed) { o.Releases[0].Version = "v1.4.0" },
 			want{evav1.PhaseActive, evav1.ConditionModulesDeployed, metav1.ConditionTrue, ReasonReady, ""}},
 		"version from history": {func(o *Observed) { o.Releases[0].LastAttemptedRevision = ""; o.Releases[0].HistoryVersion = "1.4.0" },

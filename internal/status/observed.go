@@ -106,7 +106,10 @@ type ReleaseState struct {
 	Module  string
 	Name    string // namespace/name
 	Version string // the chart version it must run
-	Found   bool
+	// ChartDigest is the OCI manifest digest its chart source pins, when it pins one:
+	// helm-controller's version then carries its first digits.
+	ChartDigest string
+	Found       bool
 	// Generation and ObservedGeneration of the HelmRelease. helm-controller writes
 	// status.observedGeneration from the object it reconciled, when a reconcile ends with
 	// no retry pending (done, or stalled); its conditions may carry a newer generation

@@ -8,7 +8,7 @@ app.kubernetes.io/name: {{ include "eva.module" . }}
 app.kubernetes.io/instance: {{ .Release.Name }}
 app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
 app.kubernetes.io/managed-by: {{ .Release.Service }}
-helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
 eva.aidonow.com/capsule: {{ required "capsule.code is set by Eva" .Values.capsule.code }}
 {{- end -}}
 
