@@ -2,7 +2,9 @@ package e2e
 
 import (
 	"context"
+	"encoding/base64"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -30,11 +32,14 @@ const journeyE2E = "EVA_E2E_JOURNEY"
 // TestJourneyFirstCluster is a platform team's first cluster, made as the docs say and
 // nothing else, on a cluster of its own with the real Flux controllers in lockdown:
 // `evactl init` in a fresh folder outside Eva's tree (its own dev environment, domain
-// dev.example.com, charts from a per-tenant source), the operator's chart installed with
-// the real helm CLI and the values `evactl operator values` prints (docs/install.md), the
+// dev.example.com, charts from a per-tenant source), the module charts pushed with
+// `evactl charts push` to a private registry that answers nothing without credentials,
+// its pull secret created in eva-system, the operator's chart installed with the real
+// helm CLI and the values `evactl operator values` prints (docs/install.md), the
 // source and root Kustomization read out of docs/flux-wiring.md, the example tenant's
 // decryption key created as init says. Then: a tenant of every tier published with
-// `evactl publish git`, each one's Kustomizations and releases Ready, its Deployments
+// `evactl publish git`, each one's Kustomizations and releases Ready (its charts pulled
+// by digest, with the credentials the operator copied into its namespace), its Deployments
 // Available and its Ingress admitted and served; a change reviewed with `evactl diff`;
 // the Starter tenant removed as docs/tenants.md says, every release uninstalled by
 // helm-controller, the namespace gone, and of the tenant nothing left but what
@@ -63,17 +68,40 @@ func TestJourneyFirstCluster(t *testing.T) {
 	}
 	t.Cleanup(stopMessaging)
 
+	// A private chart registry: nothing is pulled from it without credentials.
+	charts, err := testcluster.PrivateOCIRegistry("eva", "journey-pull")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(charts.Close)
+	chartsURL := "oci://" + charts.Host() + "/eva/charts"
+	if res, err := http.Get(charts.URL + "/v2/"); err != nil || res.StatusCode != http.StatusUnauthorized {
+		t.Fatalf("the private registry answers an anonymous client: %v %v", res, err)
+	}
 	fleet := filepath.Join(t.TempDir(), "fleet")
-	runIn(t, "", "evactl", evactl, "init", fleet, "--charts-url", chartSourceURL())
-	// A plain-HTTP registry (the suite's) is the one setting the docs leave to the user.
+	runIn(t, "", "evactl", evactl, "init", fleet, "--charts-url", chartsURL)
+	// A plain-HTTP registry is the one setting the docs leave to the user; the pull
+	// secret is the one docs/install.md creates.
 	if err := setSettings(filepath.Join(fleet, "overlays", "dev", "tenant", "environment.yaml"), map[string]any{
-		"chartSource": map[string]any{"kind": "HelmRepository", "name": "eva-charts", "url": chartSourceURL(), "insecure": true},
+		"chartSource": map[string]any{"kind": "OCIRepository", "name": "eva-charts", "url": chartsURL, "insecure": true,
+			"pullSecret": "eva-chart-registry"},
 	}); err != nil {
 		t.Fatal(err)
 	}
-	// The module charts the platform pushed (evactl charts push), with their digests.
-	if err := os.CopyFS(filepath.Join(fleet, "charts"), os.DirFS(chartsDir)); err != nil {
+	// The module charts, pushed by the platform with its credentials (evactl charts
+	// push), which records their digests in charts/published.yaml.
+	if err := os.CopyFS(filepath.Join(fleet, "charts"), os.DirFS(filepath.Join(root, "charts"))); err != nil {
 		t.Fatal(err)
+	}
+	docker := t.TempDir()
+	auth := base64.StdEncoding.EncodeToString([]byte("eva:journey-pull"))
+	if err := os.WriteFile(filepath.Join(docker, "config.json"), []byte(`{"auths":{"`+charts.Host()+`":{"auth":"`+auth+`"}}}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	push := exec.Command(evactl, "charts", "push", "--to", chartsURL, "--insecure")
+	push.Dir, push.Env = fleet, append(os.Environ(), "DOCKER_CONFIG="+docker)
+	if out, err := push.CombinedOutput(); err != nil {
+		t.Fatalf("evactl charts push: %v\n%s", err, out)
 	}
 	example := readText(t, filepath.Join(fleet, "tenants", "EXAMPL.yaml"))
 	for code, tier := range map[string]string{"JRNCUS": "Customer", "JRNENT": "Enterprise", "JRNPLA": "Platform"} {
@@ -85,7 +113,7 @@ func TestJourneyFirstCluster(t *testing.T) {
 	}
 
 	// The operator's cluster objects, as docs/install.md installs them; no replica: its
-	// image does not run here, and the evactl path needs no operator.
+	// image does not run here (its binary does, below).
 	if err := first.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "eva-system", Labels: map[string]string{
 		"pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/enforce-version": "latest"}}}); err != nil {
 		t.Fatal(err)
@@ -101,6 +129,19 @@ func TestJourneyFirstCluster(t *testing.T) {
 	}
 	runIn(t, fleet, "helm", bins.Helm, "install", "eva-operator", filepath.Join(root, "deploy", "charts", "eva-operator"),
 		"--kubeconfig", first.KubeConfig, "-n", "eva-system", "-f", valuesFile, "--set", "replicas=0")
+	runIn(t, fleet, "kubectl", "kubectl", "--kubeconfig", first.KubeConfig, "-n", "eva-system", "create", "secret", "docker-registry",
+		"eva-chart-registry", "--docker-server="+charts.Host(), "--docker-username=eva", "--docker-password=journey-pull")
+	// The operator copies the pull secret into each tenant namespace; its image does not
+	// run here, so its binary runs beside the cluster, as the chart's account, with the
+	// fleet's environment and charts.
+	operatorConfig, err := first.KubeConfigAs(testenv.OperatorServiceAccount,
+		"system:serviceaccounts", "system:serviceaccounts:eva-system", "system:authenticated")
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.StartOperator(t, operatorConfig, []string{"OPERATOR_VERSION=1.0.0", "POD_NAMESPACE=eva-system"},
+		"--overlays="+filepath.Join(fleet, "overlays"), "--env=dev", "--published-charts="+filepath.Join(fleet, "charts", "published.yaml"),
+		"--metrics-bind-address=0", "--health-probe-bind-address=0")
 
 	// Flux's objects from docs/flux-wiring.md, and the decryption key as init says.
 	repo := newGitRepository(t, "journey.git")
@@ -207,7 +248,8 @@ func assertOnlyListedLeft(t *testing.T, c client.Client, code string) {
 		t.Errorf("%d applier accounts and %d ClusterRoleBindings of %s left, want the one of each docs/uninstall.md lists", len(accounts.Items), len(bindings.Items), code)
 	}
 	for _, gvk := range []string{"HelmRelease.helm.toolkit.fluxcd.io/v2", "Kustomization.kustomize.toolkit.fluxcd.io/v1",
-		"Stream.jetstream.nats.io/v1beta2", "PrometheusRule.monitoring.coreos.com/v1", "HelmRepository.source.toolkit.fluxcd.io/v1"} {
+		"Stream.jetstream.nats.io/v1beta2", "PrometheusRule.monitoring.coreos.com/v1", "HelmRepository.source.toolkit.fluxcd.io/v1",
+		"OCIRepository.source.toolkit.fluxcd.io/v1"} {
 		kind, apiVersion, _ := strings.Cut(gvk, ".")
 		list := &unstructured.UnstructuredList{}
 		list.SetAPIVersion(apiVersion)

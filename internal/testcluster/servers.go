@@ -57,5 +57,21 @@ func OCIRegistry() (*Server, error) {
 	return serve(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
 }
 
+// PrivateOCIRegistry is OCIRegistry behind HTTP basic authentication: every request
+// without the user and password is answered 401 with a Basic challenge, as a private
+// registry answers, so a client pulls only with credentials (the chart registry a
+// platform's pull secret is for).
+func PrivateOCIRegistry(user, password string) (*Server, error) {
+	reg := registry.New(registry.Logger(log.New(io.Discard, "", 0)))
+	return serve(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if u, p, ok := r.BasicAuth(); !ok || u != user || p != password {
+			w.Header().Set("WWW-Authenticate", `Basic realm="eva-test-registry"`)
+			http.Error(w, "authentication required", http.StatusUnauthorized)
+			return
+		}
+		reg.ServeHTTP(w, r)
+	}))
+}
+
 // Host is the server's host:port, as an OCI reference names a registry.
 func (s *Server) Host() string { return strings.TrimPrefix(s.URL, "http://") }
