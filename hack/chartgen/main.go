@@ -18,6 +18,8 @@ import (
 	"strings"
 
 	"sigs.k8s.io/yaml"
+
+	tenantpkg "github.com/aidonow/eva/internal/tenant"
 )
 
 // baseNamespace is the namespace base/ installs into.
@@ -77,6 +79,12 @@ func generate(base, overlays, chart string) error {
 		if err := os.WriteFile(filepath.Join(chart, "templates/generated", name), []byte(out), 0o644); err != nil {
 			return err
 		}
+	}
+	// The built-in reserved codes, which the chart's eva-tenant-ingress joins with the
+	// environment's (templates/tenant-ingress.yaml), as overlay.FenceParams does.
+	reserved := "# Generated from tenant.ReservedCodes by hack/chartgen (make manifests).\n" + strings.Join(tenantpkg.ReservedCodes, "\n") + "\n"
+	if err := os.WriteFile(filepath.Join(chart, "files", "reserved-codes"), []byte(reserved), 0o644); err != nil {
+		return err
 	}
 	envs, err := os.ReadDir(overlays)
 	if err != nil {

@@ -6,6 +6,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // FenceConfigMap is the ConfigMap, beside the operator, that the admission policy
@@ -17,8 +19,10 @@ const FenceConfigMap = "eva-tenant-ingress"
 const FenceDigestKey = "digest"
 
 // FenceParams are the data of FenceConfigMap for this environment: the domain, the
-// ingress class and the keys of the annotations a tenant Ingress may carry, and their
-// digest (FenceDigest), which every rendered Ingress carries too
+// ingress class, the keys of the annotations a tenant Ingress may carry, the codes no
+// tenant's Ingress may serve (reservedCodes: the built-in list and the environment's, in
+// lower case, as the hosts spell them), and their digest (FenceDigest), which every
+// rendered Ingress carries too
 // (tenant.AnnotationFence). One environment is read by both sides: the chart is
 // installed with the fleet's own environment (evactl operator values), and an Ingress
 // rendered for another is refused with both digests named, rather than for a host or
@@ -28,6 +32,7 @@ func (s *Settings) FenceParams() map[string]string {
 		"domain":             s.Domain,
 		"ingressClassName":   s.IngressClassName,
 		"ingressAnnotations": strings.Join(slices.Sorted(maps.Keys(s.IngressAnnotations)), ","),
+		"reservedCodes":      strings.Join(s.reservedHosts(), ","),
 	}
 	params[FenceDigestKey] = FenceDigest(params)
 	return params
@@ -48,4 +53,15 @@ func FenceDigest(params map[string]string) string {
 	}
 	sum := sha256.Sum256([]byte(lines.String()))
 	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// reservedHosts are the reserved codes, built in (tenant.ReservedCodes) and the
+// environment's, as the first label of a tenant host: lower case, sorted, once each.
+func (s *Settings) reservedHosts() []string {
+	var out []string
+	for _, code := range append(slices.Clone(tenant.ReservedCodes), s.ReservedCodes...) {
+		out = append(out, strings.ToLower(code))
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -150,7 +150,7 @@ func (s *scope) chartRepository(module string) (runtime.Object, error) {
 	if digest, ok := s.chartDigest(chart, version); ok {
 		ref.Digest = digest
 	} else if src.RequireDigest {
-		return nil, fmt.Errorf("tenant %s: module %s: chart %s %s has no digest in the charts' published.yaml, and the environment's chartSource.requireDigest installs only published digests (run evactl charts push)",
+		return nil, fmt.Errorf("tenant %s: module %s: chart %s %s has no digest in the charts' published.yaml, and the environment's chartSource.requireDigest installs only published digests (run evactl charts push; the operator reads the file from --published-charts, which the chart sets from evactl operator values)",
 			s.code, module, chart, version)
 	}
 	repo := &sourcev1.OCIRepository{
