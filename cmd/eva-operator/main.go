@@ -242,6 +242,12 @@ func run(cfg config) error {
 	if renderer.Env.Settings.Secrets != nil {
 		r.AgeKeys = &controller.AgeKeys{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace}
 	}
+	if role != roleFleet {
+		r.Fence = &controller.FenceCheck{Reader: mgr.GetAPIReader(), Namespace: cfg.ownNamespace, Env: env}
+		if err := mgr.Add(r.Fence); err != nil {
+			return err
+		}
+	}
 	if fleet != nil {
 		joinFleet(mgr, fleet, cfg, r)
 	}

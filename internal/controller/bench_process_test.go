@@ -21,6 +21,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -29,6 +30,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/metrics"
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/shard"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -127,6 +129,7 @@ func (r operatorRun) measure(b *testing.B, kubeconfig, prefix string) {
 		environ = append(environ, "CONTAINER_MEMORY_LIMIT="+r.memLimit, "GOMEMLIMIT=")
 	}
 	overlays := filepath.Join(testenv.RepoRoot(), "overlays")
+	ensureFenceParams(b, overlays, "dev")
 	ns := newTestNamespace(b)
 	b.Cleanup(func() { removeFleet(b, ns) }) // before the tenants are purged
 	var procs []*testenv.Process
@@ -547,4 +550,20 @@ func bundleObjects(b *testing.B, ns string) float64 {
 		n += len(t.Status.Inventory)
 	}
 	return float64(n)
+}
+
+// ensureFenceParams creates the ConfigMap the operator compares its environment with
+// (FenceCheck), as the chart and each overlay install it, when it is not there yet:
+// without it every tenant's Provisioned condition says the cluster refuses its Ingress.
+func ensureFenceParams(b *testing.B, overlays, name string) {
+	b.Helper()
+	e, err := overlay.Load(overlays, name)
+	if err != nil {
+		b.Fatal(err)
+	}
+	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: overlay.FenceConfigMap},
+		Data: e.Settings.FenceParams()}
+	if err := k8s.Create(context.Background(), cm); err != nil && !apierrors.IsAlreadyExists(err) {
+		b.Fatal(err)
+	}
 }

@@ -87,6 +87,9 @@ type EvaTenantReconciler struct {
 	// AgeKeys, when set, decrypts the tenants' encrypted Secrets in memory in
 	// pure-cluster mode (GitOps mode publishes them encrypted, for kustomize-controller).
 	AgeKeys *AgeKeys
+	// Fence, when set, says whether the cluster's fence enforces the environment the
+	// operator renders with (the Provisioned condition reports a mismatch).
+	Fence *FenceCheck
 	// Metrics, when set, receive render timings and condition times.
 	Metrics *metrics.Metrics
 	// Now returns the current time (tests fix it).

@@ -19,6 +19,9 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 	o.Generation = t.Generation
 	o.SeedsVersion = t.Spec.SeedsVersion
 	o.SeedAnnotation = t.Annotations[tenant.AnnotationSeedLoaded]
+	if r.Fence != nil {
+		o.FenceMismatch = r.Fence.Mismatch()
+	}
 	// Direct mode: ensureStreams observed JetStream itself.
 	if err := observe.Objects(ctx, r, t.Spec.CapsuleCode, t.Spec.SeedsVersion, r.Streams != nil, o); err != nil {
 		return err

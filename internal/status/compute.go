@@ -55,6 +55,9 @@ func NamespaceReady(o Observed) Verdict {
 // Provisioned: the bundle is applied (every object exists) and both streams exist and
 // are Ready.
 func Provisioned(o Observed) Verdict {
+	if o.FenceMismatch != "" {
+		return wait(ReasonFenceMismatch, o.FenceMismatch)
+	}
 	if o.Applied.Error != "" {
 		return wait(ReasonApplyFailed, o.Applied.Error)
 	}

@@ -25,6 +25,9 @@ type Observed struct {
 	Applied AppliedState
 	// Streams are the tenant's two JetStream streams.
 	Streams []StreamState
+	// FenceMismatch, when set, says the environment the tenant is rendered with is not
+	// the one the cluster's fence enforces, naming both digests.
+	FenceMismatch string
 	// MessagingError is set when JetStream could not be reached to ensure or read the
 	// streams (direct messaging mode).
 	MessagingError string

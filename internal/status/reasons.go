@@ -11,7 +11,10 @@ const (
 	ReasonTerminating = "Terminating"
 
 	// Provisioned.
-	ReasonApplyFailed     = "ApplyFailed"
+	ReasonApplyFailed = "ApplyFailed"
+	// ReasonFenceMismatch: the cluster's fence (ConfigMap eva-tenant-ingress) is not the
+	// environment's the operator renders with: the tenant's Ingress would be refused.
+	ReasonFenceMismatch   = "EnvironmentMismatch"
 	ReasonStreamsNotReady = "StreamsNotReady"
 	ReasonMessagingDown   = "MessagingUnavailable"
 
