@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # From a bare cluster to a provisioned tenant: apply the CRDs, deploy the operator
-# overlay, wait for its rollout, create an EvaTenant and follow its five conditions
-# until it is Active.
+# overlay (unless the operator is installed with its Helm chart: make cluster,
+# docs/install.md), wait for its rollout, create an EvaTenant and follow its five
+# conditions until it is Active.
 #
 #   hack/quickstart.sh [--dry-run] [--air-gap] [--env dev] [--wave N] [--capsule-code CODE]
 #                      [--tier Starter] [--kubeconfig FILE] [--timeout 600]
@@ -27,7 +28,7 @@ while [[ $# -gt 0 ]]; do
     --tier) tier="${2:?--tier needs a value}"; shift ;;
     --kubeconfig) kubectl_args+=(--kubeconfig "${2:?--kubeconfig needs a value}"); shift ;;
     --timeout) timeout="${2:?--timeout needs a value}"; shift ;;
-    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
     *) die "unknown flag $1 (see --help)" ;;
   esac
   shift
@@ -49,6 +50,10 @@ k get --raw=/readyz >/dev/null 2>&1 || die "cannot reach the cluster (check --ku
 # namespace): install Flux first.
 k get namespace flux-system >/dev/null 2>&1 || die "Flux is not installed: namespace flux-system not found (install Flux first: https://fluxcd.io/flux/installation/)"
 
+# An operator installed with its Helm chart (docs/install.md, make cluster) is kept as
+# it is: applying overlays/<env> over it would take its fields from Helm.
+release="$(k -n eva-system get deployment eva-operator -o jsonpath='{.metadata.annotations.meta\.helm\.sh/release-name}' 2>/dev/null || true)"
+
 step "rendering overlays/$env"
 manifests="$(k kustomize "$root/overlays/$env")" || die "kustomize build of overlays/$env failed"
 if $air_gap; then
@@ -60,8 +65,12 @@ $bad"
 $public"
 fi
 
-step "applying the CRDs"
-k apply "${apply_flags[@]}" -f "$root/base/crd/bases/" >/dev/null || die "applying the CRDs failed"
+if [[ -n "$release" ]]; then
+  step "the operator is installed with Helm (release $release in eva-system): keeping it, and its CRDs"
+else
+  step "applying the CRDs"
+  k apply "${apply_flags[@]}" -f "$root/base/crd/bases/" >/dev/null || die "applying the CRDs failed"
+fi
 
 # dry_apply checks manifests with a server-side dry run. Objects that depend on others
 # the dry run only pretended to create (the eva-system namespace, the EvaTenant kind) are
@@ -74,13 +83,15 @@ dry_apply() {
 $errors"
 }
 
-step "deploying the operator (overlays/$env)"
-if $dry_run; then
-  dry_apply "$manifests" "the operator manifests were refused"
-else
-  k apply "${apply_flags[@]}" -f - <<<"$manifests" >/dev/null || die "deploying the operator failed"
-  step "waiting for the operator rollout"
-  k -n eva-system rollout status deployment/eva-operator --timeout=300s || die "the operator did not roll out"
+if [[ -z "$release" ]]; then
+  step "deploying the operator (overlays/$env)"
+  if $dry_run; then
+    dry_apply "$manifests" "the operator manifests were refused"
+  else
+    k apply "${apply_flags[@]}" -f - <<<"$manifests" >/dev/null || die "deploying the operator failed"
+    step "waiting for the operator rollout"
+    k -n eva-system rollout status deployment/eva-operator --timeout=300s || die "the operator did not roll out"
+  fi
 fi
 
 step "creating tenant $code ($tier, wave $wave)"

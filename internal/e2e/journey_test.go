@@ -19,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/aidonow/eva/internal/docsection"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
@@ -183,6 +184,8 @@ func TestJourneyFirstCluster(t *testing.T) {
 		return nil
 	})
 
+	assertKubectlPathAsDocumented(t, first, root)
+
 	assertDecommissionUninstalls(t, first.Client, filepath.Join(fleet, "tenants"), "EXAMPL", publish)
 	assertOnlyListedLeft(t, first.Client, "EXAMPL")
 }
@@ -288,4 +291,46 @@ func readText(t *testing.T, path string) string {
 		t.Fatal(err)
 	}
 	return string(data)
+}
+
+// assertKubectlPathAsDocumented takes the kubectl path on the cluster as a newcomer
+// does: hack/quickstart.sh (docs/install.md) keeps the operator the chart installed and
+// brings its tenant, DEVUSR, to Active; then every command of docs/concepts.md's "Where
+// to read it", as written (the page is the fixture), works against it. The one that
+// waits for Stalled, which "returns once it is Failed", times out on an Active tenant.
+func assertKubectlPathAsDocumented(t *testing.T, c *testcluster.Cluster, root string) {
+	t.Helper()
+	quick := exec.Command("bash", filepath.Join(root, "hack", "quickstart.sh"), "--kubeconfig", c.KubeConfig, "--timeout", "300")
+	out, err := quick.CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "keeping it") || !strings.Contains(string(out), "tenant DEVUSR is Active") {
+		t.Fatalf("hack/quickstart.sh: %v\n%s", err, out)
+	}
+	blocks, err := docsection.Blocks(filepath.Join(root, "docs", "concepts.md"), "Where to read it", "sh")
+	if err != nil || len(blocks) == 0 {
+		t.Fatalf("docs/concepts.md's commands: %v (%d blocks)", err, len(blocks))
+	}
+	ran := 0
+	for _, b := range blocks {
+		for line := range strings.SplitSeq(b.Text, "\n") {
+			if strings.TrimSpace(line) == "" || strings.HasPrefix(strings.TrimSpace(line), "#") {
+				continue
+			}
+			cmd := exec.Command("bash", "-c", line)
+			cmd.Env = append(os.Environ(), "KUBECONFIG="+c.KubeConfig)
+			out, err := cmd.CombinedOutput()
+			ran++
+			if strings.Contains(line, "condition=Stalled") {
+				if err == nil || !strings.Contains(string(out), "timed out") {
+					t.Errorf("docs/concepts.md: %s: on an Active tenant, want it to time out: %v\n%s", line, err, out)
+				}
+				continue
+			}
+			if err != nil || !strings.Contains(strings.ToLower(string(out)), "devusr") {
+				t.Errorf("docs/concepts.md: %s: %v\n%s", line, err, out)
+			}
+		}
+	}
+	if ran < 5 {
+		t.Errorf("ran %d of docs/concepts.md's commands, want its five", ran)
+	}
 }
