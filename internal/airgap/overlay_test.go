@@ -1,6 +1,8 @@
 package airgap
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"path/filepath"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -10,6 +12,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/chartcheck"
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
@@ -68,7 +71,23 @@ func TestAirgapTenantBundlesUseTheMirror(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := &render.Renderer{Catalog: tenant.DefaultCatalog(), Env: env}
+	// The air-gap environment installs only charts pinned by digest: those of the
+	// charts' published.yaml (one made up here per catalog version).
+	catalog := tenant.DefaultCatalog()
+	published := &chartrepo.Lock{}
+	for _, m := range catalog.Modules {
+		sum := sha256.Sum256([]byte(m.Chart + "@" + m.Version))
+		digest := "sha256:" + hex.EncodeToString(sum[:])
+		published.Add(m.Chart, chartrepo.Published{Version: m.Version, Digest: digest, Archive: digest})
+	}
+	if _, err := (&render.Renderer{Catalog: catalog, Env: env}).Bundle(&evav1.EvaTenant{
+		TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: "airgap"},
+		Spec:       evav1.EvaTenantSpec{CapsuleCode: "AIRGAP", Tier: evav1.TierEnterprise, SeedsVersion: "seeds-1"},
+	}); err == nil || !strings.Contains(err.Error(), "has no digest") {
+		t.Errorf("a render without published digests: %v, want refused", err)
+	}
+	r := &render.Renderer{Catalog: catalog, Env: env, Charts: published}
 	tn := &evav1.EvaTenant{
 		TypeMeta:   metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
 		ObjectMeta: metav1.ObjectMeta{Name: "airgap"},
@@ -84,9 +103,22 @@ func TestAirgapTenantBundlesUseTheMirror(t *testing.T) {
 			t.Errorf("bundle image %q is not the mirror by digest", img)
 		}
 	}
-	// The charts come from the mirror too, through the tenant's own chart source.
+	// The charts come from the mirror too, through the tenant's own chart sources, each
+	// pinned to its published digest.
 	if url := env.Settings.ChartSource.URL; !strings.HasPrefix(url, "oci://registry.eva.internal/") {
 		t.Errorf("chart source %q is not the mirror", url)
+	}
+	sources := 0
+	for _, o := range b.ObjectsOfKind("OCIRepository") {
+		sources++
+		spec := o["spec"].(map[string]any)
+		ref, _ := spec["ref"].(map[string]any)
+		if digest, _ := ref["digest"].(string); !strings.HasPrefix(spec["url"].(string), "oci://registry.eva.internal/") || !strings.HasPrefix(digest, "sha256:") {
+			t.Errorf("chart source %v: not the mirror by digest", spec)
+		}
+	}
+	if sources != len(catalog.ModulesOf(evav1.TierEnterprise)) {
+		t.Errorf("%d chart sources for the Enterprise tier's modules", sources)
 	}
 	if !strings.Contains(string(manifest), "url: "+env.Settings.ChartSource.URL) {
 		t.Error("the bundle holds no chart source pointing at the mirror")

@@ -16,8 +16,10 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/rollout"
 	"github.com/aidonow/eva/internal/safetext"
+	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -79,15 +81,17 @@ func (h clusterHealth) observe(ctx context.Context, t *rollout.Tenant, want map[
 		if err != nil {
 			return fmt.Errorf("reading HelmRelease %s/%s: %w", ns, module, err)
 		}
-		if hr.Spec.Chart == nil || hr.Spec.Chart.Spec.Version != version {
+		if render.ReleaseChartVersion(&hr) != version {
 			// Flux has not applied the commit that admitted the tenant yet.
 			t.Pending, t.OnRelease, t.Ready = true, false, false
 			continue
 		}
 		ready := apimeta.FindStatusCondition(hr.Status.Conditions, "Ready")
 		latest := hr.Status.History.Latest()
+		// From the tenant's OCIRepository, helm-controller installs the version with
+		// the artifact's digest appended.
 		readyOnVersion := ready != nil && ready.ObservedGeneration == hr.Generation && ready.Status == metav1.ConditionTrue &&
-			latest != nil && latest.ChartVersion == version
+			latest != nil && status.SameChartVersion(latest.ChartVersion, version, "")
 		if !readyOnVersion {
 			t.Ready = false
 			if ready != nil && ready.Status != metav1.ConditionTrue &&

@@ -16,18 +16,18 @@ import (
 	"github.com/aidonow/eva/internal/testcluster"
 )
 
-var helmChartGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "HelmChart"}
+var ociRepositoryGVK = schema.GroupVersionKind{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepository"}
 
 // TestFluxShardServesItsTenants runs a Flux shard beside the main controllers (which
 // leave sharded objects alone) and an operator in GitOps mode whose environment sends
 // its tenants to that shard (fluxShards): the shard's kustomize-, helm- and
-// source-controller bring a tenant to Active, its Kustomizations, HelmReleases,
-// HelmRepository and HelmCharts labelled with the shard (which objects carry the key,
+// source-controller bring a tenant to Active, its Kustomizations, HelmReleases and
+// OCIRepositories (one per module chart) labelled with the shard (which objects carry the key,
 // for every tier, is internal/render's test). Then the tenant is moved to the main
 // controllers (fluxShards.assign, the operator restarted on the new
 // environment): its objects lose the label, the main controllers take them over, and
 // the tenant is Active with its Helm releases not installed or upgraded again. (The
-// move changes each HelmRelease's spec, its HelmChart's labels: the main helm-controller
+// move changes each HelmRelease's and OCIRepository's labels: the main helm-controller
 // reconciles it once and finds it in sync, the tenant Progressing meanwhile.)
 func TestFluxShardServesItsTenants(t *testing.T) {
 	parallel(t)
@@ -81,7 +81,7 @@ func assertFluxShard(t *testing.T, code, shard string) {
 }
 
 // fluxShardOf says which of a tenant's Flux objects (its two Kustomizations, its
-// HelmReleases, HelmRepository and HelmCharts) do not carry the shard key shard ("": no
+// HelmReleases and OCIRepositories) do not carry the shard key shard ("": no
 // key), or nil.
 func fluxShardOf(code, shard string) error {
 	ctx := context.Background()
@@ -94,7 +94,7 @@ func fluxShardOf(code, shard string) error {
 		}
 		objects = append(objects, ks)
 	}
-	for _, gvk := range []schema.GroupVersionKind{helmReleaseGVK, helmChartGVK, {Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "HelmRepository"}} {
+	for _, gvk := range []schema.GroupVersionKind{helmReleaseGVK, ociRepositoryGVK} {
 		list := &unstructured.UnstructuredList{}
 		list.SetGroupVersionKind(gvk.GroupVersion().WithKind(gvk.Kind + "List"))
 		if err := cluster.Client.List(ctx, list, client.InNamespace(tenant.Namespace(code))); err != nil {

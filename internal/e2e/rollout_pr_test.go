@@ -172,7 +172,7 @@ func specWrites(t *testing.T, waveOf map[string]int) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for code, hr := range crmReleases(t, waveOf) {
-		v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		v := releaseChartVersion(hr)
 		var writes []string
 		for _, m := range hr.GetManagedFields() {
 			if m.Subresource == "" && m.Time != nil {
@@ -213,7 +213,7 @@ func crmReadyAt(waveOf map[string]int, version string) error {
 		if err := cluster.Client.Get(context.Background(), client.ObjectKey{Namespace: tenant.Namespace(code), Name: "crm"}, hr); err != nil {
 			return fmt.Errorf("%s: %w", code, err)
 		}
-		v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		v := releaseChartVersion(hr)
 		if ready := conditionOf(hr, "Ready"); v != version || ready.Status != "True" {
 			return fmt.Errorf("%s: crm %s, Ready %s %s", code, v, ready.Status, ready.Message)
 		}

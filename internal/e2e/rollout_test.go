@@ -19,8 +19,12 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/chartrepo"
+	"github.com/aidonow/eva/internal/render"
+	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -358,12 +362,22 @@ func waitRollout(t *testing.T, ns, name string, timeout time.Duration, phase eva
 	return st
 }
 
+// releaseChartVersion is the chart version a HelmRelease asks for (as
+// render.ReleaseChartVersion reads it).
+func releaseChartVersion(hr *unstructured.Unstructured) string {
+	var typed helmv2.HelmRelease
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(hr.Object, &typed); err != nil {
+		return ""
+	}
+	return render.ReleaseChartVersion(&typed)
+}
+
 // crmVersions reads the chart version of each tenant's crm HelmRelease.
 func crmVersions(t *testing.T, waveOf map[string]int) map[string]string {
 	t.Helper()
 	out := map[string]string{}
 	for code, hr := range crmReleases(t, waveOf) {
-		out[code], _, _ = unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		out[code] = releaseChartVersion(hr)
 	}
 	return out
 }
@@ -376,7 +390,7 @@ func crmResourceVersions(t *testing.T, waveOf map[string]int) map[string]string 
 	t.Helper()
 	out := map[string]string{}
 	for code, hr := range crmReleases(t, waveOf) {
-		v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+		v := releaseChartVersion(hr)
 		out[code] = fmt.Sprintf("%s (generation %d", v, hr.GetGeneration())
 		if code != "ROLLCC" {
 			out[code] += ", resourceVersion " + hr.GetResourceVersion()
@@ -446,10 +460,11 @@ func watchReleases(t *testing.T, waveOf map[string]int) *releaseHistory {
 			if _, ours := waveOf[code]; !ours {
 				continue
 			}
-			v, _, _ := unstructured.NestedString(hr.Object, "spec", "chart", "spec", "version")
+			v := releaseChartVersion(hr)
 			observed, _, _ := unstructured.NestedInt64(hr.Object, "status", "observedGeneration")
 			attempted, _, _ := unstructured.NestedString(hr.Object, "status", "lastAttemptedRevision")
-			ready := conditionOf(hr, "Ready").Status == string(metav1.ConditionTrue) && observed == hr.GetGeneration() && attempted == v
+			ready := conditionOf(hr, "Ready").Status == string(metav1.ConditionTrue) && observed == hr.GetGeneration() &&
+				status.SameChartVersion(attempted, v, "")
 			h.mu.Lock()
 			h.events = append(h.events, releaseEvent{code: code, version: v, ready: ready})
 			h.mu.Unlock()

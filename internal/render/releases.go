@@ -74,6 +74,13 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 	if err != nil {
 		return nil, fmt.Errorf("spec of %s: %w", module, err)
 	}
+	version := s.r.Catalog.ModuleVersion(s.t, module)
+	if hr.Spec.ChartRef != nil {
+		// The chart's version and digest are the source's, not the spec's: they are part
+		// of what the release renders, so of its digest.
+		digest, _ := s.chartDigest(mod.Chart, version)
+		spec = fmt.Appendf(spec, "\n%s@%s@%s", mod.Chart, version, digest)
+	}
 	sum := sha256.Sum256(spec)
 	token, err := s.tenantToken()
 	if err != nil {
@@ -89,7 +96,19 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 		fluxmeta.ReconcileRequestAnnotation: token,
 		helmv2.ResetRequestAnnotation:       token,
 	}
+	if hr.Spec.ChartRef != nil {
+		hr.Annotations[tenant.AnnotationChartVersion] = version
+	}
 	return hr, nil
+}
+
+// ReleaseChartVersion is the chart version a rendered HelmRelease asks for: its chart
+// template's, or (chartRef to the tenant's OCIRepository) tenant.AnnotationChartVersion.
+func ReleaseChartVersion(hr *helmv2.HelmRelease) string {
+	if hr.Spec.Chart != nil {
+		return hr.Spec.Chart.Spec.Version
+	}
+	return hr.Annotations[tenant.AnnotationChartVersion]
 }
 
 // tenantToken identifies the tenant's spec: it changes with any change a user makes.

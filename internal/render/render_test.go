@@ -424,6 +424,9 @@ func TestPerTenantChartSource(t *testing.T) {
 			t.Errorf("release %s: chart %v, chartRef %v; want only a chartRef to an OCIRepository of its namespace", module, spec["chart"], ref)
 			continue
 		}
+		if got := o["metadata"].(map[string]any)["annotations"].(map[string]any)[tenant.AnnotationChartVersion]; got != r.Catalog.ModuleVersion(tn, module) {
+			t.Errorf("release %s: %s %v, want its version", module, tenant.AnnotationChartVersion, got)
+		}
 		src := sources[ref["name"].(string)]
 		chart := r.Catalog.Modules[module].Chart
 		digest, _ := published.Digest(chart, r.Catalog.ModuleVersion(tn, module))

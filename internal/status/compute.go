@@ -237,7 +237,7 @@ func releaseVerdict(r ReleaseState, now time.Time, grace time.Duration) Verdict 
 		return wait(ReasonProgressing, fmt.Sprintf("%s: %s: %s", name, r.Ready.Reason, r.Ready.Message))
 	case r.ObservedGeneration < r.Generation:
 		return wait(ReasonProgressing, name+": generation not yet reconciled")
-	case !sameVersion(r.LastAttemptedRevision, r.Version, r.ChartDigest) && !sameVersion(r.HistoryVersion, r.Version, r.ChartDigest):
+	case !SameChartVersion(r.LastAttemptedRevision, r.Version, r.ChartDigest) && !SameChartVersion(r.HistoryVersion, r.Version, r.ChartDigest):
 		return wait(ReasonProgressing, fmt.Sprintf("%s: runs chart %s, want %s", name, firstNonEmpty(r.LastAttemptedRevision, r.HistoryVersion), r.Version))
 	}
 	return ok(ReasonReady, name+": Ready")
@@ -253,11 +253,11 @@ func kindOr(kind, def string) string {
 
 // sameVersion compares chart versions, ignoring a leading "v" (a pin may carry one,
 // Helm reports without).
-// sameVersion says whether helm-controller's version a is the chart version want. A
+// SameChartVersion says whether helm-controller's version a is the chart version want. A
 // chart from an OCIRepository runs at its version with the first twelve hex digits of
 // the artifact's digest appended as build metadata (1.4.0+8bdea696daa9): those must be
 // the pinned digest's when it is known (digest), and may be any otherwise.
-func sameVersion(a, want, digest string) bool {
+func SameChartVersion(a, want, digest string) bool {
 	a, want = strings.TrimPrefix(a, "v"), strings.TrimPrefix(want, "v")
 	if a == "" || a == want {
 		return a != ""

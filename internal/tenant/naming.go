@@ -25,6 +25,11 @@ const (
 	// reads what helm-controller says of a release only once the release in the cluster
 	// carries the spec the tenant renders now.
 	AnnotationSpecDigest = "eva.aidonow.com/spec-digest"
+	// AnnotationChartVersion on a rendered HelmRelease whose chart comes from the
+	// tenant's own OCIRepository (chartRef) is the chart version that source is pinned
+	// to, which the release's spec does not name: what a reader of the release (evactl
+	// rollout's health, a person) takes as the version it asks for.
+	AnnotationChartVersion = "eva.aidonow.com/chart-version"
 	// AnnotationFence on a rendered Ingress is the digest of the fence parameters of the
 	// environment it was rendered for (overlay.Settings.FenceParams): the admission
 	// policy eva-tenant-ingresses refuses it, naming both digests, when the cluster
