@@ -183,8 +183,11 @@ func (s *scope) build() ([]built, error) {
 			s.limitRange, s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules} {
 			builders = append(builders, builder{build, Foundation})
 		}
+		// Each module's chart source goes with its release, in the workloads: a chart that
+		// cannot be fetched (a version never pushed) is that release's failure, which
+		// status reads as one, never the foundation's (namespace, quota, streams).
 		for _, module := range s.tier.Modules {
-			builders = append(builders, builder{func() (runtime.Object, error) { return s.chartRepository(module) }, Foundation})
+			builders = append(builders, builder{func() (runtime.Object, error) { return s.chartRepository(module) }, Workloads})
 		}
 		for _, module := range s.tier.Modules {
 			builders = append(builders, builder{func() (runtime.Object, error) { return s.helmRelease(module) }, Workloads})
