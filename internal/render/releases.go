@@ -52,7 +52,7 @@ func (s *scope) helmRelease(module string) (runtime.Object, error) {
 			},
 		},
 	}
-	if s.chartsByDigest() {
+	if s.r.perTenantCharts() {
 		hr.Spec.ChartRef = &helmv2.CrossNamespaceSourceReference{Kind: sourcev1.OCIRepositoryKind, Name: s.chartRepositoryName(module)}
 	} else {
 		hr.Spec.Chart = &helmv2.HelmChartTemplate{ObjectMeta: s.chartMeta(), Spec: helmv2.HelmChartTemplateSpec{
@@ -140,11 +140,11 @@ func (s *scope) chartSourceRef() helmv2.CrossNamespaceObjectReference {
 	return helmv2.CrossNamespaceObjectReference{Kind: src.Kind, Name: src.Name, Namespace: src.Namespace}
 }
 
-// chartsByDigest says whether the tenant's releases take their charts from sources of
+// perTenantCharts says whether the tenant's releases take their charts from sources of
 // its own namespace, one OCIRepository per module (chartSource.url under Flux; Argo CD
 // reads the charts itself).
-func (s *scope) chartsByDigest() bool {
-	return s.r.Env.Settings.ChartSource.PerTenant() && !s.r.ArgoCD()
+func (r *Renderer) perTenantCharts() bool {
+	return r.Env.Settings.ChartSource.PerTenant() && !r.ArgoCD()
 }
 
 // chartRepositoryName is the tenant's chart source of one module.
@@ -158,7 +158,7 @@ func (s *scope) chartRepositoryName(module string) string {
 // namespace, pinned to the digest published.yaml records for the version the tenant
 // runs, so that source-controller fetches exactly the chart evactl verified.
 func (s *scope) chartRepository(module string) (runtime.Object, error) {
-	if !s.chartsByDigest() {
+	if !s.r.perTenantCharts() {
 		return nil, nil
 	}
 	src := s.r.Env.Settings.ChartSource
@@ -195,7 +195,7 @@ const helmChartLayer = "application/vnd.cncf.helm.chart.content.v1.tar+gzip"
 // ChartDigest is the digest the tenant's source of a module's chart pins: "" when its
 // releases use the shared source, or its version has no published digest.
 func (r *Renderer) ChartDigest(t *evav1.EvaTenant, module string) string {
-	if !r.Env.Settings.ChartSource.PerTenant() || r.ArgoCD() || r.Charts == nil {
+	if !r.perTenantCharts() || r.Charts == nil {
 		return ""
 	}
 	digest, _ := r.Charts.Digest(r.Catalog.Modules[module].Chart, r.Catalog.ModuleVersion(t, module))
