@@ -40,6 +40,7 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 	password := hostileSecret()
 	tenants := provisionEveryTier(t, ns, "GIT", 8*time.Minute, withDatabasePassword(t, password))
 	var codes []string
+	provisionedFirst := 0
 	for _, tn := range tenants {
 		got, err := current(ctx, tn)
 		if err != nil {
@@ -49,11 +50,14 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 			t.Errorf("%s: status.revision %q is not a published commit", tn.GetName(), revision)
 		}
 		// Provisioned is the foundation applied, not "everything healthy": it turns True
-		// while the releases are still installing.
+		// while the releases are still installing. Never after ModulesDeployed; in the
+		// same second when the operator, on a loaded machine, looked only once both were
+		// ready (it did, once in a full suite), so strictly before for at least one tier.
 		provisioned, modules := firstTrue(got, evav1.ConditionProvisioned), firstTrue(got, evav1.ConditionModulesDeployed)
-		if provisioned.IsZero() || !provisioned.Before(modules) {
+		if provisioned.IsZero() || modules.Before(provisioned) {
 			t.Errorf("%s: Provisioned first True at %v, ModulesDeployed at %v: want Provisioned first", codeOf(got), provisioned, modules)
-		} else {
+		} else if provisioned.Before(modules) {
+			provisionedFirst++
 			t.Logf("%s: Provisioned %v before ModulesDeployed", codeOf(got), modules.Sub(provisioned))
 		}
 		// ModulesDeployed reports helm-controller's verdict: never before the last release
@@ -67,6 +71,9 @@ func TestOperatorGitOpsModeEveryTier(t *testing.T) {
 			t.Logf("%s: ModulesDeployed %v after the last HelmRelease became Ready", codeOf(got), modules.Sub(lastReady))
 		}
 		codes = append(codes, codeOf(got))
+	}
+	if provisionedFirst == 0 {
+		t.Errorf("no tenant was Provisioned before its modules were deployed: Provisioned waits for the releases")
 	}
 	assertSecretMounted(ctx, t, "GITCUS", "crm", "crm-database", map[string]string{"password": password}, "")
 	for _, tn := range tenants {
