@@ -65,7 +65,7 @@ manifests: $(CONTROLLER_GEN) ## Generate the CRD and RBAC under base/ from marke
 	@# Argo CD's Application and AppProject CRDs as Argo CD publishes them.
 	hack/argocd-crds.sh internal/testenv/crds/argocd
 	@# The operator's Helm chart follows base/ (CRDs, RBAC, policies) and the overlays.
-	go run ./hack/chartgen -base base -overlays overlays -chart deploy/charts/eva-operator
+	go run ./hack/chartgen -base base -overlays overlays -charts charts -chart deploy/charts/eva-operator
 
 .PHONY: verify
 verify: $(CONTROLLER_GEN) ## Fail when generated files are stale (regenerated in a temporary copy: uncommitted edits elsewhere do not matter).

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# Fails when the generated files (deepcopy, CRDs, RBAC, test CRDs) differ from what
+# Fails when the generated files (deepcopy, CRDs, RBAC, test CRDs, the module charts'
+# published digests) differ from what
 # `make generate manifests` makes of the working tree as it is. The regeneration runs in
 # a temporary copy, so the working tree is never touched, and uncommitted edits fail
 # only when they leave generated files stale.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 : "${CONTROLLER_GEN:?CONTROLLER_GEN must name the controller-gen binary}"
-generated=(api base/crd base/rbac internal/testenv/crds internal/nack internal/monitoring internal/argocd deploy/charts/eva-operator)
+generated=(api base/crd base/rbac internal/testenv/crds internal/nack internal/monitoring internal/argocd deploy/charts/eva-operator charts/published.yaml)
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp" "$tmp.diff"' EXIT

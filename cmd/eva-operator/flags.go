@@ -24,7 +24,7 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
 	fs.StringVar(&cfg.overlays, "overlays", "overlays", "folder of environment overlays")
 	fs.StringVar(&cfg.env, "env", "dev", "environment whose overlay applies to every bundle")
-	fs.StringVar(&cfg.publishedCharts, "published-charts", "", "the fleet's charts/published.yaml: the digests each tenant's chart sources pin (evactl operator values gives it to the chart)")
+	fs.StringVar(&cfg.publishedCharts, "published-charts", "", "the fleet's charts/published.yaml: the digests each tenant's chart sources pin (evactl operator values gives it to the chart). Empty: this release's own module charts' (what evactl of the release carries)")
 	fs.StringVar(&cfg.environmentDir, "environment-dir", "", "folder holding the environment's tenant overlay (overrides --overlays; the deployment mounts it from a ConfigMap)")
 	fs.IntVar(&cfg.concurrency, "concurrency", 4, "tenants reconciled in parallel")
 	fs.StringVar(&cfg.shard, "shard", "", "label selector over eva.aidonow.com/shard naming the shards this operator reconciles (e.g. eva.aidonow.com/shard=a, or '!eva.aidonow.com/shard' for the tenants of no shard); each selector elects its own leader. Empty: every tenant")

@@ -6,8 +6,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"os"
 	"strings"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/metrics/filters"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
+	eva "github.com/aidonow/eva"
 	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/controller"
@@ -137,12 +140,8 @@ func run(cfg config) error {
 		return err
 	}
 	renderer := &render.Renderer{Catalog: catalog, Env: env}
-	if cfg.publishedCharts != "" {
-		lock, err := chartrepo.ReadLock(cfg.publishedCharts)
-		if err != nil {
-			return fmt.Errorf("--published-charts: %w", err)
-		}
-		renderer.Charts = lock
+	if renderer.Charts, err = publishedCharts(cfg.publishedCharts); err != nil {
+		return err
 	}
 	if renderer.ArgoCD() && cfg.publishMode == "oci" {
 		return fmt.Errorf("environment %s renders for Argo CD (applier: argocd), whose Applications read a git repository: use --publish=git", env.Name)
@@ -373,4 +372,27 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.R
 		}
 	}}
 	return &controller.GitOps{Batcher: batcher, Revisions: revisions, MinInterval: cfg.tenantPublishInterval}, nil
+}
+
+// publishedCharts is the list of published chart digests the tenants' chart sources
+// pin: the file given, or the one this release's module charts carry (charts/
+// published.yaml, embedded as evactl embeds it). A chart's digest is its content's, so
+// the list holds in any registry the charts were pushed or mirrored to.
+func publishedCharts(file string) (*chartrepo.Lock, error) {
+	if file != "" {
+		lock, err := chartrepo.ReadLock(file)
+		if err != nil {
+			return nil, fmt.Errorf("--published-charts: %w", err)
+		}
+		return lock, nil
+	}
+	const own = "charts/" + chartrepo.LockFile
+	data, err := fs.ReadFile(eva.Release, own)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	return chartrepo.ParseLock("the release's "+own, data)
 }

@@ -3,9 +3,11 @@
 // Deployment into templates/ (the namespace eva-system becoming the release's), and each
 // environment's tenant overlay into files/environments/. `make manifests` runs it after
 // controller-gen, so the chart's RBAC is exactly what controller-gen generated; the
-// Deployment is the chart's own template, its flags from values.
+// Deployment is the chart's own template, its flags from values. It also records the
+// module charts' digests, as pushing them publishes them, in charts/published.yaml: the
+// one list evactl and the operator of a release both carry (embedded) and pin.
 //
-//	go run ./hack/chartgen -base base -overlays overlays -chart deploy/charts/eva-operator
+//	go run ./hack/chartgen -base base -overlays overlays -charts charts -chart deploy/charts/eva-operator
 package main
 
 import (
@@ -19,6 +21,7 @@ import (
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/aidonow/eva/internal/chartrepo"
 	tenantpkg "github.com/aidonow/eva/internal/tenant"
 )
 
@@ -31,12 +34,46 @@ var handWritten = []string{"manager/namespace.yaml", "manager/deployment.yaml"}
 func main() {
 	base := flag.String("base", "base", "the operator's kustomize base")
 	overlays := flag.String("overlays", "overlays", "the environment overlays")
+	charts := flag.String("charts", "charts", "the module charts")
 	chart := flag.String("chart", "deploy/charts/eva-operator", "the operator's chart")
 	flag.Parse()
 	if err := generate(*base, *overlays, *chart); err != nil {
 		fmt.Fprintln(os.Stderr, "chartgen:", err)
 		os.Exit(1)
 	}
+	if err := publishedCharts(*charts); err != nil {
+		fmt.Fprintln(os.Stderr, "chartgen:", err)
+		os.Exit(1)
+	}
+}
+
+// publishedCharts adds each module chart's version, with the digests pushing it
+// publishes, to the charts' published.yaml, refusing a published version whose content
+// changed.
+func publishedCharts(charts string) error {
+	lockPath := filepath.Join(charts, chartrepo.LockFile)
+	lock, err := chartrepo.ReadLockIfPresent(lockPath)
+	if err != nil {
+		return err
+	}
+	if lock == nil {
+		lock = &chartrepo.Lock{}
+	}
+	archives, err := chartrepo.PackageAll(charts)
+	if err != nil {
+		return err
+	}
+	for _, a := range archives {
+		if err := lock.Conflict(a); err != nil {
+			return err
+		}
+		p, err := chartrepo.PublishedOf(a)
+		if err != nil {
+			return err
+		}
+		lock.Add(a.Name, p)
+	}
+	return lock.Write(lockPath)
 }
 
 func generate(base, overlays, chart string) error {

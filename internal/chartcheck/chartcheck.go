@@ -148,6 +148,9 @@ func (c *Checker) resolve(name, version string) (*chart.Chart, error) {
 		return local.Chart, nil
 	}
 	p, ok := c.published.Find(name, version)
+	if !ok && !hasLocal && len(c.published.Versions(name)) == 0 {
+		return nil, fmt.Errorf("chart %s not found among the local charts nor in %s", name, c.lockPath)
+	}
 	if !ok {
 		return nil, &MissingVersionError{Chart: name, Version: version, Offered: c.published.Versions(name), From: c.lockPath}
 	}

@@ -17,9 +17,10 @@ import (
 const LockFile = "published.yaml"
 
 // lockHeader explains the file to whoever opens it.
-const lockHeader = `# Every module chart version published with ` + "`evactl charts push`" + `, by digest. Written by
-# that command; do not edit. Tenant pins and the catalog's versions must be listed here,
-# and chart verification renders exactly the archive of the digest given.
+const lockHeader = `# Every module chart version published, by digest. Written by ` + "`evactl charts push`" + ` (and, for
+# Eva's own charts, by make manifests, as its release pushes them); do not edit. Tenant
+# pins and the catalog's versions must be listed here, and chart verification renders
+# exactly the archive of the digest given.
 `
 
 // Published is one published chart version.
@@ -45,12 +46,17 @@ func ReadLock(path string) (*Lock, error) {
 	if err != nil {
 		return nil, err
 	}
+	return ParseLock(path, data)
+}
+
+// ParseLock reads the lock file named file (for errors) from its content.
+func ParseLock(file string, data []byte) (*Lock, error) {
 	var l Lock
 	if err := yaml.UnmarshalStrict(data, &l); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	if err := l.check(); err != nil {
-		return nil, fmt.Errorf("%s: %w", path, err)
+		return nil, fmt.Errorf("%s: %w", file, err)
 	}
 	return &l, nil
 }

@@ -89,11 +89,11 @@ func Push(ctx context.Context, source string, a *Archive, reg registry.Options) 
 	if err != nil {
 		return Published{}, err
 	}
-	manifest, config, err := helmManifest(a)
+	manifest, config, published, err := publication(a)
 	if err != nil {
 		return Published{}, err
 	}
-	digest, _, err := v1.SHA256(bytes.NewReader(manifest))
+	digest, err := v1.NewHash(published.Digest)
 	if err != nil {
 		return Published{}, err
 	}
@@ -122,7 +122,28 @@ func Push(ctx context.Context, source string, a *Archive, reg registry.Options) 
 	if got.Digest != digest {
 		return Published{}, fmt.Errorf("verifying %s: the registry holds %s, pushed %s", tag, got.Digest, digest)
 	}
-	return Published{Version: a.Version, Digest: digest.String(), Archive: a.Digest}, nil
+	return published, nil
+}
+
+// PublishedOf is what Push publishes for an archive, known before any push: the
+// manifest holds no time, so its digest is the archive's alone. A release ships it
+// (charts/published.yaml), and the registry is then checked to hold exactly that.
+func PublishedOf(a *Archive) (Published, error) {
+	_, _, p, err := publication(a)
+	return p, err
+}
+
+// publication is the manifest and config Push writes for an archive, and what that
+// publishes.
+func publication(a *Archive) (manifest, config []byte, p Published, err error) {
+	if manifest, config, err = helmManifest(a); err != nil {
+		return nil, nil, Published{}, err
+	}
+	digest, _, err := v1.SHA256(bytes.NewReader(manifest))
+	if err != nil {
+		return nil, nil, Published{}, err
+	}
+	return manifest, config, Published{Version: a.Version, Digest: digest.String(), Archive: a.Digest}, nil
 }
 
 // Pull fetches the archive of a published version by its manifest digest and checks

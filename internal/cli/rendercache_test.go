@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/rendercache"
 )
 
@@ -255,6 +256,10 @@ func TestIncrementalRenderMatchesFullRender(t *testing.T) {
 
 	t.Run("chart changed", func(t *testing.T) {
 		charts := copyDir(t, filepath.Join(repoRoot, "charts"))
+		// A chart being edited, before any push: no published versions hold it.
+		if err := os.Remove(filepath.Join(charts, chartrepo.LockFile)); err != nil {
+			t.Fatal(err)
+		}
 		renderSummary(t, tenants, out, "--charts", charts)
 		appendToFile(t, filepath.Join(charts, "eva-crm", "values.yaml"), "# reviewed\n")
 		if msg := renderSummary(t, tenants, out, "--charts", charts); strings.Contains(msg, "unchanged") {

@@ -144,6 +144,9 @@ func publishCharts(root string) error {
 	if out, err := push.CombinedOutput(); err != nil {
 		return fmt.Errorf("evactl charts push: %v\n%s", err, out)
 	}
+	if err := samePublished(filepath.Join(chartsDir, chartrepo.LockFile), filepath.Join(root, "charts", chartrepo.LockFile)); err != nil {
+		return err
+	}
 	overlays = filepath.Join(cluster.Dir, "overlays")
 	if err := os.CopyFS(overlays, os.DirFS(filepath.Join(root, "overlays"))); err != nil {
 		return err
@@ -151,6 +154,29 @@ func publishCharts(root string) error {
 	return setSettings(filepath.Join(overlays, "dev", "tenant", overlay.SettingsFile), map[string]any{
 		"chartSource": map[string]any{"kind": "HelmRepository", "name": "eva-charts", "url": chartSourceURL(), "insecure": true},
 	})
+}
+
+// samePublished checks that what a registry holds after a push (pushed, the lock evactl
+// charts push wrote) is what the repository's charts/published.yaml, which the release's
+// evactl and operator carry and pin, says of each version.
+func samePublished(pushed, shipped string) error {
+	got, err := chartrepo.ReadLock(pushed)
+	if err != nil {
+		return err
+	}
+	want, err := chartrepo.ReadLock(shipped)
+	if err != nil {
+		return err
+	}
+	for _, chart := range got.Names() {
+		for _, version := range got.Versions(chart) {
+			g, _ := got.Find(chart, version)
+			if w, ok := want.Find(chart, version); !ok || w != g {
+				return fmt.Errorf("%s %s: the registry holds %+v, %s says %+v (run make manifests)", chart, version, g, shipped, w)
+			}
+		}
+	}
+	return nil
 }
 
 // chartSourceURL is where the suite's charts are published.

@@ -120,7 +120,7 @@ func Build(ctx context.Context, o Options) (*Manifest, error) {
 	if err != nil {
 		return nil, err
 	}
-	modules, err := chartrepo.PackageAll(o.path(o.ChartsDir))
+	modules, err := o.moduleCharts()
 	if err != nil {
 		return nil, err
 	}
@@ -212,6 +212,32 @@ func (o *Options) releaseImage(ctx context.Context) (Image, error) {
 		return Image{}, fmt.Errorf("operator image: %w", err)
 	}
 	return Image{Ref: res.Pushed.Index.String(), Tag: o.Version, Digest: res.Pushed.Index.DigestStr(), SBOM: sbom}, nil
+}
+
+// moduleCharts packages the module charts, each as charts/published.yaml records it:
+// the digests the release's evactl and operator carry and pin are then those the
+// registry holds once pushed (Push verifies it).
+func (o *Options) moduleCharts() ([]*chartrepo.Archive, error) {
+	dir := o.path(o.ChartsDir)
+	lockPath := filepath.Join(dir, chartrepo.LockFile)
+	lock, err := chartrepo.ReadLock(lockPath)
+	if err != nil {
+		return nil, fmt.Errorf("the module charts' published digests: %w (run make manifests)", err)
+	}
+	modules, err := chartrepo.PackageAll(dir)
+	if err != nil {
+		return nil, err
+	}
+	for _, a := range modules {
+		p, err := chartrepo.PublishedOf(a)
+		if err != nil {
+			return nil, err
+		}
+		if recorded, ok := lock.Find(a.Name, a.Version); !ok || recorded != p {
+			return nil, fmt.Errorf("%s: %s %s packages to %s (archive %s), which it does not record: run make manifests", lockPath, a.Name, a.Version, p.Digest, p.Archive)
+		}
+	}
+	return modules, nil
 }
 
 // pushChart pushes a chart archive and keeps it in the release folder.

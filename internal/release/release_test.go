@@ -136,3 +136,25 @@ func TestReleaseInstallsAsANewUserWould(t *testing.T) {
 		t.Fatalf("a second release into the same folder: %v", err)
 	}
 }
+
+// TestReleaseRefusesChartsItsDigestsDoNotRecord: a module chart edited without make
+// manifests packages to a digest charts/published.yaml does not record, which the
+// release's evactl and operator would pin: the release stops before pushing anything.
+func TestReleaseRefusesChartsItsDigestsDoNotRecord(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.CopyFS(filepath.Join(dir, "charts"), os.DirFS(filepath.Join(testenv.RepoRoot(), "charts"))); err != nil {
+		t.Fatal(err)
+	}
+	o := Options{ModuleDir: dir, ChartsDir: "charts"}
+	if _, err := o.moduleCharts(); err != nil {
+		t.Fatalf("the repository's charts as make manifests left them: %v", err)
+	}
+	notes := filepath.Join(dir, "charts", "eva-crm", "templates", "NOTES.txt")
+	if err := os.WriteFile(notes, []byte("edited after make manifests\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, err := o.moduleCharts()
+	if err == nil || !strings.Contains(err.Error(), "eva-crm 1.4.0 packages to sha256:") || !strings.Contains(err.Error(), "run make manifests") {
+		t.Fatalf("a chart edited after make manifests: %v", err)
+	}
+}
