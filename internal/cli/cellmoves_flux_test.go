@@ -100,7 +100,7 @@ func (cc cellCluster) fluxStandIn(t *testing.T, read func(file string) string, c
 			get(t, cc.c, key, hr)
 			ready.ObservedGeneration = hr.Generation
 			hr.Status.ObservedGeneration, hr.Status.LastAttemptedGeneration = hr.Generation, hr.Generation
-			hr.Status.LastAttemptedRevision = hr.Spec.Chart.Spec.Version
+			hr.Status.LastAttemptedRevision = render.ReleaseChartVersion(hr)
 			apimeta.SetStatusCondition(&hr.Status.Conditions, ready)
 			obj = hr
 		case "Job":

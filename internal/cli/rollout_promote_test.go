@@ -1,11 +1,18 @@
 package cli
 
 import (
+	"bytes"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/aidonow/eva/internal/render"
 )
 
 // prTenants writes four Starter tenants into a git repository's tenants/ folder:
@@ -78,6 +85,25 @@ func promote(t *testing.T, tenants, rollouts string, extra ...string) (int, stri
 	return runEvactl(t, append([]string{"rollout", "promote", "crm-1-5", "--tenants", tenants, "--rollouts", rollouts, "--verify-charts=false"}, extra...)...)
 }
 
+// releaseVersion returns the chart version of a HelmRelease in a manifests file.
+func releaseVersion(t *testing.T, manifests []byte, name string) string {
+	t.Helper()
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(manifests), 4096)
+	for {
+		var hr helmv2.HelmRelease
+		if err := dec.Decode(&hr); err == io.EOF {
+			break
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		if hr.Kind == "HelmRelease" && hr.Name == name {
+			return render.ReleaseChartVersion(&hr)
+		}
+	}
+	t.Fatalf("no HelmRelease %s in\n%s", name, manifests)
+	return ""
+}
+
 // renderedCrm renders the tenants with the release files and returns each tenant's crm
 // chart version in the output.
 func renderedCrm(t *testing.T, tenants, rollouts string) map[string]string {
@@ -92,10 +118,7 @@ func renderedCrm(t *testing.T, tenants, rollouts string) map[string]string {
 		if err != nil {
 			t.Fatal(err)
 		}
-		text := string(data)
-		crm := text[strings.Index(text, "name: crm\n"):]
-		i := strings.Index(crm, "version: ")
-		got[strings.ToUpper(code)] = strings.Trim(strings.Fields(crm[i+len("version: "):])[0], `"`)
+		got[strings.ToUpper(code)] = releaseVersion(t, data, "crm")
 	}
 	return got
 }

@@ -141,6 +141,7 @@ var renderedKinds = []schema.GroupVersionKind{
 	{Group: "networking.k8s.io", Version: "v1", Kind: "Ingress"},
 	{Group: "batch", Version: "v1", Kind: "Job"},
 	{Group: "helm.toolkit.fluxcd.io", Version: "v2", Kind: "HelmRelease"},
+	{Group: "source.toolkit.fluxcd.io", Version: "v1", Kind: "OCIRepository"},
 	{Group: "jetstream.nats.io", Version: "v1beta2", Kind: "Stream"},
 	{Group: "monitoring.coreos.com", Version: "v1", Kind: "PrometheusRule"},
 }

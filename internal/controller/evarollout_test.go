@@ -20,6 +20,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/metrics"
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -73,7 +74,7 @@ func TestRolloutAcrossBlueAndGreen(t *testing.T) {
 			if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace(code), Name: "crm"}, &hr); err != nil {
 				return err
 			}
-			if v := hr.Spec.Chart.Spec.Version; v != "9.9.9" {
+			if v := render.ReleaseChartVersion(&hr); v != "9.9.9" {
 				return fmt.Errorf("%s: crm renders %s", code, v)
 			}
 		}
@@ -127,7 +128,7 @@ func TestRolloutDeletionWaitsForASuccessor(t *testing.T) {
 			if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace("HELDON"), Name: "crm"}, &hr); err != nil {
 				return err
 			}
-			if v := hr.Spec.Chart.Spec.Version; v != want {
+			if v := render.ReleaseChartVersion(&hr); v != want {
 				return fmt.Errorf("crm renders %s, want %s", v, want)
 			}
 			return nil

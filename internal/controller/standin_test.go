@@ -25,6 +25,7 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testcluster"
 	"github.com/aidonow/eva/internal/testenv"
@@ -191,9 +192,7 @@ func playHelmController(ctx context.Context, c client.Client, key types.Namespac
 	}
 	base := hr.DeepCopy()
 	hr.Status.ObservedGeneration, hr.Status.LastAttemptedGeneration = hr.Generation, hr.Generation
-	if hr.Spec.Chart != nil {
-		hr.Status.LastAttemptedRevision = hr.Spec.Chart.Spec.Version
-	}
+	hr.Status.LastAttemptedRevision = render.ReleaseChartVersion(&hr)
 	if hr.Annotations[standInRelease] == standInStalled {
 		// The upgrade of this generation failed once more than its remediation retries.
 		failures := int64(max(hr.GetUpgrade().GetRemediation().GetRetries(), 0)) + 1

@@ -103,3 +103,15 @@ func renderer(t testing.TB) *Renderer {
 	}
 	return &Renderer{Catalog: tenant.DefaultCatalog(), Env: env}
 }
+
+// sharedChartsRenderer renders for the dev environment with its charts from a shared
+// HelmRepository the platform team made in the Flux namespace, instead of the release's
+// OCI repository by digest.
+func sharedChartsRenderer(t testing.TB) *Renderer {
+	t.Helper()
+	r := renderer(t)
+	env := *r.Env
+	env.Settings.ChartSource = overlay.ChartSource{SourceRef: overlay.SourceRef{Kind: "HelmRepository", Name: "eva-charts", Namespace: "flux-system"}}
+	r.Env = &env
+	return r
+}

@@ -71,7 +71,7 @@ func TestFluxShardKeyOnFluxObjectsOnly(t *testing.T) {
 // each release's HelmChart (which helm-controller makes) carries the tenant's shard key,
 // so that the shard's source-controller builds it.
 func TestSharedChartSourceShardsTheHelmCharts(t *testing.T) {
-	r := renderer(t)
+	r := sharedChartsRenderer(t)
 	env := *r.Env
 	env.Settings.FluxShards = &overlay.FluxShards{Shards: []string{"shard1"}}
 	r.Env = &env

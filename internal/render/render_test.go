@@ -39,6 +39,7 @@ func tenantFilesText(t *testing.T, r *Renderer, tn *evav1.EvaTenant) []byte {
 
 func TestGoldenPerTier(t *testing.T) {
 	r := renderer(t)
+	r.Charts = publishedCharts(r.Catalog) // what a release publishes (whisper 0.9.1 has no digest)
 	cases := map[string]*evav1.EvaTenant{
 		"starter": tenantFor("DEVUSR", withValues("crm", map[string]any{"logLevel": "debug"})),
 		"customer": tenantFor("ACMECO", withTier(evav1.TierCustomer), withWave(2), withPin("whisper", "0.9.1"),
@@ -380,7 +381,7 @@ func FuzzRender(f *testing.F) {
 // their namespace (what Flux's --no-cross-namespace-refs allows). Without it, the
 // releases refer to the shared source and no chart source is rendered.
 func TestPerTenantChartSource(t *testing.T) {
-	r := renderer(t)
+	r := sharedChartsRenderer(t)
 	shared, err := r.Bundle(tenantFor("ABCDEF"))
 	if err != nil {
 		t.Fatal(err)
