@@ -174,7 +174,7 @@ func run(cfg config) error {
 		LeaderElection:          cfg.leaderElect,
 		LeaderElectionID:        leaderElectionID(role, cfg.cell, cfg.operatorVersion, shards),
 		LeaderElectionNamespace: cfg.ownNamespace,
-		Cache:                   controller.CacheOptions(cfg.claimsNS, shards, renderer.ArgoCD() && cfg.publishMode != "none"),
+		Cache:                   controller.CacheOptions(cfg.claimsNS, shards, renderer.ArgoCD() && cfg.publishMode != "none", splitList(cfg.tenantNS)),
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager: %w", err)

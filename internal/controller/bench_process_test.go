@@ -393,15 +393,27 @@ type operatorMetrics struct {
 // scrapeOperator reads an operator's counters from its /metrics at addr.
 func scrapeOperator(b *testing.B, addr string) operatorMetrics {
 	b.Helper()
-	resp, err := http.Get("http://" + addr + "/metrics")
+	out, err := readOperatorMetrics(addr)
 	if err != nil {
 		b.Fatal(err)
+	}
+	if out.requests == 0 || out.reconciles == 0 {
+		b.Fatalf("metrics of %s: no rest_client_requests_total or evatenant reconciles", addr)
+	}
+	return out
+}
+
+// readOperatorMetrics reads an operator's counters from its /metrics at addr.
+func readOperatorMetrics(addr string) (operatorMetrics, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return operatorMetrics{}, err
 	}
 	defer resp.Body.Close()
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	families, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
-		b.Fatalf("metrics of %s: %v", addr, err)
+		return operatorMetrics{}, fmt.Errorf("metrics of %s: %w", addr, err)
 	}
 	out := operatorMetrics{writesBy: map[string]float64{}}
 	for _, m := range families[metrics.APIWritesName].GetMetric() {
@@ -419,10 +431,7 @@ func scrapeOperator(b *testing.B, addr string) operatorMetrics {
 			out.reconciles += m.GetCounter().GetValue()
 		}
 	}
-	if out.requests == 0 || out.reconciles == 0 {
-		b.Fatalf("metrics of %s: no rest_client_requests_total or evatenant reconciles", addr)
-	}
-	return out
+	return out, nil
 }
 
 func labelOf(m *dto.Metric, name string) string {

@@ -141,7 +141,7 @@ func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient,
 	b.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
-		Cache: CacheOptions(claimsNamespace, shard.Selector{}, false), Controller: controllerConfig(),
+		Cache: CacheOptions(claimsNamespace, shard.Selector{}, false, nil), Controller: controllerConfig(),
 	})
 	if err != nil {
 		b.Fatal(err)

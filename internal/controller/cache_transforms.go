@@ -20,6 +20,7 @@ import (
 	toolscache "k8s.io/client-go/tools/cache"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	monitoringv1 "github.com/aidonow/eva/internal/monitoring/v1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/tenant"
@@ -219,3 +220,44 @@ func driftVersion(gvk schema.GroupVersionKind, obj metav1.Object, cached bool) s
 	}
 	return fmt.Sprintf("%s/%d/%t/%s", obj.GetUID(), obj.GetGeneration(), obj.GetDeletionTimestamp() != nil, digest)
 }
+
+// unservedTenant keeps of an EvaTenant in a namespace the operator does not serve what
+// it reads of one: whether it is this operator version's and holds Eva's finalizer
+// (ignoreOutsideNamespaces warns only about a tenant nobody took up), its code, tier and
+// phase (the tenant metrics), and the platform's labels. Its spec (values up to the
+// API server's object size), status and every other label and annotation are dropped:
+// a requester in a namespace this operator does not serve must not grow its memory.
+func unservedTenant() toolscache.TransformFunc {
+	strip := cache.TransformStripManagedFields()
+	return func(obj any) (any, error) {
+		t, ok := obj.(*evav1.EvaTenant)
+		if !ok {
+			return strip(obj)
+		}
+		slim := &evav1.EvaTenant{TypeMeta: t.TypeMeta, ObjectMeta: metav1.ObjectMeta{
+			Name: t.Name, Namespace: t.Namespace, UID: t.UID, ResourceVersion: t.ResourceVersion,
+			Generation: t.Generation, CreationTimestamp: t.CreationTimestamp, DeletionTimestamp: t.DeletionTimestamp,
+		}}
+		for k, v := range t.Labels {
+			if strings.HasPrefix(k, platformKeyPrefix) || strings.Contains(k, "."+platformKeyPrefix) {
+				if slim.Labels == nil {
+					slim.Labels = map[string]string{}
+				}
+				slim.Labels[k] = v
+			}
+		}
+		if v, ok := t.Annotations[tenant.AnnotationOperatorVersion]; ok && len(v) <= 64 {
+			slim.Annotations = map[string]string{tenant.AnnotationOperatorVersion: v}
+		}
+		if slices.Contains(t.Finalizers, tenant.Finalizer) {
+			slim.Finalizers = []string{tenant.Finalizer}
+		}
+		slim.Spec.CapsuleCode, slim.Spec.Tier, slim.Spec.OperatorVersion = t.Spec.CapsuleCode, t.Spec.Tier, t.Spec.OperatorVersion
+		slim.Status.Phase = t.Status.Phase
+		return slim, nil
+	}
+}
+
+// platformKeyPrefix is the prefix of the platform's labels (eva.aidonow.com/, and a
+// subdomain's, cell.eva.aidonow.com/).
+const platformKeyPrefix = "eva.aidonow.com/"

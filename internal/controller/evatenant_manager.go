@@ -51,7 +51,12 @@ const capsuleCodeIndex = "spec.capsuleCode"
 //
 // With argoCD (GitOps mode for Argo CD), the tenants' Argo CD Applications are cached
 // (by the same labels) instead of Flux's kinds, which an Argo CD cluster may not have.
-func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) cache.Options {
+//
+// With tenantNamespaces (--tenant-namespaces), EvaTenants and EvaRollouts are cached
+// whole only from those namespaces; a tenant elsewhere is cached as the little the
+// operator reads of it (unservedTenant), and a rollout elsewhere not at all: a
+// requester in a namespace this operator does not serve cannot grow its memory.
+func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool, tenantNamespaces []string) cache.Options {
 	hasCapsule, _ := labels.NewRequirement(tenant.LabelCapsule, selection.Exists, nil)
 	claims := labels.NewSelector().Add(*hasCapsule)
 	rendered := claims
@@ -78,9 +83,19 @@ func CacheOptions(claimsNamespace string, shards shard.Selector, argoCD bool) ca
 		byObject[&sourcev1.OCIRepository{}] = byLabel
 		byObject[&kustomizev1.Kustomization{}] = byLabel
 	}
+	tenants, rollouts := cache.ByObject{}, cache.ByObject{}
 	if shards.Sharded() {
-		byObject[&evav1.EvaTenant{}] = cache.ByObject{Label: shards.Labels()}
-		byObject[&evav1.EvaRollout{}] = cache.ByObject{Label: shards.Labels()}
+		tenants.Label, rollouts.Label = shards.Labels(), shards.Labels()
+	}
+	if len(tenantNamespaces) > 0 {
+		tenants.Namespaces = map[string]cache.Config{cache.AllNamespaces: {Transform: unservedTenant()}}
+		rollouts.Namespaces = map[string]cache.Config{}
+		for _, ns := range tenantNamespaces {
+			tenants.Namespaces[ns], rollouts.Namespaces[ns] = cache.Config{}, cache.Config{}
+		}
+	}
+	if tenants.Label != nil || tenants.Namespaces != nil {
+		byObject[&evav1.EvaTenant{}], byObject[&evav1.EvaRollout{}] = tenants, rollouts
 	}
 	return cache.Options{
 		// Nothing reads managedFields from the cache, so they are not kept.

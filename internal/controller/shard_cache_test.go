@@ -54,7 +54,7 @@ func TestShardCachesHoldOnlyTheirShard(t *testing.T) {
 
 	// Every kind a shard's operator caches (CacheOptions), but the claims: a shard must
 	// see every code's claim to refuse a code another shard's tenant holds.
-	lists, err := cachedLists(CacheOptions(claimsNamespace, sel, false), &coordinationv1.Lease{})
+	lists, err := cachedLists(CacheOptions(claimsNamespace, sel, false, nil), &coordinationv1.Lease{})
 	if err != nil {
 		t.Fatal(err)
 	}

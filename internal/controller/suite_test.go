@@ -106,7 +106,7 @@ func startShardOperator(t testing.TB, version string, shards shard.Selector, con
 		Scheme:                 NewScheme(),
 		Metrics:                metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0",
-		Cache:                  CacheOptions(claimsNamespace, shards, false),
+		Cache:                  CacheOptions(claimsNamespace, shards, false, nil),
 		Controller:             controllerConfig(),
 	})
 	if err != nil {
