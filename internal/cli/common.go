@@ -187,6 +187,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 		return nil, usageExit(err)
 	}
 	res.Problems = append(res.Problems, secretProblems(res, env)...)
+	res.Problems = append(res.Problems, entitlementProblems(res, env)...)
 	placed, moves, placeProblems := placeTenants(res, env, catalog, published)
 	res.Problems = append(res.Problems, placeProblems...)
 	lock, err := chartrepo.ReadLockIfPresent(filepath.Join(ri.charts, chartrepo.LockFile))

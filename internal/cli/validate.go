@@ -73,6 +73,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			if env, err := loadEnvironment(cmd, charts.overlays, charts.env); err == nil {
 				res.Problems = append(res.Problems, secretProblems(res, env)...)
 				res.Problems = append(res.Problems, reservedProblems(res, env)...)
+				res.Problems = append(res.Problems, entitlementProblems(res, env)...)
 				placed, err := published.placements(cmd, env)
 				if err != nil {
 					return err

@@ -48,8 +48,11 @@ func applyOperatorBase(t *testing.T) {
 
 // installOperatorBase applies overlays/dev to the API server of e (k is its client, as
 // an administrator) and waits until its admission policies are enforced.
-func installOperatorBase(e *testenv.Env, k client.Client) error {
-	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/overlays/dev")
+func installOperatorBase(e *testenv.Env, k client.Client) error { return installOverlay(e, k, "dev") }
+
+// installOverlay applies overlays/<env> to the API server of e, as installOperatorBase.
+func installOverlay(e *testenv.Env, k client.Client, env string) error {
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), testenv.RepoRoot()+"/overlays/"+env)
 	if err != nil {
 		return err
 	}

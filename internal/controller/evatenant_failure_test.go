@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
 )
 
@@ -39,4 +41,31 @@ func TestInvalidTenantFailsWithoutHotLoop(t *testing.T) {
 		}
 		return nil
 	})
+}
+
+// TestTenantPastEntitlementsFails: an operator whose environment has entitlements
+// (prodEntitlements) renders nothing for an EvaTenant that claims a tier its code is not
+// granted (the admission policy would refuse it; here the cluster enforces another
+// environment's, so only the operator stands), and fails it naming the rule.
+func TestTenantPastEntitlementsFails(t *testing.T) {
+	startOperatorWith(t, "", func(r *EvaTenantReconciler, _ ctrl.Manager) {
+		env := *r.Renderer.Env
+		env.Settings.Entitlements = prodEntitlements
+		r.Renderer = &render.Renderer{Catalog: r.Renderer.Catalog, Env: &env, Charts: r.Renderer.Charts}
+	})
+	ns := newTestNamespace(t)
+	tn := newTenant(ns, "PASTEN", evav1.TierEnterprise)
+	createTenant(t, tn)
+	got := waitPhase(t, tn, evav1.PhaseFailed)
+	c := condition(got, evav1.ConditionReady)
+	if c.Reason != status.ReasonInvalidSpec || !strings.Contains(c.Message, "tier Enterprise is not PASTEN's to take: the entitlements of environment") {
+		t.Fatalf("Ready = %s %q", c.Reason, c.Message)
+	}
+	var list unstructured.UnstructuredList
+	list.SetAPIVersion("v1")
+	list.SetKind("NamespaceList")
+	_ = k8s.List(context.Background(), &list, client.MatchingLabels{"eva.aidonow.com/capsule": "PASTEN"})
+	if len(list.Items) != 0 {
+		t.Errorf("a tenant past its entitlements got a namespace")
+	}
 }

@@ -82,10 +82,17 @@ func TestJourneyFirstCluster(t *testing.T) {
 	fleet := filepath.Join(t.TempDir(), "fleet")
 	runIn(t, "", "evactl", evactl, "init", fleet, "--charts-url", chartsURL)
 	// A plain-HTTP registry is the one setting the docs leave to the user; the pull
-	// secret is the one docs/install.md creates.
+	// secret is the one docs/install.md creates. The tenants below take tiers and the
+	// first wave that init's entitlements give no tenant: the platform grants them
+	// (docs/fleet-repository.md#entitlements), and DEVUSR, hack/quickstart.sh's.
+	firstWave := map[string]any{"waves": []any{1}}
 	if err := setSettings(filepath.Join(fleet, "overlays", "dev", "tenant", "environment.yaml"), map[string]any{
 		"chartSource": map[string]any{"kind": "OCIRepository", "name": "eva-charts", "url": chartsURL, "insecure": true,
 			"pullSecret": "eva-chart-registry"},
+		"entitlements": map[string]any{"tiers": []any{"Starter", "Customer"}, "waves": []any{2, 3}, "grants": map[string]any{
+			"EXAMPL": firstWave, "DEVUSR": firstWave, "JRNCUS": firstWave,
+			"JRNENT": map[string]any{"tiers": []any{"Enterprise"}, "waves": []any{1}},
+			"JRNPLA": map[string]any{"tiers": []any{"Platform"}, "waves": []any{1}}}},
 	}); err != nil {
 		t.Fatal(err)
 	}

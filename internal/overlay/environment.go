@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"sigs.k8s.io/yaml"
+
+	"github.com/aidonow/eva/internal/entitlement"
 )
 
 // SettingsFile and KustomizationFile are the files of an environment's tenant overlay.
@@ -139,6 +141,12 @@ type Settings struct {
 	// Cells are the clusters the environment's tenants are placed on by capacity and
 	// labels (docs/cells.md); none: the environment is one cluster.
 	Cells []Cell `json:"cells,omitempty"`
+	// Entitlements are what a tenant may claim here (tier, wave, freezing), and what
+	// named capsule codes may claim beyond that: checked by evactl and the operator,
+	// and on the kubectl path by the admission policy eva-tenant-entitlements, whose
+	// parameters (the ConfigMap eva-tenant-entitlements) are generated from them.
+	// None: every claim is the tenant's.
+	Entitlements *entitlement.Rules `json:"entitlements,omitempty"`
 }
 
 // Reserves reports whether the environment reserves the capsule code (reservedCodes).
@@ -315,6 +323,9 @@ func (s *Settings) check() error {
 	}
 	if msgs := validation.IsDNS1123Subdomain(s.IngressClassName); len(msgs) > 0 {
 		return fmt.Errorf("ingressClassName: %q: %s", s.IngressClassName, msgs[0])
+	}
+	if err := s.Entitlements.Validate(); err != nil {
+		return err
 	}
 	for i, code := range s.ReservedCodes {
 		if !capsuleCodeRE.MatchString(code) {

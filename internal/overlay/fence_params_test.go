@@ -8,6 +8,8 @@ import (
 
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
+
+	"github.com/aidonow/eva/internal/docsection"
 )
 
 // TestFenceParamsFollowTheEnvironment: each shipped deployment of the operator
@@ -51,5 +53,50 @@ func TestReservedCodesAreCapsuleCodes(t *testing.T) {
 	if _, err := ParseSettings([]byte(minimalSettings + "reservedCodes: [grafana]\n")); err == nil ||
 		!strings.Contains(err.Error(), `reservedCodes[0]: "grafana" is not a capsule code`) {
 		t.Errorf("a code in lower case: %v", err)
+	}
+}
+
+// TestEntitlementParamsFollowTheEnvironment: the ConfigMap eva-tenant-entitlements each
+// shipped overlay installs, which the admission policy eva-tenant-entitlements reads on
+// the kubectl path, says what the environment's entitlements say, as evactl and the
+// operator read them.
+func TestEntitlementParamsFollowTheEnvironment(t *testing.T) {
+	root := filepath.Join("..", "..", "overlays")
+	for _, name := range []string{"dev", "prod", "airgap"} {
+		t.Run(name, func(t *testing.T) {
+			env, err := Load(root, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, name))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var data map[string]string
+			for _, res := range resources.Resources() {
+				if res.GetKind() == "ConfigMap" && res.GetName() == "eva-tenant-entitlements" && res.GetNamespace() == "eva-system" {
+					data = res.GetDataMap()
+				}
+			}
+			if want := env.Settings.Entitlements.Params(); !maps.Equal(data, want) {
+				t.Errorf("overlays/%s installs eva-system/eva-tenant-entitlements %v, the environment's entitlements say %v", name, data, want)
+			}
+		})
+	}
+}
+
+// TestDocumentedEntitlementsAreValid: the entitlements block docs/fleet-repository.md
+// shows is read by the environment as written, and holds the grants it describes.
+func TestDocumentedEntitlementsAreValid(t *testing.T) {
+	blocks, err := docsection.Blocks(filepath.Join("..", "..", "docs", "fleet-repository.md"), "Entitlements", "yaml")
+	if err != nil || len(blocks) != 1 {
+		t.Fatalf("the Entitlements section's YAML block: %d blocks, %v", len(blocks), err)
+	}
+	s, err := ParseSettings([]byte(minimalSettings + blocks[0].Text))
+	if err != nil {
+		t.Fatalf("the documented entitlements: %v\n%s", err, blocks[0].Text)
+	}
+	if p := s.Entitlements.Params(); p["tier.Enterprise"] != "GLOBEX" || p["wave.1"] != "DEVUSR,PLATFM" || p["freeze"] != "PLATFM" || p["tier.Starter"] != "*" {
+		t.Errorf("the documented entitlements read as %v", p)
 	}
 }

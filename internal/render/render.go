@@ -110,11 +110,20 @@ func ReservedError(code string, env *overlay.Environment) error {
 		"its host %s.%s belongs to a platform service, not a tenant", code, env.Name, strings.ToLower(code), env.Settings.Domain)
 }
 
+// EntitlementsOf names where an environment's entitlements are written, for the
+// refusals that cite them.
+func EntitlementsOf(env *overlay.Environment) string {
+	return "entitlements of environment " + env.Name + " (entitlements in its " + overlay.SettingsFile + ")"
+}
+
 // Bundle renders one tenant. The tenant must be valid; an invalid one is refused with
 // the validation problems.
 func (r *Renderer) Bundle(t *evav1.EvaTenant) (*Bundle, error) {
 	if errs := r.Catalog.Validate(t); len(errs) > 0 {
 		return nil, fmt.Errorf("tenant %s is invalid: %w", t.Name, errs.ToAggregate())
+	}
+	if errs := r.Env.Settings.Entitlements.Check(t, EntitlementsOf(r.Env)); len(errs) > 0 {
+		return nil, fmt.Errorf("tenant %s claims what it is not entitled to: %w", t.Name, errs.ToAggregate())
 	}
 	code := t.Spec.CapsuleCode
 	if t.Spec.LifecycleOrDefault() == evav1.LifecycleActive && r.Env.Settings.Reserves(code) {

@@ -122,6 +122,16 @@ secrets:
   recipients:
     %[3]s:
       - %[4]s
+# What a tenant may claim (internal/entitlement): any tenant Starter or Customer, in the
+# pilot or fleet wave, never frozen; beyond that only what its capsule code is granted.
+# evactl refuses a tenant file past them, the operator an EvaTenant, and the admission
+# policy eva-tenant-entitlements a kubectl edit. Changing them is the platform's call
+# (.github/CODEOWNERS covers this file).
+entitlements:
+  tiers: [Starter, Customer]
+  waves: [2, 3]
+  grants:
+    %[3]s: {waves: [1]}          # the example tenant rides the internal wave
 `, o.Env, o.Domain, ExampleCode, o.Recipient, o.ChartsURL)
 }
 

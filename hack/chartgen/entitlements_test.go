@@ -1,0 +1,44 @@
+package main
+
+import (
+	"maps"
+	"testing"
+
+	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/scaffold"
+)
+
+// entitledEnvironment is the environment.yaml evactl init writes (entitlements with a
+// grant), with grants of every kind added: what a platform's own fleet gives the chart.
+func entitledEnvironment(t *testing.T) string {
+	t.Helper()
+	o := scaffold.Options{Env: "dev", Domain: "dev.example.com", ChartsURL: "oci://ghcr.io/aidonow/charts",
+		Recipient: "age1fevycyheqs0p4uv3ctl8fkxqntk927m8j4h83r56zeh25qx69q2shuwyf5"}
+	return scaffold.Files(o)["overlays/dev/tenant/environment.yaml"] +
+		"    GLOBEX: {tiers: [Enterprise, Platform], waves: [1, 3], freeze: true}\n    ACMECO: {tiers: [Enterprise]}\n"
+}
+
+// TestChartEntitlementsFollowTheEnvironment: the chart's ConfigMap
+// eva-tenant-entitlements, which the admission policy eva-tenant-entitlements reads on
+// the kubectl path, says what evactl and the operator read in the environment it is
+// given (environmentFiles, as evactl operator values writes them), grants included.
+func TestChartEntitlementsFollowTheEnvironment(t *testing.T) {
+	text := entitledEnvironment(t)
+	settings, err := overlay.ParseSettings([]byte(text))
+	if err != nil {
+		t.Fatalf("%v\n%s", err, text)
+	}
+	if settings.Entitlements == nil || len(settings.Entitlements.Grants) != 3 {
+		t.Fatalf("the environment's entitlements: %+v", settings.Entitlements)
+	}
+	objects := helmObjects(t, loadChart(t), map[string]any{"env": "dev",
+		"environmentFiles": map[string]any{"environment.yaml": text, "kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"}})
+	cm := objects["v1/ConfigMap/eva-system/eva-tenant-entitlements"]
+	data := map[string]string{}
+	for k, v := range nestedMap(cm, "data") {
+		data[k], _ = v.(string)
+	}
+	if want := settings.Entitlements.Params(); !maps.Equal(data, want) {
+		t.Errorf("the chart's eva-tenant-entitlements %v, the environment's entitlements %v", data, want)
+	}
+}
