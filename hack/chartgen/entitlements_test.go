@@ -2,6 +2,7 @@ package main
 
 import (
 	"maps"
+	"strings"
 	"testing"
 
 	"github.com/aidonow/eva/internal/overlay"
@@ -14,8 +15,8 @@ func entitledEnvironment(t *testing.T) string {
 	t.Helper()
 	o := scaffold.Options{Env: "dev", Domain: "dev.example.com", ChartsURL: "oci://ghcr.io/aidonow/charts",
 		Recipient: "age1fevycyheqs0p4uv3ctl8fkxqntk927m8j4h83r56zeh25qx69q2shuwyf5"}
-	return scaffold.Files(o)["overlays/dev/tenant/environment.yaml"] +
-		"    GLOBEX: {tiers: [Enterprise, Platform], waves: [1, 3], freeze: true}\n    ACMECO: {tiers: [Enterprise]}\n"
+	return strings.Replace(scaffold.Files(o)["overlays/dev/tenant/environment.yaml"], "  grants: {}\n",
+		"  grants:\n    GLOBEX: {tiers: [Enterprise, Platform], waves: [1, 3], freeze: true}\n    ACMECO: {tiers: [Enterprise]}\n    DEVUSR: {waves: [1]}\n", 1)
 }
 
 // TestChartEntitlementsFollowTheEnvironment: the chart's ConfigMap

@@ -55,9 +55,9 @@ func TestFirstClusterAdmitsAFleetFromInit(t *testing.T) {
 	if err := os.WriteFile("tenants/OTHERS.yaml", []byte(strings.Replace(other, "tier: Starter", "tier: Enterprise", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	// Enterprise and the first wave are the platform's to grant: it grants them to
-	// OTHERS in the fleet's entitlements, as docs/fleet-repository.md says.
-	appendToFile(t, "overlays/dev/tenant/environment.yaml", "    OTHERS: {tiers: [Enterprise], waves: [1]}\n")
+	// Enterprise is the platform's to grant: it grants it to OTHERS in the fleet's
+	// entitlements, as docs/fleet-repository.md says.
+	replaceInFile(t, "overlays/dev/tenant/environment.yaml", "  grants: {}\n", "  grants:\n    OTHERS: {tiers: [Enterprise]}\n")
 	code, valuesText := runEvactl(t, "operator", "values", "--env", "dev")
 	if code != 0 {
 		t.Fatalf("evactl operator values: exit %d\n%s", code, valuesText)

@@ -100,7 +100,7 @@ func TestInitMakesAWorkingFleet(t *testing.T) {
 	if err := os.WriteFile(schema, []byte(narrowed), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if code, out := runEvactl(t, "validate"); code != ExitInvalid || !strings.Contains(out, "tenants/EXAMPL.yaml:16:") || !strings.Contains(out, "replicaCount") {
+	if code, out := runEvactl(t, "validate"); code != ExitInvalid || !strings.Contains(out, "tenants/EXAMPL.yaml:17:") || !strings.Contains(out, "replicaCount") {
 		t.Fatalf("validate with the fleet's own eva-crm: exit %d\n%s", code, out)
 	}
 }

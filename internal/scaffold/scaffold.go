@@ -130,8 +130,11 @@ secrets:
 entitlements:
   tiers: [Starter, Customer]
   waves: [2, 3]
-  grants:
-    %[3]s: {waves: [1]}          # the example tenant rides the internal wave
+  # Beyond that, by capsule code: the platform's own tenants in the internal wave, a
+  # customer's Enterprise contract.
+  grants: {}
+  #  DEVUSR: {waves: [1]}
+  #  GLOBEX: {tiers: [Enterprise]}
 `, o.Env, o.Domain, ExampleCode, o.Recipient, o.ChartsURL)
 }
 
@@ -142,8 +145,9 @@ kind: Kustomization
 patches: []
 `
 
-const tenantFile = `# An example tenant: Starter tier (crm and itsm), first rollout wave. Copy it to
-# tenants/<CODE>.yaml for each tenant; evactl validate checks every field.
+const tenantFile = `# An example tenant: Starter tier (crm and itsm), pilot rollout wave. Copy it to
+# tenants/<CODE>.yaml for each tenant; evactl validate checks every field, and the
+# entitlements of the environment say which tiers and waves a tenant may take.
 apiVersion: eva.aidonow.com/v1alpha1
 kind: EvaTenant
 metadata:
@@ -154,7 +158,7 @@ spec:
   tier: Starter
   lifecycle: Active
   seedsVersion: seeds-2026.11.0
-  wave: 1
+  wave: 2
   helmValues:
     crm:
       replicaCount: 1
