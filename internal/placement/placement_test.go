@@ -122,9 +122,14 @@ func TestClaimOf(t *testing.T) {
 	if s.CPU.String() != "2" || s.Memory.String() != "4Gi" || s.Pods != 20 {
 		t.Fatalf("Starter: %s %s %d", s.CPU.String(), s.Memory.String(), s.Pods)
 	}
-	e := ClaimOf(cat.Tiers["Enterprise"])
-	// Six modules at ten replicas of the largest container, 4 CPU and 16Gi.
-	if e.CPU.String() != "240" || e.Memory.String() != "960Gi" || e.Pods != 60 {
+	if e := ClaimOf(cat.Tiers["Enterprise"]); e.CPU.String() != "32" || e.Memory.String() != "128Gi" || e.Pods != 120 {
 		t.Fatalf("Enterprise: %s %s %d", e.CPU.String(), e.Memory.String(), e.Pods)
+	}
+	// A tier without a quota (a catalog of the platform's own): six modules at ten
+	// replicas of the largest container, 4 CPU and 16Gi.
+	unbounded := cat.Tiers["Enterprise"]
+	unbounded.Quota = nil
+	if e := ClaimOf(unbounded); e.CPU.String() != "240" || e.Memory.String() != "960Gi" || e.Pods != 60 {
+		t.Fatalf("Enterprise without a quota: %s %s %d", e.CPU.String(), e.Memory.String(), e.Pods)
 	}
 }

@@ -346,6 +346,27 @@ func TestLimitRangeBoundsContainers(t *testing.T) {
 	if err := e.Client.Create(ctx, pod("1", "2Gi"), client.DryRunAll); err != nil {
 		t.Errorf("a container within the tier's limits: %v", err)
 	}
+	// Small requests cannot hide large limits: no request under the minimum, no limit
+	// more than maxLimitRequestRatio times its request.
+	withRequests := func(p *corev1.Pod, cpu, memory string) *corev1.Pod {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+		return p
+	}
+	for what, c := range map[string]struct {
+		p    *corev1.Pod
+		want string
+	}{
+		"1m of CPU requested":    {withRequests(pod("500m", "512Mi"), "1m", "128Mi"), "minimum cpu usage per Container is 10m"},
+		"1Mi of memory":          {withRequests(pod("500m", "512Mi"), "100m", "1Mi"), "minimum memory usage per Container is 16Mi"},
+		"a limit of 10 requests": {withRequests(pod("1", "512Mi"), "100m", "128Mi"), "cpu max limit to request ratio per Container is 8"},
+	} {
+		if err := e.Client.Create(ctx, c.p, client.DryRunAll); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("a container with %s: %v, want refused by the LimitRange (%s)", what, err, c.want)
+		}
+	}
+	if err := e.Client.Create(ctx, withRequests(pod("500m", "512Mi"), "100m", "128Mi"), client.DryRunAll); err != nil {
+		t.Errorf("a container as the module charts ask (100m/128Mi, limits 500m/512Mi): %v", err)
+	}
 	// A container that sets no node disk gets the default, within the tier's bound.
 	admitted := pod("1", "2Gi")
 	if err := e.Client.Create(ctx, admitted, client.DryRunAll); err != nil {

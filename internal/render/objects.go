@@ -73,9 +73,12 @@ func (s *scope) resourceQuota() (runtime.Object, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},
 		ObjectMeta: s.meta(QuotaName),
 		Spec: corev1.ResourceQuotaSpec{Hard: corev1.ResourceList{
-			corev1.ResourceRequestsCPU:    q.CPU,
-			corev1.ResourceRequestsMemory: q.Memory,
-			corev1.ResourcePods:           *resource.NewQuantity(q.Pods, resource.DecimalSI),
+			corev1.ResourceRequestsCPU:              q.CPU,
+			corev1.ResourceRequestsMemory:           q.Memory,
+			corev1.ResourceLimitsCPU:                q.LimitsCPU,
+			corev1.ResourceLimitsMemory:             q.LimitsMemory,
+			corev1.ResourceRequestsEphemeralStorage: q.EphemeralStorage,
+			corev1.ResourcePods:                     *resource.NewQuantity(q.Pods, resource.DecimalSI),
 		}},
 	}, nil
 }
@@ -90,7 +93,9 @@ func (s *scope) limitRange() (runtime.Object, error) {
 	if !d.DefaultEphemeralStorage.IsZero() {
 		defaults[corev1.ResourceEphemeralStorage] = d.DefaultEphemeralStorage
 	}
-	item := corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Default: defaults, DefaultRequest: defaults}
+	item := corev1.LimitRangeItem{Type: corev1.LimitTypeContainer, Default: defaults, DefaultRequest: defaults,
+		Min:                  corev1.ResourceList{corev1.ResourceCPU: d.MinCPU, corev1.ResourceMemory: d.MinMemory},
+		MaxLimitRequestRatio: corev1.ResourceList{corev1.ResourceCPU: d.MaxLimitRequestRatio.CPU, corev1.ResourceMemory: d.MaxLimitRequestRatio.Memory}}
 	lim := s.tier.ValueLimits
 	for name, max := range map[corev1.ResourceName]resource.Quantity{corev1.ResourceCPU: lim.MaxCPU,
 		corev1.ResourceMemory: lim.MaxMemory, corev1.ResourceEphemeralStorage: lim.MaxEphemeralStorage} {

@@ -87,8 +87,8 @@ func TestBundleContentsPerTier(t *testing.T) {
 	}{
 		evav1.TierStarter:    {true, []string{"crm", "itsm"}},
 		evav1.TierCustomer:   {true, []string{"crm", "itsm", "whisper", "gateway"}},
-		evav1.TierEnterprise: {false, []string{"crm", "itsm", "whisper", "forge", "shell", "gateway"}},
-		evav1.TierPlatform:   {false, []string{"crm", "itsm", "whisper", "forge", "shell", "gateway"}},
+		evav1.TierEnterprise: {true, []string{"crm", "itsm", "whisper", "forge", "shell", "gateway"}},
+		evav1.TierPlatform:   {true, []string{"crm", "itsm", "whisper", "forge", "shell", "gateway"}},
 	}
 	for tier, want := range cases {
 		t.Run(string(tier), func(t *testing.T) {
@@ -142,7 +142,7 @@ func TestStarterQuotaAndLimits(t *testing.T) {
 	}
 	data, _ := b.Manifest()
 	for _, want := range []string{
-		"    pods: \"20\"\n    requests.cpu: \"2\"\n    requests.memory: \"4Gi\"\n",
+		"    limits.cpu: \"4\"\n    limits.memory: \"8Gi\"\n    pods: \"20\"\n    requests.cpu: \"2\"\n    requests.ephemeral-storage: \"20Gi\"\n    requests.memory: \"4Gi\"\n",
 		"  - default:\n      cpu: \"500m\"\n      ephemeral-storage: \"1Gi\"\n      memory: \"512Mi\"\n",
 		"    max:\n      cpu: \"1\"\n      ephemeral-storage: \"2Gi\"\n      memory: \"2Gi\"\n",
 		"host: devusr.dev.eva.example.com",

@@ -62,11 +62,18 @@ type TierSpec struct {
 	ValueLimits ValueLimits `json:"valueLimits"`
 }
 
-// Quota is a tier's ResourceQuota.
+// Quota is a tier's ResourceQuota: what its namespace's pods may request (cpu, memory,
+// pods) and, so that small requests cannot hide large limits on shared nodes, what they
+// may be limited to (limitsCPU, limitsMemory) and the node disk they may request.
 type Quota struct {
 	CPU    resource.Quantity `json:"cpu"`
 	Memory resource.Quantity `json:"memory"`
 	Pods   int64             `json:"pods"`
+	// LimitsCPU and LimitsMemory bound the sum of the pods' limits (limits.cpu,
+	// limits.memory); EphemeralStorage the sum of their node disk requests.
+	LimitsCPU        resource.Quantity `json:"limitsCPU"`
+	LimitsMemory     resource.Quantity `json:"limitsMemory"`
+	EphemeralStorage resource.Quantity `json:"ephemeralStorage"`
 }
 
 // StreamLimits are the limits of one JetStream stream.
@@ -77,10 +84,17 @@ type StreamLimits struct {
 	Replicas int             `json:"replicas"`
 }
 
-// LimitRangeDefaults are the default container requests and limits of a tenant namespace.
+// LimitRangeDefaults are the default container requests and limits of a tenant
+// namespace, and the bounds every container is held to beyond its tier's valueLimits.
 type LimitRangeDefaults struct {
 	DefaultCPU    resource.Quantity `json:"defaultCPU"`
 	DefaultMemory resource.Quantity `json:"defaultMemory"`
+	// MaxLimitRequestRatio bounds a container's limit over its request, per resource
+	// (cpu, memory): a request of 1m cannot come with a limit of a whole node.
+	MaxLimitRequestRatio RequestRatio `json:"maxLimitRequestRatio"`
+	// MinCPU and MinMemory are the least a container may request.
+	MinCPU    resource.Quantity `json:"minCPU"`
+	MinMemory resource.Quantity `json:"minMemory"`
 	// DefaultEphemeralStorage is the limit (and request) of node disk of a container that
 	// sets none.
 	DefaultEphemeralStorage resource.Quantity `json:"defaultEphemeralStorage"`
@@ -177,6 +191,9 @@ func (c *Catalog) check() error {
 		if q := spec.Quota; q != nil && (q.CPU.Sign() <= 0 || q.Memory.Sign() <= 0 || q.Pods <= 0) {
 			problems = append(problems, fmt.Sprintf("tiers.%s.quota: cpu, memory and pods must be positive", tier))
 		}
+		if q := spec.Quota; q != nil && (q.LimitsCPU.Cmp(q.CPU) < 0 || q.LimitsMemory.Cmp(q.Memory) < 0 || q.EphemeralStorage.Sign() <= 0) {
+			problems = append(problems, fmt.Sprintf("tiers.%s.quota: limitsCPU and limitsMemory must be at least cpu and memory, and ephemeralStorage positive", tier))
+		}
 		// A limit the quota cannot honour would let validation pass tenants whose pods the
 		// API server then refuses, one by one, after publishing.
 		if q := spec.Quota; q != nil && int64(len(spec.Modules))*spec.ValueLimits.MaxReplicas > q.Pods {
@@ -192,6 +209,7 @@ func (c *Catalog) check() error {
 	if c.LimitRange.DefaultCPU.Sign() <= 0 || c.LimitRange.DefaultMemory.Sign() <= 0 || c.LimitRange.DefaultEphemeralStorage.Sign() <= 0 {
 		problems = append(problems, "limitRange: defaultCPU, defaultMemory and defaultEphemeralStorage must be positive")
 	}
+	problems = append(problems, c.LimitRange.check()...)
 	if len(problems) > 0 {
 		return fmt.Errorf("invalid catalog:\n  %s", strings.Join(problems, "\n  "))
 	}

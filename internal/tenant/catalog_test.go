@@ -21,9 +21,13 @@ func TestDefaultCatalogMatchesDesign(t *testing.T) {
 			t.Errorf("%s modules = %s, want %s", tier, got, strings.Join(want, ","))
 		}
 	}
+	// Every tier has a quota, limits included (requests alone let 1m requests hide
+	// whole nodes of limits).
 	quota := map[evav1.Tier]string{
-		evav1.TierStarter:  "2/4Gi/20",
-		evav1.TierCustomer: "4/8Gi/40",
+		evav1.TierStarter:    "2/4Gi/20 limits 4/8Gi disk 20Gi",
+		evav1.TierCustomer:   "4/8Gi/40 limits 8/16Gi disk 40Gi",
+		evav1.TierEnterprise: "32/128Gi/120 limits 64/256Gi disk 240Gi",
+		evav1.TierPlatform:   "64/256Gi/240 limits 128/512Gi disk 480Gi",
 	}
 	for _, tier := range evav1.Tiers {
 		q := c.Tiers[tier].Quota
@@ -32,7 +36,8 @@ func TestDefaultCatalogMatchesDesign(t *testing.T) {
 		case restricted && q == nil:
 			t.Errorf("%s has no quota, want %s", tier, want)
 		case restricted:
-			if got := q.CPU.String() + "/" + q.Memory.String() + "/" + strconv.FormatInt(q.Pods, 10); got != want {
+			if got := q.CPU.String() + "/" + q.Memory.String() + "/" + strconv.FormatInt(q.Pods, 10) + " limits " + q.LimitsCPU.String() + "/" +
+				q.LimitsMemory.String() + " disk " + q.EphemeralStorage.String(); got != want {
 				t.Errorf("%s quota = %s, want %s", tier, got, want)
 			}
 		case q != nil:

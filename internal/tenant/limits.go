@@ -3,7 +3,6 @@ package tenant
 import (
 	"fmt"
 	"math"
-	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation/field"
@@ -36,7 +35,7 @@ var resourceNames = map[string]bool{"cpu": true, "memory": true, "ephemeral-stor
 func isLimitedKey(folded string) bool { return replicaKeys[folded] || folded == "resources" }
 
 // checkLimits checks a value under a limited key (see isLimitedKey) against the tier.
-func checkLimits(folded string, v any, p *field.Path, tier string, lim ValueLimits) field.ErrorList {
+func checkLimits(folded string, v any, p *field.Path, tier string, lim ValueLimits, lr LimitRangeDefaults) field.ErrorList {
 	if replicaKeys[folded] {
 		return checkReplicas(v, p, tier, lim)
 	}
@@ -66,6 +65,9 @@ func checkLimits(folded string, v any, p *field.Path, tier string, lim ValueLimi
 			errs = append(errs, checkQuantity(name, amounts[name], kp.Child(name), tier, lim)...)
 		}
 	}
+	if len(errs) == 0 {
+		errs = checkRequestsAndLimits(res, p, lr)
+	}
 	return errs
 }
 
@@ -85,17 +87,8 @@ func checkQuantity(name string, v any, p *field.Path, tier string, lim ValueLimi
 	if !resourceNames[name] {
 		return field.ErrorList{field.NotSupported(p, field.OmitValueType{}, []string{"cpu", "memory", "ephemeral-storage"})}
 	}
-	var text string
-	switch x := v.(type) {
-	case string:
-		text = x
-	case float64:
-		text = strconv.FormatFloat(x, 'f', -1, 64)
-	default:
-		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must be a quantity such as 500m or 1Gi")}
-	}
-	q, err := resource.ParseQuantity(text)
-	if err != nil || q.Sign() < 0 {
+	q, ok := quantityOf(v)
+	if !ok || q.Sign() < 0 {
 		return field.ErrorList{field.Invalid(p, field.OmitValueType{}, "must be a quantity such as 500m or 1Gi")}
 	}
 	bound := map[string]resource.Quantity{"cpu": lim.MaxCPU, "memory": lim.MaxMemory, "ephemeral-storage": lim.MaxEphemeralStorage}

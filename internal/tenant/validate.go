@@ -265,7 +265,7 @@ func (c *Catalog) validateHelmValues(t *evav1.EvaTenant, p *field.Path, moduleOf
 			errs = append(errs, field.Invalid(mp, "", "must be an object of Helm values"))
 			continue
 		}
-		scan := valuesScan{owned: c.ownedPaths(module), tier: string(t.Spec.Tier), limits: limits.ValueLimits, limited: limited}
+		scan := valuesScan{owned: c.ownedPaths(module), tier: string(t.Spec.Tier), limits: limits.ValueLimits, ranges: c.LimitRange, limited: limited}
 		errs = append(errs, scan.scan(obj, mp, nil, 1)...)
 	}
 	if total > MaxTotalValuesBytes {

@@ -11,6 +11,8 @@ type valuesScan struct {
 	owned  []ownedPath
 	tier   string
 	limits ValueLimits
+	// ranges are the namespace LimitRange's bounds on each container (catalog.limitRange).
+	ranges LimitRangeDefaults
 	// limited is false when the tier is unknown: its error already explains the tenant.
 	limited bool
 }
@@ -43,7 +45,7 @@ func (s *valuesScan) scan(v any, p *field.Path, keys []string, depth int) field.
 			}
 			if s.limited && isLimitedKey(folded) {
 				// checkLimits checks the whole subtree (resources.limits.cpu, ...).
-				errs = append(errs, checkLimits(folded, child, kp, s.tier, s.limits)...)
+				errs = append(errs, checkLimits(folded, child, kp, s.tier, s.limits, s.ranges)...)
 				continue
 			}
 			if descend {
