@@ -58,11 +58,25 @@ func TestFluxShardServesItsTenants(t *testing.T) {
 	assertActive(t, moved)
 	assertFluxShard(t, codeOf(moved), shardName)
 	versions := releaseVersions(t, codeOf(moved))
+	sources := chartArtifacts(t, codeOf(moved))
 
 	op.Kill()
 	startOperator(t, ns, args(map[string]any{"shards": []string{shardName}, "assign": map[string]any{codeOf(moved): ""}})...)
 	poll(t, codeOf(moved)+"'s Flux objects moved to the main controllers", 3*time.Minute, func() error {
 		return fluxShardOf(codeOf(moved), "")
+	})
+	// The main source-controller does not hold the shard's artifacts: it fetches each
+	// chart again (its own artifact URL), and until it has, the release's source is not
+	// ready. The tenant may still read Ready from before the move meanwhile (once, in a
+	// full suite, kubectl wait returned at once and itsm was SourceNotReady just after).
+	poll(t, codeOf(moved)+"'s charts fetched again by the main source-controller", 3*time.Minute, func() error {
+		now := chartArtifacts(t, codeOf(moved))
+		for name, url := range sources {
+			if now[name] == "" || now[name] == url {
+				return fmt.Errorf("OCIRepository %s: artifact %q, the shard's was %q", name, now[name], url)
+			}
+		}
+		return allReady(ctx, helmReleaseGVK, len(versions), client.InNamespace(tenant.Namespace(codeOf(moved))))
 	})
 	kubectlWaitReady(t, 3*time.Minute, moved)
 	assertActive(t, moved)
@@ -111,6 +125,22 @@ func fluxShardOf(code, shard string) error {
 		}
 	}
 	return nil
+}
+
+// chartArtifacts is the artifact URL of each of a tenant's chart sources (its
+// OCIRepositories), "" for one without an artifact: whose storage serves it.
+func chartArtifacts(t *testing.T, code string) map[string]string {
+	t.Helper()
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(ociRepositoryGVK.GroupVersion().WithKind("OCIRepositoryList"))
+	if err := cluster.Client.List(context.Background(), list, client.InNamespace(tenant.Namespace(code))); err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range list.Items {
+		out[o.GetName()], _, _ = unstructured.NestedString(o.Object, "status", "artifact", "url")
+	}
+	return out
 }
 
 // releaseVersions is the Helm release version of each of a tenant's HelmReleases, as
