@@ -2,6 +2,7 @@ package v1alpha1
 
 import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 )
 
@@ -123,6 +124,11 @@ type RolloutTenant struct {
 	// tenant whose spec changed since is its owner's doing: the gates do not judge it.
 	// +optional
 	Generation int64 `json:"generation,omitempty"`
+	// uid is the EvaTenant's metadata.uid when the release admitted it (none for a
+	// tenant file). A tenant deleted and created again under the same name is another
+	// tenant: it is admitted by its own wave, never by the first one's admission.
+	// +optional
+	UID types.UID `json:"uid,omitempty"`
 	// reason says why the tenant was skipped or failed a gate.
 	// +optional
 	Reason string `json:"reason,omitempty"`

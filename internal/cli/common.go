@@ -222,7 +222,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	digests := newTenantDigests(key, res.Secrets)
 	for i, t := range res.Tenants {
 		// A tenant renders at the releases that admitted it; its own pins still win.
-		admitted := rollout.Releases(rollouts, t.Object.Namespace, t.Object.Name)
+		admitted := rollout.Releases(rollouts, t.Object.Namespace, t.Object.Name, "")
 		code := t.Object.Spec.CapsuleCode
 		digest, err := digests.of(t, admitted)
 		if err != nil {

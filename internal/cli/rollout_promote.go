@@ -151,7 +151,7 @@ func decideStep(cmd *cobra.Command, opts *options, o *releaseFileOptions, name s
 	rollouts := rolloutfile.Rollouts(siblings)
 	for i, t := range tenants {
 		if !rollout.Admitted(target.Rollout, t.Name) {
-			observed[i].OnOlderRelease = rollout.OnOlderRelease(rollouts, target.Rollout, t.Name, observed[i].Generation)
+			observed[i].OnOlderRelease = rollout.OnOlderRelease(rollouts, target.Rollout, t.Name, "", observed[i].Generation)
 			if err := health.before(ctx, &observed[i], catalog.ModulesOf(t.Spec.Tier)); err != nil {
 				return nil, err
 			}

@@ -144,7 +144,7 @@ func (r *EvaRolloutReconciler) finalize(ctx context.Context, ro *evav1.EvaRollou
 	}
 	var held []string
 	for _, t := range list.Items {
-		if rollout.Needed(all, ro, t.Name) {
+		if rollout.Needed(all, ro, t.Name, t.UID) {
 			held = append(held, t.Spec.CapsuleCode)
 		}
 	}
@@ -193,7 +193,8 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 			Failed:         t.Status.Phase == evav1.PhaseFailed,
 			FailedAt:       ready.LastTransitionTime.Time,
 			Message:        ready.Message,
-			OnOlderRelease: rollout.OnOlderRelease(all, ro, t.Name, t.Generation),
+			UID:            t.UID,
+			OnOlderRelease: rollout.OnOlderRelease(all, ro, t.Name, t.UID, t.Generation),
 		}
 		if !rt.Ready && ready.Status != metav1.ConditionTrue {
 			rt.NotReadySince = ready.LastTransitionTime.Time // zero when never set

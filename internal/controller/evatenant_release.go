@@ -25,7 +25,7 @@ func (r *EvaTenantReconciler) resolveRelease(ctx context.Context, s *scope) erro
 	if err := r.List(ctx, &list, client.InNamespace(t.Namespace)); err != nil {
 		return fmt.Errorf("listing rollouts: %w", err)
 	}
-	releases := rollout.Releases(list.Items, t.Namespace, t.Name)
+	releases := rollout.Releases(list.Items, t.Namespace, t.Name, t.UID)
 	s.rendered = rollout.WithReleases(t, releases, r.Renderer.Catalog.ModulesOf(t.Spec.Tier))
 	s.release = ""
 	if n := len(releases); n > 0 {

@@ -12,6 +12,7 @@ import (
 
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -30,6 +31,9 @@ type Tenant struct {
 	OnRelease bool
 	// Generation is the tenant's metadata.generation (0 where there is none: files).
 	Generation int64
+	// UID is the EvaTenant's metadata.uid ("" for a tenant file): the tenant the
+	// admissions name, not just its name.
+	UID types.UID
 	// Ready: the tenant is Active and Ready for its current generation.
 	Ready bool
 	// NotReadySince is when the tenant stopped being Ready (zero while it is).
@@ -74,6 +78,25 @@ func (d Delivery) capacity(within time.Duration) int {
 
 func (t Tenant) key() string { return t.Name }
 
+// live returns the live tenant an admission names: the tenant of its name, unless that
+// tenant has another UID (the admitted one was deleted, and this one is another).
+func (p *planner) live(e evav1.RolloutTenant) (Tenant, bool) {
+	t, ok := p.byKey[e.Name]
+	if !ok || !sameTenant(e.UID, t.UID) {
+		return Tenant{}, false
+	}
+	return t, true
+}
+
+// admittedBefore: one of the rollout's admissions names the tenant (by its name and
+// UID, or by its name where either UID is unknown).
+func (p *planner) admittedBefore(t Tenant) bool {
+	return p.ever[admissionKey(t.Name, t.UID)] || p.ever[admissionKey(t.Name, "")] || (t.UID == "" && p.everName[t.Name])
+}
+
+// admissionKey keys the admissions recorded by tenant name and UID.
+func admissionKey(name string, uid types.UID) string { return name + "/" + string(uid) }
+
 // readyOnRelease: the tenant renders the release and is Ready on it.
 func (t Tenant) readyOnRelease() bool { return t.OnRelease && t.Ready }
 
@@ -114,7 +137,7 @@ func unjudged(e evav1.RolloutTenant, t Tenant) string {
 
 // waitedFor: the wave waits for the admitted tenant to be Ready on the release.
 func (p *planner) waitedFor(e evav1.RolloutTenant) bool {
-	t, live := p.byKey[e.Name]
+	t, live := p.live(e)
 	return live && unjudged(e, t) == "" && !t.readyOnRelease()
 }
 
@@ -163,12 +186,13 @@ type planner struct {
 	st       evav1.EvaRolloutStatus
 	byWave   map[int32][]Tenant
 	byKey    map[string]Tenant
-	// ever holds the tenants any wave of the rollout admitted: a tenant whose
-	// spec.wave changed after its admission is not admitted again.
-	ever     map[string]bool
-	admitted []Tenant
-	events   []Event
-	requeue  time.Duration
+	// ever holds the tenants any wave of the rollout admitted (admissionKey), everName
+	// their names: a tenant whose spec.wave changed after its admission is not admitted
+	// again; a tenant created again under an admitted name is.
+	ever, everName map[string]bool
+	admitted       []Tenant
+	events         []Event
+	requeue        time.Duration
 	// held says why an admission maxUpdate allowed waits for its Flux shard ("" when
 	// none did).
 	held string
@@ -186,11 +210,11 @@ func (p *planner) group(tenants []Tenant) {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Code < ts[j].Code })
 	}
 	previous := map[int32]evav1.WaveStatus{}
-	p.ever = map[string]bool{}
+	p.ever, p.everName = map[string]bool{}, map[string]bool{}
 	for _, ws := range p.st.Waves {
 		previous[ws.Wave] = ws
 		for _, e := range ws.Updated {
-			p.ever[e.Name] = true
+			p.ever[admissionKey(e.Name, e.UID)], p.everName[e.Name] = true, true
 		}
 	}
 	p.st.Waves = make([]evav1.WaveStatus, len(p.r.Spec.Waves))
@@ -251,7 +275,7 @@ func (p *planner) gates(ws *evav1.WaveStatus) []string {
 	var failing []string
 	for i := range ws.Updated {
 		e := &ws.Updated[i]
-		t, live := p.byKey[e.Name]
+		t, live := p.live(*e)
 		if !live {
 			continue // deleted or decommissioned since: nothing to wait for
 		}
@@ -314,7 +338,7 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 	}
 	inFlight := p.inFlight()
 	for _, t := range p.byWave[ws.Wave] {
-		if p.ever[t.key()] || p.notAdmissible(t) != "" || updating >= limit {
+		if p.admittedBefore(t) || p.notAdmissible(t) != "" || updating >= limit {
 			continue
 		}
 		if reason := p.shardHolds(t, inFlight[t.FluxShard]); reason != "" {
@@ -324,9 +348,9 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 			continue
 		}
 		inFlight[t.FluxShard] += t.Releases
-		p.ever[t.key()] = true
+		p.ever[admissionKey(t.Name, t.UID)], p.everName[t.Name] = true, true
 		ws.Updated = append(ws.Updated, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
-			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation})
+			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation, UID: t.UID})
 		p.admitted = append(p.admitted, t)
 		p.events = append(p.events, Event{"Normal", "TenantUpdating",
 			fmt.Sprintf("wave %d: tenant %s gets the release", ws.Wave, t.Code)})
@@ -341,7 +365,7 @@ func (p *planner) inFlight() map[string]int {
 	for _, ws := range p.st.Waves {
 		for _, e := range ws.Updated {
 			if p.waitedFor(e) {
-				t := p.byKey[e.Name]
+				t, _ := p.live(e)
 				out[t.FluxShard] += t.Releases
 			}
 		}
@@ -376,7 +400,7 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	for _, e := range ws.Updated {
 		if p.waitedFor(e) {
 			code := e.Code
-			if p.byKey[e.Name].Pending {
+			if t, _ := p.live(e); t.Pending {
 				code += " (the admitting change not applied yet)"
 			}
 			waiting = append(waiting, code)
@@ -384,7 +408,7 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	}
 	pending := 0
 	for _, t := range p.byWave[w.Wave] {
-		if !p.ever[t.key()] && p.notAdmissible(t) == "" {
+		if !p.admittedBefore(t) && p.notAdmissible(t) == "" {
 			pending++
 		}
 	}
@@ -431,7 +455,7 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
 	ws.Skipped = nil
 	for _, t := range p.byWave[ws.Wave] {
-		if p.ever[t.key()] {
+		if p.admittedBefore(t) {
 			continue
 		}
 		if reason := p.notAdmissible(t); reason != "" {
@@ -472,7 +496,7 @@ func (p *planner) count() {
 	for _, ws := range p.st.Waves {
 		p.st.Total += ws.Total
 		for _, e := range ws.Updated {
-			if _, live := p.byKey[e.Name]; live {
+			if _, live := p.live(e); live {
 				p.st.Updated++
 			}
 		}

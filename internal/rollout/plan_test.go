@@ -7,6 +7,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -57,7 +58,7 @@ func (f *fleet) step(r *evav1.EvaRollout) {
 				t.Ready = true
 			}
 		}
-		if Admitted(r, t.Name) && !t.OnRelease {
+		if AdmissionOf(r, t.Name, t.UID) != nil && !t.OnRelease {
 			t.OnRelease, t.Ready = true, false
 		}
 	}
@@ -253,7 +254,7 @@ func TestLateTenantOfAFinishedWaveIsAdmitted(t *testing.T) {
 // ReleaseOf is the newest rollout of namespace that admitted the tenant name (what its
 // status.release says), nil when none did.
 func ReleaseOf(rollouts []evav1.EvaRollout, namespace, name string) *evav1.EvaRollout {
-	rels := Releases(rollouts, namespace, name)
+	rels := Releases(rollouts, namespace, name, "")
 	if len(rels) == 0 {
 		return nil
 	}
@@ -326,25 +327,25 @@ func TestReleasesAddUpAndHoldWhatTheyProvide(t *testing.T) {
 	itsm := at("itsm-2", 1, map[string]evav1.ModuleVersion{"itsm": "2.0.0"}, "acme")
 	all := []evav1.EvaRollout{itsm, crm}
 	tn := &evav1.EvaTenant{}
-	got := WithReleases(tn, Releases(all, "tenants", "acme"), []string{"crm", "itsm"})
+	got := WithReleases(tn, Releases(all, "tenants", "acme", ""), []string{"crm", "itsm"})
 	if got.Spec.Versions["crm"] != "1.5.0" || got.Spec.Versions["itsm"] != "2.0.0" {
 		t.Fatalf("acme on both releases renders %v: the itsm release took back crm", got.Spec.Versions)
 	}
 	if r := ReleaseOf(all, "tenants", "acme"); r == nil || r.Name != "itsm-2" {
 		t.Fatalf("acme's release: %v", r)
 	}
-	if !Needed(all, &crm, "acme") || !Needed(all, &crm, "beta") || Needed(all, &itsm, "beta") {
+	if !Needed(all, &crm, "acme", "") || !Needed(all, &crm, "beta", "") || Needed(all, &itsm, "beta", "") {
 		t.Fatal("crm-1-5 provides crm to acme and beta; itsm-2 never reached beta")
 	}
 	crm16 := at("crm-1-6", 2, map[string]evav1.ModuleVersion{"crm": "1.6.0"}, "acme", "beta")
 	all = append(all, crm16)
-	if Needed(all, &crm, "acme") || Needed(all, &crm, "beta") {
+	if Needed(all, &crm, "acme", "") || Needed(all, &crm, "beta", "") {
 		t.Fatal("crm-1-5 still needed once crm-1-6 reached both tenants")
 	}
-	if !Needed(all, &itsm, "acme") {
+	if !Needed(all, &itsm, "acme", "") {
 		t.Fatal("itsm-2 still provides acme's itsm")
 	}
-	if v := WithReleases(tn, Releases(all, "tenants", "acme"), []string{"crm", "itsm"}).Spec.Versions; v["crm"] != "1.6.0" || v["itsm"] != "2.0.0" {
+	if v := WithReleases(tn, Releases(all, "tenants", "acme", ""), []string{"crm", "itsm"}).Spec.Versions; v["crm"] != "1.6.0" || v["itsm"] != "2.0.0" {
 		t.Fatalf("acme renders %v", v)
 	}
 }
@@ -449,13 +450,13 @@ func TestOnOlderRelease(t *testing.T) {
 		Status: evav1.EvaRolloutStatus{Waves: []evav1.WaveStatus{{Updated: []evav1.RolloutTenant{{Name: "x", Generation: 3}}}}}}
 	newer := evav1.EvaRollout{ObjectMeta: metav1.ObjectMeta{Name: "b", CreationTimestamp: metav1.NewTime(t0.Add(time.Minute))}}
 	all := []evav1.EvaRollout{older, newer}
-	if !OnOlderRelease(all, &newer, "x", 3) {
+	if !OnOlderRelease(all, &newer, "x", "", 3) {
 		t.Error("admitted by the older release at this generation: not seen")
 	}
-	if OnOlderRelease(all, &newer, "x", 4) {
+	if OnOlderRelease(all, &newer, "x", "", 4) {
 		t.Error("changed since the older release admitted it: still counted as its doing")
 	}
-	if OnOlderRelease(all, &older, "x", 3) || OnOlderRelease(all, &newer, "y", 1) {
+	if OnOlderRelease(all, &older, "x", "", 3) || OnOlderRelease(all, &newer, "y", "", 1) {
 		t.Error("a release is not older than itself; a tenant no release admitted is on none")
 	}
 }
@@ -565,5 +566,35 @@ func TestWaveWithNoReadyTenantWaits(t *testing.T) {
 	run(t, r, f, 8, 10*time.Second)
 	if r.Status.Phase != evav1.RolloutComplete || !Admitted(r, "xw1t01") || Admitted(r, "xw1t00") {
 		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+}
+
+// A tenant deleted after its admission and created again under the same name (another
+// UID, another wave, failing on its own values) is another tenant: it inherits nothing
+// of the first one's admission (it does not render the release, and its failure does
+// not halt the wave that admitted its namesake); it is admitted by its own wave only.
+func TestTenantCreatedAgainUnderAnAdmittedNameIsAnotherTenant(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0), wave(3, 1, time.Hour))
+	f := newFleet(1)
+	for i := range f.tenants {
+		f.tenants[i].UID = types.UID("uid-" + f.tenants[i].Code)
+	}
+	run(t, r, f, 1, time.Second)
+	first := AdmissionOf(r, "xw1t00", "uid-XW1T00")
+	if first == nil || first.UID != "uid-XW1T00" {
+		t.Fatalf("wave 1's tenant not admitted by its UID: %+v", r.Status.Waves)
+	}
+	// Deleted, and created again in wave 3 with values that fail.
+	f.tenants[0] = Tenant{Code: "XW1T00", Name: "xw1t00", UID: "uid-again", Tier: evav1.TierStarter, Wave: 3,
+		Failed: true, FailedAt: t0, Message: "crm: InstallFailed"}
+	if got := Releases([]evav1.EvaRollout{*r}, r.Namespace, "xw1t00", "uid-again"); len(got) != 0 {
+		t.Errorf("the new tenant renders the release its namesake was admitted to")
+	}
+	run(t, r, f, 3, time.Second)
+	if r.Status.Phase == evav1.RolloutHalted {
+		t.Fatalf("the new tenant's own failure halted the rollout: %s", r.Status.Message)
+	}
+	if r.Status.CurrentWave != 3 || AdmissionOf(r, "xw1t00", "uid-again") != nil {
+		t.Errorf("wave %d, %s: the new tenant is wave 3's, Failed before the release: passed over, not admitted", r.Status.CurrentWave, r.Status.Message)
 	}
 }

@@ -3,19 +3,21 @@ package rollout
 import (
 	"sort"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 )
 
 // Finalizer holds a rollout being deleted while tenants still render a version of it.
 const Finalizer = "eva.aidonow.com/release-in-use"
 
-// Releases returns the rollouts of namespace that admitted the tenant called name,
-// oldest first (by creation time, then name). A rollout being deleted still counts
-// until it is gone.
-func Releases(rollouts []evav1.EvaRollout, namespace, name string) []*evav1.EvaRollout {
+// Releases returns the rollouts of namespace that admitted the tenant called name with
+// the UID uid ("" for a tenant file), oldest first (by creation time, then name). A
+// rollout being deleted still counts until it is gone.
+func Releases(rollouts []evav1.EvaRollout, namespace, name string, uid types.UID) []*evav1.EvaRollout {
 	var out []*evav1.EvaRollout
 	for i := range rollouts {
-		if r := &rollouts[i]; r.Namespace == namespace && Admitted(r, name) {
+		if r := &rollouts[i]; r.Namespace == namespace && AdmissionOf(r, name, uid) != nil {
 			out = append(out, r)
 		}
 	}
@@ -28,11 +30,19 @@ func Releases(rollouts []evav1.EvaRollout, namespace, name string) []*evav1.EvaR
 func Admitted(r *evav1.EvaRollout, name string) bool { return Admission(r, name) != nil }
 
 // Admission returns the rollout's record of giving its release to the tenant called
-// name, nil when it did not.
+// name, whatever its UID, nil when it did not.
 func Admission(r *evav1.EvaRollout, name string) *evav1.RolloutTenant {
+	return AdmissionOf(r, name, "")
+}
+
+// AdmissionOf returns the rollout's record of giving its release to the tenant called
+// name with the UID uid, nil when it did not. A record of another UID is another tenant
+// that had the name (deleted since); a record or a tenant without one (a tenant file,
+// or admitted before UIDs were recorded) is matched by name.
+func AdmissionOf(r *evav1.EvaRollout, name string, uid types.UID) *evav1.RolloutTenant {
 	for i := range r.Status.Waves {
 		for j := range r.Status.Waves[i].Updated {
-			if e := &r.Status.Waves[i].Updated[j]; e.Name == name {
+			if e := &r.Status.Waves[i].Updated[j]; e.Name == name && sameTenant(e.UID, uid) {
 				return e
 			}
 		}
@@ -40,16 +50,19 @@ func Admission(r *evav1.EvaRollout, name string) *evav1.RolloutTenant {
 	return nil
 }
 
-// OnOlderRelease reports whether the tenant called name, at generation, renders a
-// release older than r that admitted it at that same generation (or before
-// generations were recorded): if it is not Ready, that release may be why.
-func OnOlderRelease(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string, generation int64) bool {
-	rels := Releases(rollouts, r.Namespace, name)
+// sameTenant: two UIDs name the same tenant, or one of them is unknown.
+func sameTenant(a, b types.UID) bool { return a == "" || b == "" || a == b }
+
+// OnOlderRelease reports whether the tenant called name (with the UID uid), at
+// generation, renders a release older than r that admitted it at that same generation
+// (or before generations were recorded): if it is not Ready, that release may be why.
+func OnOlderRelease(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string, uid types.UID, generation int64) bool {
+	rels := Releases(rollouts, r.Namespace, name, uid)
 	for i := len(rels) - 1; i >= 0; i-- {
 		if rels[i].Name == r.Name || !Newer(r, rels[i]) {
 			continue
 		}
-		e := Admission(rels[i], name)
+		e := AdmissionOf(rels[i], name, uid)
 		return e.Generation == 0 || e.Generation == generation
 	}
 	return false
@@ -111,10 +124,11 @@ func Changes(t *evav1.EvaTenant, r *evav1.EvaRollout, tierModules []string) map[
 	return out
 }
 
-// Needed reports whether the tenant name still renders a version from r: r admitted it
-// and, for some module r names, no newer rollout that admitted it names that module.
-func Needed(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string) bool {
-	rels := Releases(rollouts, r.Namespace, name)
+// Needed reports whether the tenant name (with the UID uid) still renders a version
+// from r: r admitted it and, for some module r names, no newer rollout that admitted it
+// names that module.
+func Needed(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string, uid types.UID) bool {
+	rels := Releases(rollouts, r.Namespace, name, uid)
 	for module := range r.Spec.Versions {
 		for i := len(rels) - 1; i >= 0; i-- {
 			if _, names := rels[i].Spec.Versions[module]; names {
