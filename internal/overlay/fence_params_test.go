@@ -25,16 +25,7 @@ func TestFenceParamsFollowTheEnvironment(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var data map[string]string
-			for _, res := range resources.Resources() {
-				if res.GetKind() == "ConfigMap" && res.GetName() == "eva-tenant-ingress" && res.GetNamespace() == "eva-system" {
-					data = res.GetDataMap()
-				}
-			}
+			data := installedConfigMap(t, filepath.Join(root, name), "eva-tenant-ingress")
 			want := env.Settings.FenceParams()
 			if !maps.Equal(data, want) {
 				t.Errorf("overlays/%s installs eva-system/eva-tenant-ingress %v, the environment renders %v", name, data, want)
@@ -68,16 +59,7 @@ func TestEntitlementParamsFollowTheEnvironment(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), filepath.Join(root, name))
-			if err != nil {
-				t.Fatal(err)
-			}
-			var data map[string]string
-			for _, res := range resources.Resources() {
-				if res.GetKind() == "ConfigMap" && res.GetName() == "eva-tenant-entitlements" && res.GetNamespace() == "eva-system" {
-					data = res.GetDataMap()
-				}
-			}
+			data := installedConfigMap(t, filepath.Join(root, name), "eva-tenant-entitlements")
 			if want := env.Settings.Entitlements.Params(); !maps.Equal(data, want) {
 				t.Errorf("overlays/%s installs eva-system/eva-tenant-entitlements %v, the environment's entitlements say %v", name, data, want)
 			}
@@ -99,4 +81,20 @@ func TestDocumentedEntitlementsAreValid(t *testing.T) {
 	if p := s.Entitlements.Params(); p["tier.Enterprise"] != "GLOBEX" || p["wave.1"] != "DEVUSR,PLATFM" || p["freeze"] != "PLATFM" || p["tier.Starter"] != "*" {
 		t.Errorf("the documented entitlements read as %v", p)
 	}
+}
+
+// installedConfigMap is the data of the ConfigMap eva-system/name an overlay installs
+// (kustomize build of dir), nil when it installs none.
+func installedConfigMap(t *testing.T, dir, name string) map[string]string {
+	t.Helper()
+	resources, err := krusty.MakeKustomizer(krusty.MakeDefaultOptions()).Run(filesys.MakeFsOnDisk(), dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, res := range resources.Resources() {
+		if res.GetKind() == "ConfigMap" && res.GetName() == name && res.GetNamespace() == "eva-system" {
+			return res.GetDataMap()
+		}
+	}
+	return nil
 }
