@@ -239,7 +239,7 @@ func unservedTenant() toolscache.TransformFunc {
 			Generation: t.Generation, CreationTimestamp: t.CreationTimestamp, DeletionTimestamp: t.DeletionTimestamp,
 		}}
 		for k, v := range t.Labels {
-			if strings.HasPrefix(k, platformKeyPrefix) || strings.Contains(k, "."+platformKeyPrefix) {
+			if tenant.PlatformKey(k) {
 				if slim.Labels == nil {
 					slim.Labels = map[string]string{}
 				}
@@ -257,7 +257,3 @@ func unservedTenant() toolscache.TransformFunc {
 		return slim, nil
 	}
 }
-
-// platformKeyPrefix is the prefix of the platform's labels (eva.aidonow.com/, and a
-// subdomain's, cell.eva.aidonow.com/).
-const platformKeyPrefix = "eva.aidonow.com/"

@@ -12,6 +12,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 func TestInvalidTenantFailsWithoutHotLoop(t *testing.T) {
@@ -28,11 +29,7 @@ func TestInvalidTenantFailsWithoutHotLoop(t *testing.T) {
 	}
 	rv := got.ResourceVersion
 	// Nothing was applied, and the tenant is not rewritten over and over.
-	var list unstructured.UnstructuredList
-	list.SetAPIVersion("v1")
-	list.SetKind("NamespaceList")
-	_ = k8s.List(context.Background(), &list, client.MatchingLabels{"eva.aidonow.com/capsule": "BADMOD"})
-	if len(list.Items) != 0 {
+	if namespacesOf(t, "BADMOD") != 0 {
 		t.Errorf("an invalid tenant got a namespace")
 	}
 	consistently(t, "tenant not rewritten", func() error {
@@ -61,11 +58,19 @@ func TestTenantPastEntitlementsFails(t *testing.T) {
 	if c.Reason != status.ReasonInvalidSpec || !strings.Contains(c.Message, "tier Enterprise is not PASTEN's to take: the entitlements of environment") {
 		t.Fatalf("Ready = %s %q", c.Reason, c.Message)
 	}
+	if namespacesOf(t, "PASTEN") != 0 {
+		t.Errorf("a tenant past its entitlements got a namespace")
+	}
+}
+
+// namespacesOf counts the namespaces carrying a capsule's label.
+func namespacesOf(t *testing.T, code string) int {
+	t.Helper()
 	var list unstructured.UnstructuredList
 	list.SetAPIVersion("v1")
 	list.SetKind("NamespaceList")
-	_ = k8s.List(context.Background(), &list, client.MatchingLabels{"eva.aidonow.com/capsule": "PASTEN"})
-	if len(list.Items) != 0 {
-		t.Errorf("a tenant past its entitlements got a namespace")
+	if err := k8s.List(context.Background(), &list, client.MatchingLabels{tenant.LabelCapsule: code}); err != nil {
+		t.Fatal(err)
 	}
+	return len(list.Items)
 }

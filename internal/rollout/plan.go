@@ -6,6 +6,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -88,14 +89,10 @@ func (p *planner) live(e evav1.RolloutTenant) (Tenant, bool) {
 	return t, true
 }
 
-// admittedBefore: one of the rollout's admissions names the tenant (by its name and
-// UID, or by its name where either UID is unknown).
+// admittedBefore: one of the rollout's admissions names the tenant (sameTenant).
 func (p *planner) admittedBefore(t Tenant) bool {
-	return p.ever[admissionKey(t.Name, t.UID)] || p.ever[admissionKey(t.Name, "")] || (t.UID == "" && p.everName[t.Name])
+	return slices.ContainsFunc(p.ever[t.Name], func(uid types.UID) bool { return sameTenant(uid, t.UID) })
 }
-
-// admissionKey keys the admissions recorded by tenant name and UID.
-func admissionKey(name string, uid types.UID) string { return name + "/" + string(uid) }
 
 // readyOnRelease: the tenant renders the release and is Ready on it.
 func (t Tenant) readyOnRelease() bool { return t.OnRelease && t.Ready }
@@ -186,13 +183,13 @@ type planner struct {
 	st       evav1.EvaRolloutStatus
 	byWave   map[int32][]Tenant
 	byKey    map[string]Tenant
-	// ever holds the tenants any wave of the rollout admitted (admissionKey), everName
-	// their names: a tenant whose spec.wave changed after its admission is not admitted
-	// again; a tenant created again under an admitted name is.
-	ever, everName map[string]bool
-	admitted       []Tenant
-	events         []Event
-	requeue        time.Duration
+	// ever holds the UIDs of the tenants any wave of the rollout admitted, by name: a
+	// tenant whose spec.wave changed after its admission is not admitted again; a tenant
+	// created again under an admitted name is.
+	ever     map[string][]types.UID
+	admitted []Tenant
+	events   []Event
+	requeue  time.Duration
 	// held says why an admission maxUpdate allowed waits for its Flux shard ("" when
 	// none did).
 	held string
@@ -210,11 +207,11 @@ func (p *planner) group(tenants []Tenant) {
 		sort.Slice(ts, func(i, j int) bool { return ts[i].Code < ts[j].Code })
 	}
 	previous := map[int32]evav1.WaveStatus{}
-	p.ever, p.everName = map[string]bool{}, map[string]bool{}
+	p.ever = map[string][]types.UID{}
 	for _, ws := range p.st.Waves {
 		previous[ws.Wave] = ws
 		for _, e := range ws.Updated {
-			p.ever[admissionKey(e.Name, e.UID)], p.everName[e.Name] = true, true
+			p.ever[e.Name] = append(p.ever[e.Name], e.UID)
 		}
 	}
 	p.st.Waves = make([]evav1.WaveStatus, len(p.r.Spec.Waves))
@@ -348,7 +345,7 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 			continue
 		}
 		inFlight[t.FluxShard] += t.Releases
-		p.ever[admissionKey(t.Name, t.UID)], p.everName[t.Name] = true, true
+		p.ever[t.Name] = append(p.ever[t.Name], t.UID)
 		ws.Updated = append(ws.Updated, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
 			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation, UID: t.UID})
 		p.admitted = append(p.admitted, t)

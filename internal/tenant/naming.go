@@ -95,3 +95,16 @@ func Host(code, domain string) string { return strings.ToLower(code) + "." + dom
 
 // CellLabel is the label that shows an EvaTenant to the operator of cell.
 func CellLabel(cell string) string { return CellLabelPrefix + cell }
+
+// PlatformPrefix is the prefix of the labels and annotations only the platform writes:
+// eva.aidonow.com/ and any subdomain of it (cell.eva.aidonow.com/, …).
+const PlatformPrefix = "eva.aidonow.com/"
+
+// PlatformKey reports whether a label or annotation key is under PlatformPrefix or a
+// subdomain of it, in any case: what tenant files may not set, what the admission
+// policy eva-tenant-metadata-guard keeps to the platform on a live EvaTenant.
+func PlatformKey(key string) bool {
+	prefix, _, ok := strings.Cut(strings.ToLower(key), "/")
+	domain := strings.TrimSuffix(PlatformPrefix, "/")
+	return ok && (prefix == domain || strings.HasSuffix(prefix, "."+domain))
+}

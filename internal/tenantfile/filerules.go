@@ -1,10 +1,10 @@
 package tenantfile
 
 import (
-	"strings"
-
 	"go.yaml.in/yaml/v3"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // serverSetMeta are metadata fields the API server (or a controller) sets. A tenant
@@ -24,11 +24,6 @@ var serverSetMeta = map[string]string{
 	"finalizers":                 "finalizers are managed by the operator (a foreign finalizer would block deletion forever)",
 	"ownerReferences":            "ownerReferences are managed by the platform (an owner's deletion would delete the tenant)",
 }
-
-// platformPrefix is the label and annotation prefix only the platform writes
-// (eva.aidonow.com/operator-version claims a tenant for an operator version,
-// eva.aidonow.com/seed-loaded marks seeds as loaded).
-const platformPrefix = "eva.aidonow.com/"
 
 // checkFileOnlyRules reports what a tenant file must not carry even though the API
 // type has a field for it: status, server-set metadata, platform labels and
@@ -60,22 +55,13 @@ func (t *Tenant) checkMetadata(meta *yaml.Node) {
 		if (mk.Value == "labels" || mk.Value == "annotations") && mv.Kind == yaml.MappingNode {
 			p := field.NewPath("metadata", mk.Value)
 			for l := 0; l+1 < len(mv.Content); l += 2 {
-				if key := mv.Content[l]; platformKey(key.Value) {
+				if key := mv.Content[l]; tenant.PlatformKey(key.Value) {
 					t.dec.fail(key, p.Key(key.Value), "the %s prefix is reserved: only the platform sets these %s; remove it from the tenant file",
-						platformPrefix, mk.Value)
+						tenant.PlatformPrefix, mk.Value)
 				}
 			}
 		}
 	}
-}
-
-// platformKey reports whether a label or annotation key is under the platform's
-// prefix or a subdomain of it, in any case (the API server would refuse upper case,
-// but the file must not get that far).
-func platformKey(key string) bool {
-	prefix, _, ok := strings.Cut(strings.ToLower(key), "/")
-	domain := strings.TrimSuffix(platformPrefix, "/")
-	return ok && (prefix == domain || strings.HasSuffix(prefix, "."+domain))
 }
 
 // checkSpec refuses an explicit wave 0. The Go type cannot tell 0 from absent (and
