@@ -69,7 +69,30 @@ type RolloutGates struct {
 	// +optional
 	// +kubebuilder:validation:Minimum=0
 	MaxQueueDepth *int64 `json:"maxQueueDepth,omitempty"`
+	// onTenantFailure is what a tenant failing a gate (Failed on the release, not Ready
+	// on it within readyTimeout, a backlog over maxQueueDepth grown since the release
+	// reached it) does to the rollout. SetAside, the default: once the release was judged
+	// Ready on another tenant, the failure is the tenant's own (its values, its
+	// workload); it has until readyTimeout after the release reached it to recover, and
+	// is then set aside (status.waves[].updated[].setAsideAt, a TenantSetAside event)
+	// while the rollout goes on. A tenant failing before the release was judged Ready on
+	// any other halts the rollout. Halt: every failing tenant halts the rollout.
+	// +optional
+	// +kubebuilder:validation:Enum=SetAside;Halt
+	OnTenantFailure TenantFailurePolicy `json:"onTenantFailure,omitempty"`
 }
+
+// TenantFailurePolicy is what a tenant failing a rollout's gate does to the rollout.
+type TenantFailurePolicy string
+
+// The tenant failure policies.
+const (
+	// TenantFailureSetAside sets a failing tenant aside once the release is proven on
+	// another, and goes on.
+	TenantFailureSetAside TenantFailurePolicy = "SetAside"
+	// TenantFailureHalt halts the rollout on any failing tenant.
+	TenantFailureHalt TenantFailurePolicy = "Halt"
+)
 
 // EvaRolloutSpec is a platform release: module chart versions brought to the tenants
 // wave by wave.
@@ -101,6 +124,12 @@ type EvaRolloutSpec struct {
 	// paused stops admitting tenants; what was admitted goes on.
 	// +optional
 	Paused bool `json:"paused,omitempty"`
+
+	// security marks a security release: it reaches the tenants that froze themselves
+	// (spec.frozen), and renders them thawed while they stay as it admitted them. The
+	// platform's own freezes still hold it: a frozen wave, spec.paused.
+	// +optional
+	Security bool `json:"security,omitempty"`
 }
 
 // RolloutTenant is one tenant in a wave's status.
@@ -129,7 +158,16 @@ type RolloutTenant struct {
 	// tenant: it is admitted by its own wave, never by the first one's admission.
 	// +optional
 	UID types.UID `json:"uid,omitempty"`
-	// reason says why the tenant was skipped or failed a gate.
+	// admittedQueueDepth is the most messages one of the tenant's streams held when the
+	// release admitted it (when measured): the queue-depth gate counts only a backlog
+	// grown since, on the release.
+	// +optional
+	AdmittedQueueDepth *int64 `json:"admittedQueueDepth,omitempty"`
+	// setAsideAt is when the tenant, failing a gate on its own (spec.gates.onTenantFailure
+	// SetAside), was set aside: the rollout goes on without it and judges it no more.
+	// +optional
+	SetAsideAt *metav1.Time `json:"setAsideAt,omitempty"`
+	// reason says why the tenant was skipped, is not judged, or was set aside.
 	// +optional
 	Reason string `json:"reason,omitempty"`
 }
@@ -151,9 +189,13 @@ type WaveStatus struct {
 	// bakeStartedAt is when every admitted tenant of the wave was first Ready together.
 	// +optional
 	BakeStartedAt *metav1.Time `json:"bakeStartedAt,omitempty"`
-	// completedAt is when the wave finished baking.
+	// completedAt is when the wave finished baking, or was passed over.
 	// +optional
 	CompletedAt *metav1.Time `json:"completedAt,omitempty"`
+	// passedOver: the wave held no tenant the release could reach (none, or all of them
+	// frozen, unserved or not Ready), so the rollout went on without waiting on it.
+	// +optional
+	PassedOver bool `json:"passedOver,omitempty"`
 }
 
 // EvaRolloutStatus is the observed progress of a release.

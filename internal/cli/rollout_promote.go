@@ -3,9 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"hash/fnv"
 	"os"
 	"strings"
 	"time"
@@ -179,23 +177,9 @@ func planTenants(tenants []*evav1.EvaTenant) []rollout.Tenant {
 	out := make([]rollout.Tenant, len(tenants))
 	for i, t := range tenants {
 		out[i] = rollout.Tenant{Code: t.Spec.CapsuleCode, Name: t.Name, Tier: t.Spec.Tier,
-			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen, Generation: specGeneration(t)}
+			Wave: t.Spec.WaveOrDefault(), Frozen: t.Spec.Frozen, Generation: rollout.GenerationOf(t)}
 	}
 	return out
-}
-
-// specGeneration stands in, for a tenant file, for the generation the API server keeps:
-// a number that changes with the spec (a hash of it, never 0). An admission records it,
-// so a tenant whose owner changed its file since is not judged by the gates, and a
-// tenant failing after changing itself is not taken for a victim of an older release.
-func specGeneration(t *evav1.EvaTenant) int64 {
-	data, err := json.Marshal(t.Spec) // struct fields in order, map keys sorted
-	if err != nil {
-		return 1
-	}
-	h := fnv.New64a()
-	_, _ = h.Write(data)
-	return int64(h.Sum64()>>1) | 1
 }
 
 func appendOnce(files []*rolloutfile.File, f *rolloutfile.File) []*rolloutfile.File {

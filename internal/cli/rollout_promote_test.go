@@ -141,7 +141,7 @@ func TestRolloutPromoteStepByStep(t *testing.T) {
 	}
 	// plan shows, without health, that nobody would be admitted.
 	code, out = runEvactl(t, "rollout", "plan", "crm-1-5", "--tenants", tenants, "--rollouts", rollouts, "--verify-charts=false")
-	if code != ExitOK || !strings.Contains(out, "no tenant Ready to take the release") || !strings.Contains(out, "Health: not read") {
+	if code != ExitOK || !strings.Contains(out, "every wave passed over: no tenant may take the release yet") || !strings.Contains(out, "Health: not read") {
 		t.Fatalf("plan without health: exit %d:\n%s", code, out)
 	}
 	code, out = promote(t, tenants, rollouts, "--assume-ready")

@@ -26,8 +26,12 @@ type Tenant struct {
 	Code, Name string
 	Tier       evav1.Tier
 	Wave       int32
-	// Frozen is the tenant's spec.frozen: why no release may reach it.
+	// Frozen is the tenant's spec.frozen: why no release may reach it (but a security
+	// release).
 	Frozen string
+	// Unserved says why no running operator serves the tenant ("" when one does): no
+	// release may reach it, for nobody would render it.
+	Unserved string
 	// OnRelease: the tenant's status says it renders this rollout's versions.
 	OnRelease bool
 	// Generation is the tenant's metadata.generation (0 where there is none: files).
@@ -103,7 +107,9 @@ func (t Tenant) readyOnRelease() bool { return t.OnRelease && t.Ready }
 // rollout for every tenant of the namespace: it waits until it is Ready and drained.
 func (p *planner) notAdmissible(t Tenant) string {
 	switch {
-	case t.Frozen != "":
+	case t.Unserved != "":
+		return "unserved: " + safetext.Limit(safetext.Escape(t.Unserved), 200)
+	case p.frozen(t):
 		return "frozen: " + safetext.Escape(t.Frozen)
 	case !t.Ready && !t.OnOlderRelease:
 		return "not Ready before the release: " + safetext.Limit(safetext.Escape(t.Message), 200)
@@ -119,12 +125,18 @@ func (p *planner) overQueueDepth(t Tenant) bool {
 	return limit != nil && t.QueueDepthKnown && t.QueueDepth > uint64(max(*limit, 0))
 }
 
+// frozen: the tenant froze itself and the release is not a security release, which
+// passes a tenant's own freeze.
+func (p *planner) frozen(t Tenant) bool { return t.Frozen != "" && !p.r.Spec.Security }
+
 // unjudged says why the gates do not judge an admitted tenant ("" when they do): its
 // owner froze it or changed its spec since the admission, so what it does now is not
-// the release's doing.
-func unjudged(e evav1.RolloutTenant, t Tenant) string {
+// the release's doing, or no running operator serves it any more.
+func (p *planner) unjudged(e evav1.RolloutTenant, t Tenant) string {
 	switch {
-	case t.Frozen != "":
+	case t.Unserved != "":
+		return "unserved since its admission: " + safetext.Limit(safetext.Escape(t.Unserved), 200)
+	case p.frozen(t):
 		return "frozen since its admission"
 	case e.Generation != 0 && t.Generation != 0 && e.Generation != t.Generation:
 		return fmt.Sprintf("its spec changed since its admission (generation %d, then %d)", e.Generation, t.Generation)
@@ -135,7 +147,7 @@ func unjudged(e evav1.RolloutTenant, t Tenant) string {
 // waitedFor: the wave waits for the admitted tenant to be Ready on the release.
 func (p *planner) waitedFor(e evav1.RolloutTenant) bool {
 	t, live := p.live(e)
-	return live && unjudged(e, t) == "" && !t.readyOnRelease()
+	return live && e.SetAsideAt == nil && p.unjudged(e, t) == "" && !t.readyOnRelease()
 }
 
 // Event is something a decision wants recorded on the rollout.
@@ -164,7 +176,7 @@ const Progress = 10 * time.Second
 // when the releases in flight on its shard, its own included, are installed within its
 // ready timeout at the shard's rate, or when nothing is in flight there.
 func Plan(r *evav1.EvaRollout, tenants []Tenant, delivery Delivery, supersededBy string, now time.Time) Decision {
-	p := &planner{r: r, delivery: delivery, now: metav1.NewTime(now), st: *r.Status.DeepCopy()}
+	p := &planner{r: r, delivery: delivery, now: metav1.NewTime(now), st: *r.Status.DeepCopy(), graceNotes: map[string]string{}}
 	p.st.ObservedGeneration = r.Generation
 	p.group(tenants)
 	p.run(supersededBy)
@@ -193,6 +205,9 @@ type planner struct {
 	// held says why an admission maxUpdate allowed waits for its Flux shard ("" when
 	// none did).
 	held string
+	// graceNotes say, by tenant name, which gate an admitted tenant fails and when it
+	// is set aside unless it recovers.
+	graceNotes map[string]string
 }
 
 // group sorts the tenants by wave and code, and lines the status' waves up with the
@@ -234,10 +249,12 @@ func (p *planner) run(supersededBy string) {
 	for i, w := range p.r.Spec.Waves {
 		ws := &p.st.Waves[i]
 		p.refreshSkipped(ws)
-		if ws.CompletedAt != nil {
-			// A tenant that joins a finished wave is given the release at once: the wave
-			// proved it.
-			p.admit(ws, len(p.byWave[w.Wave]))
+		if ws.CompletedAt != nil && !p.reopens(i) {
+			// A tenant that joins a finished wave is given the release at once, once
+			// the release was proven on a tenant (a wave passed over proved nothing).
+			if p.proven() {
+				p.admit(ws, len(p.byWave[w.Wave]))
+			}
 			continue
 		}
 		p.st.CurrentWave = w.Wave
@@ -262,66 +279,51 @@ func (p *planner) run(supersededBy string) {
 			return
 		}
 	}
+	if !p.proven() && p.inWaves() > 0 {
+		// Every wave passed over: the release reached nobody, so nothing proved it.
+		p.st.Phase, p.st.CurrentWave = evav1.RolloutProgressing, 0
+		p.st.Message = "every wave passed over: no tenant may take the release yet (see each wave's skipped)"
+		p.wake(Progress)
+		return
+	}
 	p.st.Phase, p.st.CurrentWave = evav1.RolloutComplete, 0
 	p.st.Message = "every wave is updated and baked"
 }
 
-// gates checks the tenants the wave admitted: none Failed on the release, each Ready on
-// it within the timeout; it stamps readyAt on those first seen Ready.
-func (p *planner) gates(ws *evav1.WaveStatus) []string {
-	var failing []string
-	for i := range ws.Updated {
-		e := &ws.Updated[i]
-		t, live := p.live(*e)
-		if !live {
-			continue // deleted or decommissioned since: nothing to wait for
-		}
-		if e.Reason = unjudged(*e, t); e.Reason != "" {
-			continue
-		}
-		if p.r.Spec.Gates.MaxQueueDepth != nil {
-			p.wake(Progress) // a backlog changes no object: look again while the wave lasts
-		}
-		if p.overQueueDepth(t) {
-			failing = append(failing, fmt.Sprintf("%s queue depth %d above %d", t.Code, t.QueueDepth, *p.r.Spec.Gates.MaxQueueDepth))
-		}
-		switch {
-		case t.OnRelease && t.Failed && e.AdmittedAt != nil && !t.FailedAt.Before(e.AdmittedAt.Time):
-			// Failed since the release reached it: a tenant Failed before (whose status
-			// may still say so in the write that records the release) is judged by its
-			// timeout instead.
-			failing = append(failing, fmt.Sprintf("%s Failed: %s", t.Code, safetext.Limit(t.Message, 200)))
-		case t.readyOnRelease():
-			if e.ReadyAt == nil {
-				e.ReadyAt = p.now.DeepCopy()
-			}
-		case e.ReadyAt == nil && e.AdmittedAt != nil && t.Pending:
-			p.wake(Progress)
-		case e.ReadyAt == nil && e.AdmittedAt != nil:
-			if e.ReachedAt == nil {
-				e.ReachedAt = p.now.DeepCopy()
-			}
-			timeout := p.readyTimeout(t.Tier)
-			if left := timeout - p.now.Sub(e.ReachedAt.Time); left <= 0 {
-				failing = append(failing, fmt.Sprintf("%s not Ready on the release within %s", t.Code, timeout))
-			} else {
-				p.wake(left)
-			}
-		case e.ReadyAt != nil && t.OnRelease && !t.NotReadySince.IsZero():
-			// Ready on the release once, not any more: timed again from then.
-			timeout, since := p.readyTimeout(t.Tier), t.NotReadySince
-			if since.Before(e.ReadyAt.Time) {
-				since = e.ReadyAt.Time
-			}
-			if left := timeout - p.now.Sub(since); left <= 0 {
-				failing = append(failing, fmt.Sprintf("%s not Ready on the release for more than %s since %s", t.Code, timeout,
-					since.UTC().Format(time.RFC3339)))
-			} else {
-				p.wake(left)
+// reopens reports whether the wave at index i, passed over, is taken up again (and
+// does so): a tenant of it may take the release now, nothing proved the release yet,
+// and no later wave admitted anyone. Otherwise a fleet whose every wave was passed
+// over would never admit a tenant that recovers.
+func (p *planner) reopens(i int) bool {
+	ws := &p.st.Waves[i]
+	if !ws.PassedOver || p.proven() || p.pendingIn(ws.Wave) == 0 {
+		return false
+	}
+	for _, later := range p.st.Waves[i+1:] {
+		for _, e := range later.Updated {
+			if _, live := p.live(e); live {
+				return false
 			}
 		}
 	}
-	return failing
+	ws.CompletedAt, ws.PassedOver = nil, false
+	return true
+}
+
+// pendingIn counts the tenants of a wave the release may reach now and has not.
+func (p *planner) pendingIn(wave int32) int {
+	n := 0
+	for _, t := range p.byWave[wave] {
+		if !p.admittedBefore(t) && p.notAdmissible(t) == "" {
+			n++
+		}
+	}
+	return n
+}
+
+// proven: the release was judged Ready on one of the tenants it admitted.
+func (p *planner) proven() bool {
+	return p.judgedReady(p.st.Waves, "")
 }
 
 // admit gives the release to the next tenants of the wave, in code order, while fewer
@@ -347,7 +349,7 @@ func (p *planner) admit(ws *evav1.WaveStatus, limit int) {
 		inFlight[t.FluxShard] += t.Releases
 		p.ever[t.Name] = append(p.ever[t.Name], t.UID)
 		ws.Updated = append(ws.Updated, evav1.RolloutTenant{Code: t.Code, Name: t.Name,
-			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation, UID: t.UID})
+			AdmittedAt: p.now.DeepCopy(), Generation: t.Generation, UID: t.UID, AdmittedQueueDepth: depthAtAdmission(t)})
 		p.admitted = append(p.admitted, t)
 		p.events = append(p.events, Event{"Normal", "TenantUpdating",
 			fmt.Sprintf("wave %d: tenant %s gets the release", ws.Wave, t.Code)})
@@ -390,36 +392,37 @@ func (p *planner) shardHolds(t Tenant, inFlight int) string {
 		inFlight, controller, p.delivery.ReleasesPerMinute, capacity, timeout, t.Code, t.Releases)
 }
 
-// waveDone reports whether the wave is updated and baked; when it is not, it sets the
-// phase and message saying what the wave waits for.
+// waveDone reports whether the wave is updated and baked, or passed over; when it is
+// not, it sets the phase and message saying what the wave waits for.
 func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	var waiting []string
+	admitted := 0
 	for _, e := range ws.Updated {
+		if _, live := p.live(e); live {
+			admitted++
+		}
 		if p.waitedFor(e) {
 			code := e.Code
 			if t, _ := p.live(e); t.Pending {
 				code += " (the admitting change not applied yet)"
 			}
+			if note := p.graceNotes[e.Name]; note != "" {
+				code += " (failing: " + note + ")"
+			}
 			waiting = append(waiting, code)
 		}
 	}
-	pending := 0
-	for _, t := range p.byWave[w.Wave] {
-		if !p.admittedBefore(t) && p.notAdmissible(t) == "" {
-			pending++
-		}
-	}
-	if len(ws.Updated) == 0 && p.eligible(w.Wave) > 0 {
-		// Every tenant of the wave passed over (none Ready): the wave has not proven the
-		// release on anyone, so it does not complete, or the release would sail through
-		// every wave of an unhealthy fleet and reach each tenant ungated as it recovers.
-		ws.BakeStartedAt = nil
-		p.st.Phase = evav1.RolloutProgressing
-		p.st.Message = fmt.Sprintf("wave %d: no tenant Ready to take the release (%d passed over)", w.Wave, len(ws.Skipped))
-		p.wake(Progress)
-		return false
-	}
-	if pending > 0 || len(waiting) > 0 {
+	pending := p.pendingIn(w.Wave)
+	switch {
+	case admitted == 0 && pending == 0:
+		// Nobody the release may reach: waiting on the wave would hold every later
+		// wave for tenants that cannot take it (they are admitted as they recover,
+		// once the release is proven).
+		ws.BakeStartedAt, ws.PassedOver, ws.CompletedAt = nil, true, p.now.DeepCopy()
+		p.events = append(p.events, Event{"Normal", "WavePassedOver",
+			fmt.Sprintf("wave %d: no tenant may take the release (%d skipped): passed over", w.Wave, len(ws.Skipped))})
+		return true
+	case pending > 0 || len(waiting) > 0:
 		ws.BakeStartedAt = nil // a tenant that stops being Ready restarts the bake
 		p.st.Phase = evav1.RolloutProgressing
 		p.st.Message = fmt.Sprintf("wave %d: %d of %d tenants updated; waiting for %s to be Ready on the release",
@@ -427,6 +430,16 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 		if p.held != "" {
 			p.st.Message += "; admissions capped: " + p.held
 		}
+		p.wake(Progress)
+		return false
+	case !p.judgedReady([]evav1.WaveStatus{*ws}, ""):
+		// Every admitted tenant unjudged (changed, frozen, unserved since) or set
+		// aside: the wave proved nothing, so it holds until another tenant of it may
+		// take the release.
+		ws.BakeStartedAt = nil
+		p.st.Phase = evav1.RolloutProgressing
+		p.st.Message = fmt.Sprintf("wave %d: no admitted tenant was judged Ready on the release (%s); waiting for another tenant of the wave to take it",
+			w.Wave, p.unprovenReasons(ws))
 		p.wake(Progress)
 		return false
 	}
@@ -447,6 +460,27 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 	return true
 }
 
+// unprovenReasons says, tenant by tenant, why no admission of the wave proves the
+// release.
+func (p *planner) unprovenReasons(ws *evav1.WaveStatus) string {
+	var out []string
+	for _, e := range ws.Updated {
+		if _, live := p.live(e); live && e.Reason != "" {
+			out = append(out, e.Code+": "+e.Reason)
+		}
+	}
+	return safetext.Limit(orNone(out), 600)
+}
+
+// inWaves counts the tenants of the rollout's waves.
+func (p *planner) inWaves() int {
+	n := 0
+	for _, w := range p.r.Spec.Waves {
+		n += len(p.byWave[w.Wave])
+	}
+	return n
+}
+
 // refreshSkipped lists the wave's tenants the release has not reached and may not
 // reach now: frozen, or not Ready before it.
 func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
@@ -465,7 +499,7 @@ func (p *planner) refreshSkipped(ws *evav1.WaveStatus) {
 func (p *planner) eligible(wave int32) int {
 	n := 0
 	for _, t := range p.byWave[wave] {
-		if t.Frozen == "" {
+		if !p.frozen(t) && t.Unserved == "" {
 			n++
 		}
 	}

@@ -137,6 +137,7 @@ func TestMaxUpdateCountsUpdatingTenants(t *testing.T) {
 
 func TestFailedTenantHaltsAndAFixedTenantResumes(t *testing.T) {
 	r := release(wave(1, 3, 0), wave(2, 3, 0), wave(3, 3, 0))
+	r.Spec.Gates.OnTenantFailure = evav1.TenantFailureHalt
 	f := newFleet(3)
 	f.failing["XW1T01"] = true
 	ds := run(t, r, f, 6, 10*time.Second)
@@ -387,7 +388,8 @@ func TestTenantFailingOnAnOlderReleaseIsRolledForward(t *testing.T) {
 }
 
 // What a tenant's owner does after the admission (a spec change, a freeze) is not the
-// release's doing: it neither halts the rollout nor holds its wave.
+// release's doing: it neither halts the rollout nor proves the release. The wave
+// admits its next tenant, and goes on once that one is Ready on the release.
 func TestOwnerChangesAfterAdmissionAreNotJudged(t *testing.T) {
 	for _, change := range []struct {
 		name   string
@@ -400,7 +402,7 @@ func TestOwnerChangesAfterAdmissionAreNotJudged(t *testing.T) {
 		t.Run(change.name, func(t *testing.T) {
 			r := release(wave(1, 1, 0), wave(2, 1, 0))
 			r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
-			f := newFleet(1)
+			f := newFleet(2)
 			f.tenants[0].Generation = 7
 			r.Status = Plan(r, f.tenants, Delivery{}, "", t0).Status
 			if e := Admission(r, "xw1t00"); e == nil || e.Generation != 7 {
@@ -416,8 +418,13 @@ func TestOwnerChangesAfterAdmissionAreNotJudged(t *testing.T) {
 			if got := d.Status.Waves[0].Updated[0].Reason; got != change.reason {
 				t.Errorf("reason %q, want %q", got, change.reason)
 			}
-			if !Admitted(&evav1.EvaRollout{Status: d.Status}, "xw2t00") {
-				t.Errorf("wave 2 did not start: %s: %s", d.Status.Phase, d.Status.Message)
+			if !Admitted(&evav1.EvaRollout{Status: d.Status}, "xw1t01") || Admitted(&evav1.EvaRollout{Status: d.Status}, "xw2t00") {
+				t.Fatalf("the unjudged canary: want the wave's next tenant admitted, wave 2 not yet: %+v", d.Status.Waves)
+			}
+			r.Status = d.Status
+			run(t, r, f, 4, 10*time.Second)
+			if !Admitted(r, "xw2t00") {
+				t.Errorf("wave 2 did not start once xw1t01 was Ready: %s: %s", r.Status.Phase, r.Status.Message)
 			}
 		})
 	}
@@ -551,21 +558,44 @@ func TestTenantOverQueueDepthBeforeTheReleaseIsPassedOver(t *testing.T) {
 	}
 }
 
-// A wave none of whose tenants is Ready does not complete: the release would otherwise
-// go through every wave of an unhealthy fleet and reach each tenant ungated later.
-func TestWaveWithNoReadyTenantWaits(t *testing.T) {
+// A wave none of whose tenants may take the release (not Ready before it) is passed
+// over, not waited on: the next wave proves the release, and the tenants passed over
+// are admitted as they recover.
+func TestWaveWithNoAdmissibleTenantIsPassedOver(t *testing.T) {
 	r := release(wave(1, 1, 0), wave(2, 1, 0))
 	f := newFleet(2)
 	f.tenants[0].Ready, f.tenants[1].Ready = false, false
-	run(t, r, f, 4, 10*time.Second)
-	if r.Status.Phase != evav1.RolloutProgressing || r.Status.CurrentWave != 1 ||
-		!strings.Contains(r.Status.Message, "wave 1: no tenant Ready to take the release (2 passed over)") {
-		t.Fatalf("%s wave %d: %s", r.Status.Phase, r.Status.CurrentWave, r.Status.Message)
+	ds := run(t, r, f, 6, 10*time.Second)
+	if !r.Status.Waves[0].PassedOver || r.Status.Phase != evav1.RolloutComplete || !Admitted(r, "xw2t01") {
+		t.Fatalf("%s wave %d: %s; waves %+v", r.Status.Phase, r.Status.CurrentWave, r.Status.Message, r.Status.Waves)
 	}
-	f.tenants[1].Ready = true
-	run(t, r, f, 8, 10*time.Second)
-	if r.Status.Phase != evav1.RolloutComplete || !Admitted(r, "xw1t01") || Admitted(r, "xw1t00") {
+	if n := countEvents(ds, "WavePassedOver"); n != 1 {
+		t.Errorf("%d WavePassedOver events, want 1", n)
+	}
+	f.tenants[1].Ready = true // recovers: the release, proven on wave 2, reaches it
+	run(t, r, f, 1, 10*time.Second)
+	if !Admitted(r, "xw1t01") || Admitted(r, "xw1t00") {
+		t.Fatalf("recovered tenant of the passed wave: %+v", r.Status.Waves[0])
+	}
+}
+
+// A fleet none of whose tenants may take the release passes over every wave but does
+// not complete: nothing proved the release. The first tenant to recover takes it up
+// in its wave, gated as any other.
+func TestUnhealthyFleetDoesNotComplete(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0))
+	f := newFleet(1)
+	for i := range f.tenants {
+		f.tenants[i].Ready = false
+	}
+	run(t, r, f, 3, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutProgressing || !strings.Contains(r.Status.Message, "every wave passed over") {
 		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	f.tenants[1].Ready = true // xw2t00
+	d := Plan(r, f.tenants, Delivery{}, "", t0.Add(time.Minute))
+	if len(d.Admitted) != 1 || d.Admitted[0].Code != "XW2T00" || d.Status.CurrentWave != 2 || d.Status.Waves[1].PassedOver {
+		t.Fatalf("recovered tenant: admitted %+v, %s wave %d: %s", d.Admitted, d.Status.Phase, d.Status.CurrentWave, d.Status.Message)
 	}
 }
 

@@ -1,6 +1,8 @@
 package rollout
 
 import (
+	"encoding/json"
+	"hash/fnv"
 	"sort"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -93,11 +95,18 @@ func Newest(rollouts []evav1.EvaRollout) *evav1.EvaRollout {
 // itself, the version of the newest of them that names the module. Releases add up: a
 // release of itsm does not take back the crm of an earlier one. The tenant is returned
 // unchanged when no release reached it.
+//
+// A tenant that froze itself is rendered thawed while a security release admitted it
+// at its current generation (GenerationOf): the release passes its freeze; a change of
+// its spec since (freezing it again) freezes it again.
 func WithReleases(t *evav1.EvaTenant, releases []*evav1.EvaRollout, tierModules []string) *evav1.EvaTenant {
 	if len(releases) == 0 {
 		return t
 	}
 	out := t.DeepCopy()
+	if thawedBy(t, releases) {
+		out.Spec.Frozen = ""
+	}
 	for _, r := range releases {
 		for module, v := range Changes(t, r, tierModules) {
 			if out.Spec.Versions == nil {
@@ -140,4 +149,35 @@ func Needed(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string, uid t
 		}
 	}
 	return false
+}
+
+// thawedBy: one of the releases is a security release that admitted the frozen tenant
+// at its current generation.
+func thawedBy(t *evav1.EvaTenant, releases []*evav1.EvaRollout) bool {
+	if t.Spec.Frozen == "" {
+		return false
+	}
+	for _, r := range releases {
+		if e := AdmissionOf(r, t.Name, t.UID); r.Spec.Security && e != nil && e.Generation == GenerationOf(t) {
+			return true
+		}
+	}
+	return false
+}
+
+// GenerationOf is the generation an admission records of a tenant: its
+// metadata.generation, or for a tenant file (which has none) a number that changes
+// with its spec (a hash of it, never 0). A tenant whose owner changed it since its
+// admission is then not judged by the gates, nor taken for a victim of an older release.
+func GenerationOf(t *evav1.EvaTenant) int64 {
+	if t.Generation != 0 {
+		return t.Generation
+	}
+	data, err := json.Marshal(t.Spec) // struct fields in order, map keys sorted
+	if err != nil {
+		return 1
+	}
+	h := fnv.New64a()
+	_, _ = h.Write(data)
+	return int64(h.Sum64()>>1) | 1
 }
