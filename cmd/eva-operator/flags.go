@@ -45,6 +45,8 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
 	fs.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
 	fs.DurationVar(&cfg.depthInterval, "queue-depth-interval", 30*time.Second, "how often queue depth is read")
+	fs.DurationVar(&cfg.presenceInterval, "presence-interval", 20*time.Second,
+		"how often the operator announces its version (a Lease in the claims namespace, lasting three times this); a tenant of a version none announces is Unserved and no release is given to it")
 	fs.DurationVar(&cfg.blockedGrace, "blocked-grace", status.DefaultBlockedGrace, "how long a module release may wait on something only a person can fix (a chart version its source lacks, missing values) before its tenant is Failed")
 	fs.StringVar(&cfg.cell, "cell", "", "in an environment with cells: the cell this operator delivers, the tenants the fleet operator placed on it (docs/cells.md); empty: this is the fleet operator, which places tenants and delivers none")
 	fs.StringVar(&cfg.fleetKubeconfig, "fleet-kubeconfig", "", "with --cell: kubeconfig of the fleet cluster, which holds the EvaTenants, their claims and EvaRollouts")

@@ -80,6 +80,7 @@ type config struct {
 	// tenantPublishInterval is GitOps.MinInterval.
 	tenantPublishInterval time.Duration
 	depthInterval         time.Duration
+	presenceInterval      time.Duration
 	blockedGrace          time.Duration
 	// cell and fleetKubeconfig make a cell's operator (docs/cells.md).
 	cell            string
@@ -250,6 +251,14 @@ func run(cfg config) error {
 	if fleet != nil {
 		joinFleet(mgr, fleet, cfg, r)
 	}
+	if role == roleOneCluster && cfg.presenceInterval > 0 {
+		// Cells' and the fleet's tenants live on another cluster than their Leases.
+		r.Presence = &controller.Presence{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.claimsNS,
+			Version: cfg.operatorVersion, Every: cfg.presenceInterval}
+		if err := mgr.Add(r.Presence); err != nil {
+			return err
+		}
+	}
 	gitops, err := gitOpsFrom(cfg, m, mgr.GetClient(), mgr.GetAPIReader(), renderer)
 	if err != nil {
 		return err
@@ -285,6 +294,7 @@ func run(cfg config) error {
 	if depths != nil {
 		rollouts.Depths = depths
 	}
+	rollouts.Presence = r.Presence
 	if err := rollouts.SetupWithManager(mgr); err != nil {
 		return err
 	}

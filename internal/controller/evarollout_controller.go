@@ -45,6 +45,9 @@ type EvaRolloutReconciler struct {
 	// Depths, when set, say how many messages a tenant's streams hold (the queue-depth
 	// gate); an operator not connected to NATS has none, and the gate is not checked.
 	Depths QueueDepths
+	// Presence, when set, says which operator versions run: a tenant none serves is not
+	// admitted.
+	Presence *Presence
 	// Now returns the current time (tests fix it).
 	Now func() time.Time
 	// Delivery, FluxShards and Catalog say how fast the tenants' releases are installed
@@ -199,6 +202,7 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 		if !rt.Ready && ready.Status != metav1.ConditionTrue {
 			rt.NotReadySince = ready.LastTransitionTime.Time // zero when never set
 		}
+		rt.Unserved = r.Presence.Unserved(t)
 		if r.Depths != nil {
 			rt.QueueDepth, rt.QueueDepthKnown = r.Depths.QueueDepth(t.Spec.CapsuleCode)
 		}

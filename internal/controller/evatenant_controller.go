@@ -8,7 +8,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"strings"
 	"sync"
 	"time"
 
@@ -87,6 +86,9 @@ type EvaTenantReconciler struct {
 	// AgeKeys, when set, decrypts the tenants' encrypted Secrets in memory in
 	// pure-cluster mode (GitOps mode publishes them encrypted, for kustomize-controller).
 	AgeKeys *AgeKeys
+	// Presence, when set, says which operator versions run: a tenant of a version none
+	// runs is marked Unserved.
+	Presence *Presence
 	// Fence, when set, says whether the cluster's fence enforces the environment the
 	// operator renders with (the Provisioned condition reports a mismatch).
 	Fence *FenceCheck
@@ -208,7 +210,7 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	}
 	if !r.owns(t) {
 		log.V(1).Info("tenant belongs to another operator version", "annotation", t.Annotations[tenant.AnnotationOperatorVersion])
-		return ctrl.Result{}, nil
+		return ctrl.Result{}, r.markUnserved(ctx, t)
 	}
 	if r.Cell != "" && !r.concerns(t) {
 		// Another cell's tenant, or one the fleet operator has not placed yet.
@@ -280,7 +282,7 @@ func (r *EvaTenantReconciler) owns(t *evav1.EvaTenant) bool {
 	if claimed := t.Annotations[tenant.AnnotationOperatorVersion]; claimed != "" {
 		return claimed == r.OperatorVersion
 	}
-	if want := t.Spec.OperatorVersion; want != "" && strings.TrimPrefix(want, "v") != strings.TrimPrefix(r.OperatorVersion, "v") {
+	if want := t.Spec.OperatorVersion; want != "" && normalVersion(want) != normalVersion(r.OperatorVersion) {
 		return false
 	}
 	return true

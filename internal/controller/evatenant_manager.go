@@ -173,6 +173,10 @@ func (r *EvaTenantReconciler) SetupWithManager(ctx context.Context, mgr ctrl.Man
 		// A finished publish wakes its tenant: reconciles do not wait for their batch.
 		b = b.WatchesRawSource(source.Channel(r.GitOps.wakeups(), &handler.EnqueueRequestForObject{}))
 	}
+	if r.Presence != nil {
+		// An operator version gone leaves its tenants unserved.
+		b = b.WatchesRawSource(source.Channel(r.unservedWakeups(), &handler.EnqueueRequestForObject{}))
+	}
 	return b.Complete(r)
 }
 

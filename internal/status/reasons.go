@@ -47,6 +47,9 @@ const (
 	// ReasonNamespaceNotAllowed: the EvaTenant lives in a namespace the platform does not
 	// accept tenants from.
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	// ReasonUnserved: the operator version the tenant belongs to has no running
+	// operator; its last status is not current.
+	ReasonUnserved = "Unserved"
 
 	// The decommission saga.
 	ReasonDeletionProtected    = "DeletionProtected"
