@@ -226,13 +226,14 @@ func run(cfg config) error {
 	}
 	ctx := ctrl.SetupSignalHandler()
 	r := &controller.EvaTenantReconciler{
-		Metrics:          m,
-		Client:           mgr.GetClient(),
-		Recorder:         mgr.GetEventRecorder("eva-operator"),
-		Renderer:         renderer,
-		OperatorVersion:  cfg.operatorVersion,
-		APIReader:        mgr.GetAPIReader(),
-		Claims:           &claim.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.claimsNS},
+		Metrics:         m,
+		Client:          mgr.GetClient(),
+		Recorder:        mgr.GetEventRecorder("eva-operator"),
+		Renderer:        renderer,
+		OperatorVersion: cfg.operatorVersion,
+		APIReader:       mgr.GetAPIReader(),
+		Claims: &claim.Store{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Namespace: cfg.claimsNS,
+			Limit: env.Settings.Entitlements.TenantLimit()},
 		TenantNamespaces: splitList(cfg.tenantNS),
 		BlockedGrace:     cfg.blockedGrace,
 	}

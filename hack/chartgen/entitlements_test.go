@@ -43,3 +43,26 @@ func TestChartEntitlementsFollowTheEnvironment(t *testing.T) {
 		t.Errorf("the chart's eva-tenant-entitlements %v, the environment's entitlements %v", data, want)
 	}
 }
+
+// TestChartCapsTenantsPerNamespace: the environment's maxTenantsPerNamespace is a
+// ResourceQuota on count/evatenants in each of the chart's tenantNamespaces; without
+// tenantNamespaces the chart refuses the cap it cannot ship.
+func TestChartCapsTenantsPerNamespace(t *testing.T) {
+	text := strings.Replace(entitledEnvironment(t), "  grants:\n", "  maxTenantsPerNamespace: 5\n  grants:\n", 1)
+	settings, err := overlay.ParseSettings([]byte(text))
+	if err != nil || settings.Entitlements.MaxTenantsPerNamespace != 5 {
+		t.Fatalf("%v %+v\n%s", err, settings.Entitlements, text)
+	}
+	files := map[string]any{"environment.yaml": text, "kustomization.yaml": "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\n"}
+	objects := helmObjects(t, loadChart(t), map[string]any{"env": "dev", "environmentFiles": files, "tenantNamespaces": "team-a, team-b"})
+	for _, ns := range []string{"team-a", "team-b"} {
+		q := objects["v1/ResourceQuota/"+ns+"/eva-tenants"]
+		if got := nestedMap(q, "spec", "hard")["count/evatenants.eva.aidonow.com"]; got != "5" {
+			t.Errorf("%s: quota %v, want count/evatenants 5", ns, q)
+		}
+	}
+	if _, err := render(loadChart(t), map[string]any{"env": "dev", "environmentFiles": files}); err == nil ||
+		!strings.Contains(err.Error(), "set tenantNamespaces") {
+		t.Errorf("a cap without tenantNamespaces: %v", err)
+	}
+}

@@ -64,6 +64,19 @@ type Store struct {
 	Reader client.Reader
 	// Namespace holds the claims; every operator version must use the same one.
 	Namespace string
+	// Limit, when positive, caps how many codes may be claimed at once (the
+	// entitlements' maxTenants): Acquire of a new code past it returns a *FullError.
+	// Operators acquiring at the same moment may each take the last place, so the
+	// fleet holds at most one more per operator.
+	Limit int
+}
+
+// FullError is Acquire refusing a new code: the fleet holds its limit of claims.
+type FullError struct{ Claimed, Limit int }
+
+func (e *FullError) Error() string {
+	return fmt.Sprintf("the fleet holds %d tenants, the most the environment's entitlements allow (maxTenants %d): a capsule code is claimed only once another is released",
+		e.Claimed, e.Limit)
 }
 
 // Name returns the Lease name of a code's claim.
@@ -87,6 +100,9 @@ func (s *Store) Acquire(ctx context.Context, code string, owner Owner) (Owner, b
 		return holder, holder.UID == owner.UID, nil
 	case !apierrors.IsNotFound(err):
 		return Owner{}, false, fmt.Errorf("reading claim %s of capsule code %s: %w", key, code, err)
+	}
+	if err := s.checkLimit(ctx); err != nil {
+		return Owner{}, false, err
 	}
 	lease = coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
@@ -113,6 +129,21 @@ func (s *Store) Acquire(ctx context.Context, code string, owner Owner) (Owner, b
 	}
 	holder := ownerOf(&lease)
 	return holder, holder.UID == owner.UID, nil
+}
+
+// checkLimit returns a *FullError when the fleet holds Limit claims already.
+func (s *Store) checkLimit(ctx context.Context) error {
+	if s.Limit <= 0 {
+		return nil
+	}
+	var list coordinationv1.LeaseList
+	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.HasLabels{tenant.LabelCapsule}); err != nil {
+		return fmt.Errorf("counting the claims of namespace %s: %w", s.Namespace, err)
+	}
+	if n := len(list.Items); n >= s.Limit {
+		return &FullError{Claimed: n, Limit: s.Limit}
+	}
+	return nil
 }
 
 // Holder returns the owner of code's claim; found is false when nothing claims it.

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -85,5 +86,48 @@ func TestTenantFilesAreHeldToEntitlements(t *testing.T) {
 	}
 	if _, err := os.Stat(gitops); !os.IsNotExist(err) {
 		t.Errorf("render wrote %s for tenants past their entitlements (%v)", gitops, err)
+	}
+}
+
+// TestFleetCapOnTenantFiles: the entitlements' maxTenants caps the tenant files as the
+// operator caps its claims: one file past it is refused by validate and render, at the
+// first file past the cap; within it, nothing is. A code granted noQuota renders no
+// ResourceQuota; every other tenant keeps its tier's.
+func TestFleetCapOnTenantFiles(t *testing.T) {
+	overlays := copyDir(t, filepath.Join(repoRoot, "overlays"))
+	appendToFile(t, filepath.Join(overlays, "prod", "tenant", "environment.yaml"),
+		"entitlements:\n  tiers: [Starter, Customer]\n  waves: [2, 3]\n  maxTenants: 2\n  grants:\n    ACMECO: {noQuota: true}\n")
+	files := map[string]string{
+		"ACMECO.yaml": tenantWith("ACMECO", "Starter", "  wave: 2\n"),
+		"GLOBEX.yaml": tenantWith("GLOBEX", "Starter", "  wave: 2\n"),
+	}
+	env := []string{"--env", "prod", "--overlays", overlays, "--charts", filepath.Join(repoRoot, "charts")}
+	within := writeFiles(t, files)
+	if code, out, errOut := runValidate(t, append(env, within)...); code != ExitOK {
+		t.Fatalf("two tenants within a cap of 2: exit %d:\n%s%s", code, out, errOut)
+	}
+	gitops := filepath.Join(t.TempDir(), "gitops")
+	if code, out := runEvactl(t, append([]string{"render", "--tenants", within, "--out", gitops, "--verify-charts=false"}, env...)...); code != ExitOK {
+		t.Fatalf("render: exit %d:\n%s", code, out)
+	}
+	for code, wantQuota := range map[string]bool{"acmeco": false, "globex": true} {
+		data, err := os.ReadFile(filepath.Join(gitops, "tenants", code, "manifests.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := strings.Contains(string(data), "kind: ResourceQuota"); got != wantQuota {
+			t.Errorf("%s renders a ResourceQuota: %v, want %v", code, got, wantQuota)
+		}
+	}
+	files["INITEC.yaml"] = tenantWith("INITEC", "Starter", "  wave: 2\n")
+	over := writeFiles(t, files)
+	code, out, _ := runValidate(t, append(env, over)...)
+	if code != ExitInvalid || !strings.Contains(out, "INITEC.yaml:") ||
+		!strings.Contains(out, "3 tenant files, beyond the fleet's cap of 2 tenants in the entitlements of environment prod") {
+		t.Fatalf("three tenants over a cap of 2: exit %d:\n%s", code, out)
+	}
+	gitops = filepath.Join(t.TempDir(), "gitops")
+	if code, out := runEvactl(t, append([]string{"render", "--tenants", over, "--out", gitops, "--verify-charts=false"}, env...)...); code != ExitInvalid {
+		t.Errorf("render over the cap: exit %d:\n%s", code, out)
 	}
 }

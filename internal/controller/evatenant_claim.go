@@ -142,6 +142,18 @@ func (r *EvaTenantReconciler) refuseImpostor(ctx context.Context, t *evav1.EvaTe
 	return ctrl.Result{RequeueAfter: r.requeueAfter(evav1.PhaseFailed)}, nil
 }
 
+// refuseOverLimit handles a new tenant the fleet has no room for (the entitlements'
+// maxTenants): nothing is applied, it is Stalled saying so, and it is looked at again
+// now and then, taking the place once another tenant releases its code.
+func (r *EvaTenantReconciler) refuseOverLimit(ctx context.Context, t *evav1.EvaTenant, full *claim.FullError) (ctrl.Result, error) {
+	s := &scope{tenant: t, base: t.DeepCopy(), log: ctrl.LoggerFrom(ctx)}
+	r.markStalled(s, status.ReasonTenantLimit, full.Error())
+	if err := r.writeStatus(ctx, s); err != nil {
+		return ctrl.Result{}, err
+	}
+	return ctrl.Result{RequeueAfter: r.requeueAfter(evav1.PhaseFailed)}, nil
+}
+
 // holderGone reports whether the EvaTenant a claim names no longer exists: not found,
 // or found with another UID (deleted and created again under the same name). Such a
 // claim is orphaned: its holder was deleted without the saga (its finalizer removed by

@@ -6,6 +6,7 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"sync"
@@ -223,7 +224,10 @@ func (r *EvaTenantReconciler) Reconcile(ctx context.Context, req ctrl.Request) (
 	// One owner per code, before anything else: an object whose code another tenant
 	// holds touches nothing, not even its own finalizer's saga.
 	holder, owned, err := r.claimCode(ctx, t)
+	var full *claim.FullError
 	switch {
+	case errors.As(err, &full):
+		return r.refuseOverLimit(ctx, t, full)
 	case err != nil:
 		return ctrl.Result{}, err
 	case holder == nil:

@@ -32,6 +32,14 @@ type Rules struct {
 	Waves []int32 `json:"waves"`
 	// Freeze lets any tenant set spec.frozen (keep platform releases off itself).
 	Freeze bool `json:"freeze,omitempty"`
+	// MaxTenants caps the fleet: how many capsule codes may be claimed at once, every
+	// requester together (tenant files and EvaTenants alike); zero: no cap. evactl
+	// validate counts the tenant files, the operator the claims.
+	MaxTenants int `json:"maxTenants,omitempty"`
+	// MaxTenantsPerNamespace caps how many EvaTenants one requester namespace may hold:
+	// the operator chart's ResourceQuota eva-tenants (count/evatenants) in each of its
+	// tenantNamespaces, enforced by the API server; zero: no cap.
+	MaxTenantsPerNamespace int `json:"maxTenantsPerNamespace,omitempty"`
 	// Grants are what a capsule code may take beyond the rest, by code.
 	Grants map[string]Grant `json:"grants,omitempty"`
 }
@@ -41,7 +49,21 @@ type Grant struct {
 	Tiers  []evav1.Tier `json:"tiers,omitempty"`
 	Waves  []int32      `json:"waves,omitempty"`
 	Freeze bool         `json:"freeze,omitempty"`
+	// NoQuota exempts the code from its tier's ResourceQuota: its namespace gets none
+	// (the LimitRange stays). Every other tenant is bounded by its tier's quota.
+	NoQuota bool `json:"noQuota,omitempty"`
 }
+
+// TenantLimit is the fleet's cap on tenants (maxTenants), zero for none.
+func (r *Rules) TenantLimit() int {
+	if r == nil {
+		return 0
+	}
+	return r.MaxTenants
+}
+
+// Unquoted reports whether the rules exempt code from its tier's quota.
+func (r *Rules) Unquoted(code string) bool { return r != nil && r.Grants[code].NoQuota }
 
 var capsuleCodeRE = regexp.MustCompile(`^[A-Z]{6}$`)
 
@@ -65,6 +87,9 @@ func (r *Rules) Validate() error {
 	}
 	if err := check("entitlements", r.Tiers, r.Waves); err != nil {
 		return err
+	}
+	if r.MaxTenants < 0 || r.MaxTenantsPerNamespace < 0 {
+		return fmt.Errorf("entitlements: maxTenants and maxTenantsPerNamespace are at least 0 (0: no cap)")
 	}
 	for _, code := range sortedCodes(r.Grants) {
 		if !capsuleCodeRE.MatchString(code) {

@@ -66,8 +66,8 @@ func (s *scope) roleBinding() (runtime.Object, error) {
 
 func (s *scope) resourceQuota() (runtime.Object, error) {
 	q := s.tier.Quota
-	if q == nil {
-		return nil, nil // unrestricted tier
+	if q == nil || s.r.Env.Settings.Entitlements.Unquoted(s.code) {
+		return nil, nil // the entitlements exempt the code (every tier has a quota)
 	}
 	return &corev1.ResourceQuota{
 		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "ResourceQuota"},

@@ -47,6 +47,9 @@ const (
 	// ReasonNamespaceNotAllowed: the EvaTenant lives in a namespace the platform does not
 	// accept tenants from.
 	ReasonNamespaceNotAllowed = "NamespaceNotAllowed"
+	// ReasonTenantLimit: the fleet holds as many tenants as the entitlements allow
+	// (maxTenants); a new capsule code waits for one to be released.
+	ReasonTenantLimit = "TenantLimitReached"
 	// ReasonUnserved: the operator version the tenant belongs to has no running
 	// operator; its last status is not current.
 	ReasonUnserved = "Unserved"

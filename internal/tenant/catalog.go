@@ -188,6 +188,9 @@ func (c *Catalog) check() error {
 			}
 			seen[m] = true
 		}
+		if spec.Quota == nil {
+			problems = append(problems, fmt.Sprintf("tiers.%s.quota: required: every tier's tenants are bounded by a quota (to exempt one tenant, grant its code noQuota in the environment's entitlements)", tier))
+		}
 		if q := spec.Quota; q != nil && (q.CPU.Sign() <= 0 || q.Memory.Sign() <= 0 || q.Pods <= 0) {
 			problems = append(problems, fmt.Sprintf("tiers.%s.quota: cpu, memory and pods must be positive", tier))
 		}

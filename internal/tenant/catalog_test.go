@@ -65,6 +65,7 @@ func TestParseCatalogRejectsBadCatalogs(t *testing.T) {
 		"bad default version":     {strings.Replace(base, "version: 1.4.0", "version: latest", 1), "modules.crm.version"},
 		"unknown tier":            {strings.Replace(base, "  Platform:", "  Gold:", 1), "tiers.Gold: unknown tier"},
 		"non-positive quota":      {strings.Replace(base, `cpu: "2"`, `cpu: "0"`, 1), "tiers.Starter.quota"},
+		"tier without quota":      {strings.Replace(base, `    quota: {cpu: "2", memory: 4Gi, pods: 20, limitsCPU: "4", limitsMemory: 8Gi, ephemeralStorage: 20Gi}`+"\n", "", 1), "tiers.Starter.quota: required"},
 		"bad stream replicas":     {strings.Replace(base, "replicas: 1}", "replicas: 0}", 1), "tiers.Starter.streams"},
 		"missing limitRange":      {strings.Replace(base, "  defaultCPU: 500m\n", "", 1), "limitRange"},
 		"not yaml":                {"modules: [", "decoding"},
