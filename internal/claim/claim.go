@@ -25,6 +25,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -66,9 +67,12 @@ type Store struct {
 	Namespace string
 	// Limit, when positive, caps how many codes may be claimed at once (the
 	// entitlements' maxTenants): Acquire of a new code past it returns a *FullError.
-	// Operators acquiring at the same moment may each take the last place, so the
-	// fleet holds at most one more per operator.
+	// The claims are counted on the API server, one new claim at a time in this
+	// process; operators acquiring at the same moment may each take the last place, so
+	// the fleet holds at most one more per operator.
 	Limit int
+
+	newClaims sync.Mutex
 }
 
 // FullError is Acquire refusing a new code: the fleet holds its limit of claims.
@@ -101,8 +105,14 @@ func (s *Store) Acquire(ctx context.Context, code string, owner Owner) (Owner, b
 	case !apierrors.IsNotFound(err):
 		return Owner{}, false, fmt.Errorf("reading claim %s of capsule code %s: %w", key, code, err)
 	}
-	if err := s.checkLimit(ctx); err != nil {
-		return Owner{}, false, err
+	if s.Limit > 0 {
+		// Counted and created one at a time: workers acquiring at once would each
+		// count the same claims.
+		s.newClaims.Lock()
+		defer s.newClaims.Unlock()
+		if err := s.checkLimit(ctx); err != nil {
+			return Owner{}, false, err
+		}
 	}
 	lease = coordinationv1.Lease{
 		ObjectMeta: metav1.ObjectMeta{
@@ -137,7 +147,7 @@ func (s *Store) checkLimit(ctx context.Context) error {
 		return nil
 	}
 	var list coordinationv1.LeaseList
-	if err := s.Client.List(ctx, &list, client.InNamespace(s.Namespace), client.HasLabels{tenant.LabelCapsule}); err != nil {
+	if err := s.Reader.List(ctx, &list, client.InNamespace(s.Namespace), client.HasLabels{tenant.LabelCapsule}); err != nil {
 		return fmt.Errorf("counting the claims of namespace %s: %w", s.Namespace, err)
 	}
 	if n := len(list.Items); n >= s.Limit {

@@ -157,7 +157,8 @@ func decideStep(cmd *cobra.Command, opts *options, o *releaseFileOptions, name s
 		}
 		want := rollout.Changes(t, target.Rollout, catalog.ModulesOf(t.Spec.Tier))
 		if len(want) == 0 {
-			observed[i].OnRelease, observed[i].Ready = true, true // the release changes nothing of it
+			// The release changes nothing of it: Ready on it, proving nothing.
+			observed[i].OnRelease, observed[i].Ready, observed[i].Unchanged = true, true, true
 			continue
 		}
 		if err := health.observe(ctx, &observed[i], want); err != nil {

@@ -209,6 +209,7 @@ func (r *EvaRolloutReconciler) tenants(ctx context.Context, ro *evav1.EvaRollout
 		rt.FluxShard = r.FluxShards.ShardOf(t.Spec.CapsuleCode, t.Labels[shard.Label])
 		if r.Catalog != nil {
 			rt.Releases = len(rollout.Changes(t, ro, r.Catalog.ModulesOf(t.Spec.Tier)))
+			rt.Unchanged = rt.Releases == 0
 		}
 		out = append(out, rt)
 	}

@@ -142,4 +142,14 @@ func TestOnlyThePlatformSetsTenantMetadata(t *testing.T) {
 	if err := erin.Create(ctx, owned, client.DryRunAll); err != nil {
 		t.Errorf("erin creates a tenant with an ownerReference: %v", err)
 	}
+	// spec.operatorVersion decides which operator serves the tenant, as the annotation.
+	pinned := newTenant(ns, "METAOV", evav1.TierStarter)
+	pinned.Spec.OperatorVersion = "9.9.9"
+	refused("creates a tenant with spec.operatorVersion", "spec.operatorVersion", dave.Create(ctx, pinned, client.DryRunAll))
+	refused("sets his tenant's spec.operatorVersion", "spec.operatorVersion", edit(dave, mine, func(tn *evav1.EvaTenant) {
+		tn.Spec.OperatorVersion = "9.9.9"
+	}))
+	if err := erin.Create(ctx, pinned, client.DryRunAll); err != nil {
+		t.Errorf("erin creates a tenant with spec.operatorVersion: %v", err)
+	}
 }

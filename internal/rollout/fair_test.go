@@ -75,7 +75,7 @@ func TestFailingCanaryHaltsBeforeTheReleaseIsProven(t *testing.T) {
 // reaches it is set aside: the other tenants' waves get the release. A backlog it had
 // when admitted (over a limit lowered since) is not the release's doing.
 func TestBacklogGrownOnTheReleaseSetsTheTenantAside(t *testing.T) {
-	r := release(wave(1, 2, 2*time.Minute), wave(2, 3, 0), wave(3, 3, 0))
+	r := release(wave(1, 2, 10*time.Second), wave(2, 3, 0), wave(3, 3, 0))
 	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
 	limit := int64(100)
 	r.Spec.Gates.MaxQueueDepth = &limit
@@ -160,28 +160,32 @@ func TestUnservedTenantIsNotAdmitted(t *testing.T) {
 }
 
 // A frozen tenant a security release admitted renders thawed, its releases no longer
-// suspended, while it stays as admitted; frozen again (a new generation), it is frozen.
+// suspended, whatever it edits since (a new freeze reason included): the fix stays.
 func TestSecurityReleaseThawsTheTenantItAdmitted(t *testing.T) {
 	tn := &evav1.EvaTenant{Spec: evav1.EvaTenantSpec{CapsuleCode: "ACMECO", Frozen: "quarter close"}}
-	tn.Name, tn.Generation = "acmeco", 4
+	tn.Name, tn.Generation, tn.UID = "acmeco", 4, "uid-1"
 	sec := release(wave(1, 1, 0))
 	sec.Spec.Security = true
-	sec.Status.Waves = []evav1.WaveStatus{{Wave: 1, Updated: []evav1.RolloutTenant{{Name: "acmeco", Generation: 4}}}}
+	sec.Status.Waves = []evav1.WaveStatus{{Wave: 1, Updated: []evav1.RolloutTenant{{Name: "acmeco", Generation: 4, UID: "uid-1"}}}}
 	if got := WithReleases(tn, []*evav1.EvaRollout{sec}, []string{"crm"}); got.Spec.Frozen != "" || got.Spec.Versions["crm"] != "1.5.0" {
 		t.Fatalf("rendered %+v, want thawed on crm 1.5.0", got.Spec)
 	}
 	if tn.Spec.Frozen == "" {
 		t.Fatal("WithReleases thawed the tenant it was given")
 	}
-	tn.Generation = 5 // its owner froze it again, or changed it, since
-	if got := WithReleases(tn, []*evav1.EvaRollout{sec}, []string{"crm"}); got.Spec.Frozen == "" {
-		t.Fatal("changed since the security release admitted it: still thawed")
+	tn.Generation, tn.Spec.Frozen = 5, "audit, again" // frozen again to shed the fix
+	if got := WithReleases(tn, []*evav1.EvaRollout{sec}, []string{"crm"}); got.Spec.Frozen != "" {
+		t.Fatal("frozen again since the security release admitted it: suspended again")
 	}
 	plain := release(wave(1, 1, 0))
 	plain.Status = sec.Status
-	tn.Generation = 4
 	if got := WithReleases(tn, []*evav1.EvaRollout{plain}, []string{"crm"}); got.Spec.Frozen == "" {
 		t.Fatal("a release that is not a security release thawed the tenant")
+	}
+	again := tn.DeepCopy()
+	again.UID = "uid-2" // deleted and created again: another tenant
+	if got := WithReleases(again, []*evav1.EvaRollout{sec}, []string{"crm"}); got.Spec.Frozen == "" {
+		t.Fatal("a tenant created again under the name was thawed by its namesake's admission")
 	}
 	file := tn.DeepCopy()
 	file.Generation = 0
@@ -192,5 +196,61 @@ func TestSecurityReleaseThawsTheTenantItAdmitted(t *testing.T) {
 	changed.Spec.Frozen = "again"
 	if GenerationOf(changed) == GenerationOf(file) {
 		t.Fatal("a tenant file's generation did not change with its spec")
+	}
+}
+
+// A tenant the release changes nothing of (it pins every module the release names) is
+// Ready on the release at once: that proves nothing, so a failing tenant beside it
+// halts the rollout instead of being set aside.
+func TestUnchangedTenantProvesNothing(t *testing.T) {
+	r := release(wave(1, 2, 0), wave(2, 2, 0))
+	r.Spec.Gates.ReadyTimeout = &metav1.Duration{Duration: time.Minute}
+	f := newFleet(2)
+	f.tenants[0].Unchanged = true
+	f.failing["XW1T01"] = true
+	run(t, r, f, 20, 10*time.Second)
+	if r.Status.Phase != evav1.RolloutHalted || admissionOf(r, "xw1t01").SetAsideAt != nil || Admitted(r, "xw2t00") {
+		t.Fatalf("%s: %s; waves %+v", r.Status.Phase, r.Status.Message, r.Status.Waves)
+	}
+}
+
+// A requester's tenant alone in a later wave, edited after its admission, proves
+// nothing of its own; the release was proven in an earlier wave, so the wave goes on
+// instead of holding every later wave for good.
+func TestEditedTenantDoesNotHoldALaterWave(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0), wave(3, 1, 0))
+	f := newFleet(1)
+	for i := range f.tenants {
+		f.tenants[i].Generation = 1
+	}
+	run(t, r, f, 3, 10*time.Second) // wave 1 proven; XW2T00 admitted, not Ready yet
+	if e := admissionOf(r, "xw2t00"); e.AdmittedAt == nil || e.ReadyAt != nil {
+		t.Fatalf("%s: %s; %+v", r.Status.Phase, r.Status.Message, e)
+	}
+	f.tenants[1].Generation = 9 // its owner edits it: unjudged
+	run(t, r, f, 4, 10*time.Second)
+	if !Admitted(r, "xw3t00") || r.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("wave 3 held by wave 2's edited tenant: %s: %s", r.Status.Phase, r.Status.Message)
+	}
+}
+
+// The tenants of a wave passed over take the release as they recover, maxUpdate at a
+// time and gated, not all at once.
+func TestPassedOverWaveAdmitsItsRecoveredTenantsByMaxUpdate(t *testing.T) {
+	r := release(wave(1, 1, 0), wave(2, 1, 0))
+	f := newFleet(3)
+	for i := range 3 {
+		f.tenants[i].Ready = false // wave 1
+	}
+	run(t, r, f, 8, 10*time.Second)
+	if !r.Status.Waves[0].PassedOver || r.Status.Phase != evav1.RolloutComplete {
+		t.Fatalf("%s: %s", r.Status.Phase, r.Status.Message)
+	}
+	for i := range 3 {
+		f.tenants[i].Ready = true
+	}
+	d := Plan(r, f.tenants, Delivery{}, "", t0.Add(time.Hour))
+	if len(d.Admitted) != 1 {
+		t.Fatalf("admitted %d of the recovered wave at once, want maxUpdate 1", len(d.Admitted))
 	}
 }

@@ -130,11 +130,12 @@ func (p *planner) mayBeSetAside(e *evav1.RolloutTenant) bool {
 }
 
 // judgedReady: one of the waves' admissions (but the tenant except's) was judged Ready
-// on the release: stamped readyAt, still judged, not set aside, its tenant live.
+// on the release: stamped readyAt, still judged, not set aside, its tenant live and
+// changed by the release.
 func (p *planner) judgedReady(waves []evav1.WaveStatus, except string) bool {
 	for _, ws := range waves {
 		for _, e := range ws.Updated {
-			if _, live := p.live(e); live && e.Name != except && e.ReadyAt != nil && e.SetAsideAt == nil && e.Reason == "" {
+			if t, live := p.live(e); live && !t.Unchanged && e.Name != except && e.ReadyAt != nil && e.SetAsideAt == nil && e.Reason == "" {
 				return true
 			}
 		}

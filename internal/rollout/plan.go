@@ -65,6 +65,10 @@ type Tenant struct {
 	// upgrades for it: what admitting it costs its shard (Delivery).
 	FluxShard string
 	Releases  int
+	// Unchanged: the release changes nothing of the tenant (it pins every module the
+	// release names, or its tier has none of them). Admitted, it is Ready on the release
+	// at once, which proves nothing of the release.
+	Unchanged bool
 }
 
 // Delivery is how fast the GitOps tool installs releases: a rollout admits no more
@@ -144,10 +148,11 @@ func (p *planner) unjudged(e evav1.RolloutTenant, t Tenant) string {
 	return ""
 }
 
-// waitedFor: the wave waits for the admitted tenant to be Ready on the release.
+// waitedFor: the wave waits for the admitted tenant to be Ready on the release, or,
+// failing a gate, to recover or be set aside (graceNotes).
 func (p *planner) waitedFor(e evav1.RolloutTenant) bool {
 	t, live := p.live(e)
-	return live && e.SetAsideAt == nil && p.unjudged(e, t) == "" && !t.readyOnRelease()
+	return live && e.SetAsideAt == nil && p.unjudged(e, t) == "" && (!t.readyOnRelease() || p.graceNotes[e.Name] != "")
 }
 
 // Event is something a decision wants recorded on the rollout.
@@ -250,11 +255,21 @@ func (p *planner) run(supersededBy string) {
 		ws := &p.st.Waves[i]
 		p.refreshSkipped(ws)
 		if ws.CompletedAt != nil && !p.reopens(i) {
-			// A tenant that joins a finished wave is given the release at once, once
-			// the release was proven on a tenant (a wave passed over proved nothing).
-			if p.proven() {
-				p.admit(ws, len(p.byWave[w.Wave]))
+			if ws.PassedOver {
+				// Its tenants take the release as they recover, once it was proven
+				// elsewhere, as the wave would have given it: maxUpdate at a time, gated.
+				if failing := p.gates(ws); len(failing) > 0 {
+					p.halt(w, failing)
+					return
+				}
+				if p.proven() && !p.r.Spec.Paused && w.Frozen == "" {
+					p.admit(ws, maxUpdate(w, p.eligible(w.Wave)))
+				}
+				continue
 			}
+			// A tenant that joins a finished wave is given the release at once: the
+			// wave proved it.
+			p.admit(ws, len(p.byWave[w.Wave]))
 			continue
 		}
 		p.st.CurrentWave = w.Wave
@@ -264,10 +279,7 @@ func (p *planner) run(supersededBy string) {
 			return
 		}
 		if failing := p.gates(ws); len(failing) > 0 {
-			p.st.Phase = evav1.RolloutHalted
-			// Bounded: an event's note is refused past 1024 bytes.
-			p.st.Message = safetext.Limit(fmt.Sprintf("halted in wave %d: %s", w.Wave, strings.Join(failing, "; ")), 900)
-			p.requeue = Progress
+			p.halt(w, failing)
 			return
 		}
 		if p.r.Spec.Paused {
@@ -288,6 +300,14 @@ func (p *planner) run(supersededBy string) {
 	}
 	p.st.Phase, p.st.CurrentWave = evav1.RolloutComplete, 0
 	p.st.Message = "every wave is updated and baked"
+}
+
+// halt stops the rollout in wave w on the failing gates.
+func (p *planner) halt(w evav1.RolloutWave, failing []string) {
+	p.st.Phase, p.st.CurrentWave = evav1.RolloutHalted, w.Wave
+	// Bounded: an event's note is refused past 1024 bytes.
+	p.st.Message = safetext.Limit(fmt.Sprintf("halted in wave %d: %s", w.Wave, strings.Join(failing, "; ")), 900)
+	p.requeue = Progress
 }
 
 // reopens reports whether the wave at index i, passed over, is taken up again (and
@@ -432,10 +452,11 @@ func (p *planner) waveDone(w evav1.RolloutWave, ws *evav1.WaveStatus) bool {
 		}
 		p.wake(Progress)
 		return false
-	case !p.judgedReady([]evav1.WaveStatus{*ws}, ""):
+	case !p.judgedReady([]evav1.WaveStatus{*ws}, "") && !p.proven():
 		// Every admitted tenant unjudged (changed, frozen, unserved since) or set
-		// aside: the wave proved nothing, so it holds until another tenant of it may
-		// take the release.
+		// aside, and no earlier wave proved the release either: it holds until
+		// another tenant of it may take the release. A wave after a proof does not:
+		// its owners' edits would otherwise hold the release for every later wave.
 		ws.BakeStartedAt = nil
 		p.st.Phase = evav1.RolloutProgressing
 		p.st.Message = fmt.Sprintf("wave %d: no admitted tenant was judged Ready on the release (%s); waiting for another tenant of the wave to take it",

@@ -96,9 +96,10 @@ func Newest(rollouts []evav1.EvaRollout) *evav1.EvaRollout {
 // release of itsm does not take back the crm of an earlier one. The tenant is returned
 // unchanged when no release reached it.
 //
-// A tenant that froze itself is rendered thawed while a security release admitted it
-// at its current generation (GenerationOf): the release passes its freeze; a change of
-// its spec since (freezing it again) freezes it again.
+// A tenant that froze itself is rendered thawed once a security release admitted it:
+// the release passes its freeze, and no edit of the tenant's (a new freeze reason
+// included) takes the fix back. Its freeze still keeps every other release off it
+// (the planner passes over frozen tenants).
 func WithReleases(t *evav1.EvaTenant, releases []*evav1.EvaRollout, tierModules []string) *evav1.EvaTenant {
 	if len(releases) == 0 {
 		return t
@@ -151,14 +152,14 @@ func Needed(rollouts []evav1.EvaRollout, r *evav1.EvaRollout, name string, uid t
 	return false
 }
 
-// thawedBy: one of the releases is a security release that admitted the frozen tenant
-// at its current generation.
+// thawedBy: one of the releases is a security release that admitted the frozen
+// tenant (this tenant: its UID).
 func thawedBy(t *evav1.EvaTenant, releases []*evav1.EvaRollout) bool {
 	if t.Spec.Frozen == "" {
 		return false
 	}
 	for _, r := range releases {
-		if e := AdmissionOf(r, t.Name, t.UID); r.Spec.Security && e != nil && e.Generation == GenerationOf(t) {
+		if r.Spec.Security && AdmissionOf(r, t.Name, t.UID) != nil {
 			return true
 		}
 	}
