@@ -139,10 +139,17 @@ func WriteRolloutStatus(w io.Writer, ro *evav1.EvaRollout) {
 		}
 		fmt.Fprintf(w, "  wave %d  [%s%s] %d/%d", ws.Wave, strings.Repeat("#", filled), strings.Repeat("-", barWidth-filled), updated, eligible)
 		switch {
+		case ws.PassedOver && ws.CompletedAt != nil:
+			fmt.Fprintf(w, "  passed over %s (no tenant could take the release)", ws.CompletedAt.UTC().Format(time.RFC3339))
 		case ws.CompletedAt != nil:
 			fmt.Fprintf(w, "  complete %s", ws.CompletedAt.UTC().Format(time.RFC3339))
 		case ws.BakeStartedAt != nil:
 			fmt.Fprintf(w, "  baking since %s", ws.BakeStartedAt.UTC().Format(time.RFC3339))
+		}
+		for _, e := range ws.Updated {
+			if e.SetAsideAt != nil {
+				fmt.Fprintf(w, "\n          set aside %s: %s", e.Code, safetext.Escape(e.Reason))
+			}
 		}
 		for _, s := range ws.Skipped {
 			fmt.Fprintf(w, "\n          skipped %s: %s", s.Code, safetext.Escape(s.Reason))

@@ -55,6 +55,9 @@ type Cluster struct {
 	KubeConfig string
 	// Dir holds the cluster's files (kubeconfig, kwok's stages, controller state).
 	Dir string
+	// MessagingURL is the client URL of the cluster's JetStream server, once
+	// StartMessaging started it.
+	MessagingURL string
 
 	env *envtest.Environment
 	// stopEnv stops the API server and etcd (testenv.StartEnvironment).

@@ -12,12 +12,14 @@ import (
 
 // StartMessaging starts, for this cluster, a JetStream server of its own (its store in
 // the cluster's folder) and the two stand-ins that play NACK and the ingress controller
-// against it until stop is called. It returns a client of the JetStream server.
+// against it until stop is called. It returns a client of the JetStream server, and
+// records its URL in MessagingURL.
 func (c *Cluster) StartMessaging(ctx context.Context) (js *messaging.Client, stop func(), err error) {
 	nats, err := testenv.RunNATS(-1, filepath.Join(c.Dir, "jetstream"))
 	if err != nil {
 		return nil, nil, err
 	}
+	c.MessagingURL = nats.ClientURL()
 	js, err = messaging.Connect(messaging.Config{URL: nats.ClientURL()})
 	if err != nil {
 		nats.Shutdown()
