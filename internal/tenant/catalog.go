@@ -55,6 +55,9 @@ type TierSpec struct {
 	Quota *Quota `json:"quota,omitempty"`
 	// Streams are the limits of each of the tenant's two JetStream streams.
 	Streams StreamLimits `json:"streams"`
+	// Account bounds the tenant's clients of NATS, in its own account (its JetStream
+	// storage is its two streams'): required for every tier.
+	Account AccountLimits `json:"account"`
 	// Values are per-module Helm values for the tier, merged over the module's own.
 	Values map[string]map[string]any `json:"values,omitempty"`
 	// ValueLimits bound the replica counts and container resources a tenant's values may
@@ -82,6 +85,15 @@ type StreamLimits struct {
 	MaxBytes int64           `json:"maxBytes"`
 	MaxAge   metav1.Duration `json:"maxAge"`
 	Replicas int             `json:"replicas"`
+}
+
+// AccountLimits are what a tenant's NATS account allows its clients: connections,
+// subscriptions, the largest message (bytes) and JetStream consumers.
+type AccountLimits struct {
+	Connections   int64 `json:"connections"`
+	Subscriptions int64 `json:"subscriptions"`
+	MaxPayload    int64 `json:"maxPayload"`
+	Consumers     int64 `json:"consumers"`
 }
 
 // LimitRangeDefaults are the default container requests and limits of a tenant
@@ -207,6 +219,9 @@ func (c *Catalog) check() error {
 		s := spec.Streams
 		if s.MaxMsgs <= 0 || s.MaxBytes <= 0 || s.MaxAge.Duration <= 0 || s.Replicas < 1 || s.Replicas > 5 {
 			problems = append(problems, fmt.Sprintf("tiers.%s.streams: maxMsgs, maxBytes and maxAge must be positive and replicas 1..5", tier))
+		}
+		if a := spec.Account; a.Connections <= 0 || a.Subscriptions <= 0 || a.MaxPayload <= 0 || a.Consumers <= 0 {
+			problems = append(problems, fmt.Sprintf("tiers.%s.account: connections, subscriptions, maxPayload and consumers must be positive", tier))
 		}
 	}
 	if c.LimitRange.DefaultCPU.Sign() <= 0 || c.LimitRange.DefaultMemory.Sign() <= 0 || c.LimitRange.DefaultEphemeralStorage.Sign() <= 0 {
