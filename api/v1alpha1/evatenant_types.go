@@ -341,6 +341,12 @@ type EvaTenantStatus struct {
 	// +listMapKey=type
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
+	// natsAccount is the public key of the tenant's own NATS account, when the operator
+	// gives each tenant one (--nats-accounts): its streams and subjects live there.
+	// +optional
+	// +kubebuilder:validation:MaxLength=64
+	NATSAccount string `json:"natsAccount,omitempty"`
+
 	// revision is the published revision of the tenant's bundle (git commit or OCI digest).
 	// +optional
 	Revision string `json:"revision,omitempty"`

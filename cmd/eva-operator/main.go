@@ -68,15 +68,18 @@ type config struct {
 	operatorVersion string
 	nats            messaging.Config
 	messagingMode   string
-	publishMode     string
-	gitURL          string
-	gitBranch       string
-	gitPath         string
-	gitCache        string
-	gitTokenFile    string
-	ociRef          string
-	ociInsecure     bool
-	batchWindow     time.Duration
+	natsAccounts    bool
+	// natsSignerSecret and natsSystemSecret name the platform's NATS Secrets.
+	natsSignerSecret, natsSystemSecret string
+	publishMode                        string
+	gitURL                             string
+	gitBranch                          string
+	gitPath                            string
+	gitCache                           string
+	gitTokenFile                       string
+	ociRef                             string
+	ociInsecure                        bool
+	batchWindow                        time.Duration
 	// tenantPublishInterval is GitOps.MinInterval.
 	tenantPublishInterval time.Duration
 	depthInterval         time.Duration
@@ -192,6 +195,9 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" && cfg.nats.URL == "" {
 		return fmt.Errorf("--messaging=direct needs --nats-url")
 	}
+	if cfg.natsAccounts && cfg.messagingMode != "direct" {
+		return fmt.Errorf("--nats-accounts needs --messaging=direct: NACK's Account objects are not rendered yet")
+	}
 	if cfg.blockedGrace <= 0 {
 		return fmt.Errorf("--blocked-grace must be positive, not %s", cfg.blockedGrace)
 	}
@@ -212,13 +218,22 @@ func run(cfg config) error {
 	}
 	var streams *messaging.Client
 	var depths *metrics.QueueDepthLoop
+	var accounts *controller.Accounts
+	if cfg.natsAccounts {
+		// Each tenant's streams live in its own account; no shared connection is made.
+		accounts = &controller.Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: cfg.ownNamespace,
+			SignerSecret: cfg.natsSignerSecret, SystemSecret: cfg.natsSystemSecret, Config: cfg.nats}
+	}
 	if cfg.nats.URL != "" {
-		streams, err = messaging.Connect(cfg.nats)
-		if err != nil {
-			return err
+		var depthReader metrics.DepthReader = accounts
+		if accounts == nil {
+			if streams, err = messaging.Connect(cfg.nats); err != nil {
+				return err
+			}
+			defer streams.Close()
+			depthReader = streams
 		}
-		defer streams.Close()
-		depths = &metrics.QueueDepthLoop{Reader: mgr.GetClient(), Streams: streams, Gauge: m.QueueDepth,
+		depths = &metrics.QueueDepthLoop{Reader: mgr.GetClient(), Streams: depthReader, Gauge: m.QueueDepth,
 			Interval: cfg.depthInterval, Log: ctrl.Log.WithName("queue-depth")}
 		if err := mgr.Add(depths); err != nil {
 			return err
@@ -237,7 +252,10 @@ func run(cfg config) error {
 		TenantNamespaces: splitList(cfg.tenantNS),
 		BlockedGrace:     cfg.blockedGrace,
 	}
-	if cfg.messagingMode == "direct" {
+	switch {
+	case accounts != nil:
+		r.Accounts = accounts
+	case cfg.messagingMode == "direct":
 		r.Streams = streams
 	}
 	if renderer.Env.Settings.Secrets != nil {

@@ -59,7 +59,7 @@ func refString(r evav1.ObjectRef) string {
 func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	t := s.tenant
 	foundation := s.bundle.UnstructuredLayer(render.Foundation)
-	if r.Streams != nil {
+	if r.directMessaging() {
 		// Direct mode: the streams live in JetStream only, not as NACK objects.
 		foundation = slices.DeleteFunc(foundation, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Stream" })
 	}

@@ -74,6 +74,9 @@ type EvaTenantReconciler struct {
 	// tenant's JetStream streams itself instead of rendering NACK Stream objects, and
 	// Provisioned reflects their real existence.
 	Streams StreamManager
+	// Accounts, when set (direct messaging with --nats-accounts), gives each tenant a
+	// NATS account of its own: its streams are made there, not in Streams' account.
+	Accounts *Accounts
 	// GitOps, when set, is GitOps mode: tenants are published for Flux instead of applied.
 	GitOps *GitOps
 	// APIReader reads from the API server, bypassing the cache: for decisions that must

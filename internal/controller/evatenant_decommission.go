@@ -86,8 +86,13 @@ func (r *EvaTenantReconciler) removeAll(ctx context.Context, s *scope, jetStream
 
 	// 1. Streams (in JetStream itself in direct mode; NATS away is recorded and the
 	// next steps still run).
-	if r.Streams != nil && jetStream {
-		record(r.deleteStreams(ctx, code))
+	if r.directMessaging() && jetStream {
+		err := r.deleteStreams(ctx, code)
+		record(err)
+		if err == nil && r.Accounts != nil {
+			// The streams gone, the account goes: its credentials are refused from now.
+			record(r.Accounts.Close(ctx, code))
+		}
 	}
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 		record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",
@@ -167,14 +172,27 @@ func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant)
 	case r.GitOps != nil || ownedBy(&namespace, t):
 		left = append(left, "Namespace "+ns)
 	}
-	if r.Streams != nil {
+	if r.directMessaging() {
+		streams, err := r.streamsOf(ctx, code)
+		if err != nil {
+			return nil, err
+		}
 		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
-			found, err := r.Streams.Exists(ctx, stream)
+			if streams == nil {
+				break // an account never made holds no stream
+			}
+			found, err := streams.Exists(ctx, stream)
 			if err != nil {
 				return nil, fmt.Errorf("looking up stream %s: %w", stream, err)
 			}
 			if found {
 				left = append(left, "stream "+stream)
+			}
+		}
+		if len(left) == 0 && r.Accounts != nil {
+			// The streams gone, the account goes: its credentials are refused from now.
+			if err := r.Accounts.Close(ctx, code); err != nil {
+				return nil, err
 			}
 		}
 	}

@@ -3,31 +3,65 @@ package controller
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
+// directMessaging: the operator creates the tenants' streams in JetStream itself, in a
+// shared account (Streams) or in each tenant's own (Accounts).
+func (r *EvaTenantReconciler) directMessaging() bool { return r.Streams != nil || r.Accounts != nil }
+
+// streamsOf returns the manager of the tenant's streams: the shared one, or a user of
+// the tenant's own account (nil when that account was never made: it holds nothing).
+func (r *EvaTenantReconciler) streamsOf(ctx context.Context, code string) (StreamManager, error) {
+	if r.Accounts == nil {
+		return r.Streams, nil
+	}
+	c, err := r.Accounts.StreamsOf(ctx, code)
+	if err != nil || c == nil {
+		return nil, err
+	}
+	return c, nil
+}
+
 // ensureStreams creates (or updates) the tenant's two streams in JetStream directly and
 // records their real existence for the Provisioned condition. NATS being unreachable
 // is not an error of the reconcile: the condition says MessagingUnavailable and the
-// tenant is looked at again shortly.
+// tenant is looked at again shortly. With Accounts, the tenant's own account is made
+// current first, and its workloads' credentials written; a missing piece (the
+// platform's Secrets, a server refusing the account) is said the same way, and nothing
+// falls back to a shared account.
 func (r *EvaTenantReconciler) ensureStreams(ctx context.Context, s *scope) {
 	t := s.tenant
+	streams := r.Streams
+	if r.Accounts != nil {
+		var err error
+		if streams, err = r.ensureAccount(ctx, s); err != nil {
+			s.log.Error(err, "ensuring the tenant's NATS account")
+			s.observed.MessagingError = err.Error()
+			return
+		}
+	}
 	limits := r.Renderer.Catalog.Tiers[t.Spec.Tier].Streams
 	for _, spec := range messaging.TenantStreams(t.Spec.CapsuleCode, limits) {
 		state := status.StreamState{Name: "JetStream/" + spec.Name}
-		if _, err := r.Streams.Ensure(ctx, spec); err != nil {
+		if _, err := streams.Ensure(ctx, spec); err != nil {
 			s.log.Error(err, "ensuring stream", "stream", spec.Name)
 			if errors.Is(err, messaging.ErrUnavailable) {
 				s.observed.MessagingError = "NATS JetStream unreachable while ensuring " + spec.Name + ": " + err.Error()
 			} else {
 				s.observed.MessagingError = "could not ensure stream " + spec.Name + ": " + err.Error()
 			}
-		} else if ok, err := r.Streams.Exists(ctx, spec.Name); err != nil {
+		} else if ok, err := streams.Exists(ctx, spec.Name); err != nil {
 			s.log.Error(err, "looking up stream", "stream", spec.Name)
 			s.observed.MessagingError = "could not look up stream " + spec.Name + ": " + err.Error()
 		} else {
@@ -40,9 +74,13 @@ func (r *EvaTenantReconciler) ensureStreams(ctx context.Context, s *scope) {
 
 // deleteStreams removes the tenant's streams from JetStream (saga step 1, direct mode).
 func (r *EvaTenantReconciler) deleteStreams(ctx context.Context, code string) error {
+	streams, err := r.streamsOf(ctx, code)
+	if err != nil || streams == nil {
+		return err
+	}
 	var errs []error
 	for _, name := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
-		if err := r.Streams.Delete(ctx, name); err != nil {
+		if err := streams.Delete(ctx, name); err != nil {
 			errs = append(errs, err)
 		}
 	}
@@ -54,4 +92,54 @@ func readyCondition(ok bool) *metav1.Condition {
 		return &metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Exists", Message: "stream exists in JetStream"}
 	}
 	return &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Missing", Message: "stream not found in JetStream"}
+}
+
+// ensureAccount makes the tenant's NATS account current (its tier's limits), records
+// its public key in the status, and writes its workloads' credentials into its
+// namespace once (CredsSecretName, never in git, OCI, events or status). It returns the
+// manager of the tenant's streams, a user of that account.
+func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) (StreamManager, error) {
+	t := s.tenant
+	code := t.Spec.CapsuleCode
+	pub, streams, err := r.Accounts.Ensure(ctx, code, natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier]))
+	if pub != "" {
+		t.Status.NATSAccount = pub
+	}
+	if err != nil {
+		return nil, err
+	}
+	if err := r.ensureCredsSecret(ctx, code); err != nil {
+		return nil, err
+	}
+	return streams, nil
+}
+
+// ensureCredsSecret writes the tenant's workloads' credentials (a user of its account)
+// into its namespace unless they are there: a Secret the module charts mount, written
+// by the operator alone, read by the API server (the cache holds no Secret).
+func (r *EvaTenantReconciler) ensureCredsSecret(ctx context.Context, code string) error {
+	key := client.ObjectKey{Namespace: tenant.Namespace(code), Name: CredsSecretName}
+	var existing corev1.Secret
+	err := r.APIReader.Get(ctx, key, &existing)
+	switch {
+	case err == nil && len(existing.Data[CredsKey]) > 0:
+		return nil
+	case err != nil && !apierrors.IsNotFound(err):
+		return fmt.Errorf("reading Secret %s: %w", key, err)
+	}
+	creds, err := r.Accounts.WorkloadCreds(ctx, code)
+	if err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
+		Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{CredsKey: creds}}
+	if err == nil && existing.Name != "" {
+		secret.ResourceVersion = existing.ResourceVersion
+		return client.IgnoreNotFound(r.Update(ctx, secret))
+	}
+	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("writing the NATS credentials Secret %s: %w", key, err)
+	}
+	return nil
 }

@@ -23,7 +23,7 @@ func (r *EvaTenantReconciler) observe(ctx context.Context, s *scope) error {
 		o.FenceMismatch = r.Fence.Mismatch()
 	}
 	// Direct mode: ensureStreams observed JetStream itself.
-	if err := observe.Objects(ctx, r, t.Spec.CapsuleCode, t.Spec.SeedsVersion, r.Streams != nil, o); err != nil {
+	if err := observe.Objects(ctx, r, t.Spec.CapsuleCode, t.Spec.SeedsVersion, r.directMessaging(), o); err != nil {
 		return err
 	}
 	// What each release must carry to be the tenant's current spec.

@@ -30,7 +30,7 @@ func (r *EvaTenantReconciler) provisionPhases() []phase {
 			deliver = r.publishPhase
 		}
 		phases := []phase{r.validatePhase, r.startPhase, r.renderPhase, deliver}
-		if r.Streams != nil {
+		if r.directMessaging() {
 			phases = append(phases, r.streamsPhase)
 		}
 		phases = append(phases, r.observePhase)

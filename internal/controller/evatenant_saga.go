@@ -34,7 +34,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 		}
 	}
 	if d.Action == saga.Finish {
-		if mv != nil && r.Streams != nil {
+		if mv != nil && r.directMessaging() {
 			// A move's removal of this cell's copy left the streams (direct messaging).
 			if err := r.deleteStreams(ctx, s.tenant.Spec.CapsuleCode); err != nil {
 				return ctrl.Result{}, err
@@ -103,7 +103,7 @@ func (r *EvaTenantReconciler) observeSaga(ctx context.Context, s *scope) (saga.O
 	code := t.Spec.CapsuleCode
 	_, submitted := r.GitOps.lastSubmitted(t.UID)
 	o := saga.Observed{Step: t.Status.DecommissionStep, Revision: t.Status.Revision, EverPublished: t.Status.Revision != "" || submitted,
-		Namespace: tenant.Namespace(code), ArgoCD: r.argoCD(), DirectMessaging: r.Streams != nil}
+		Namespace: tenant.Namespace(code), ArgoCD: r.argoCD(), DirectMessaging: r.directMessaging()}
 	if !o.EverPublished && o.Step == "" {
 		// Nothing recorded before the first step (the only one EverPublished decides): a
 		// process killed between a publish and its record (a move's copy has no record

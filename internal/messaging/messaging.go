@@ -60,12 +60,17 @@ func Connect(cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: connecting to %s: %v", ErrUnavailable, cfg.URL, err)
 	}
+	return FromConn(nc, cfg.Timeout)
+}
+
+// FromConn is a Client over an established connection (a tenant account's user's, for
+// one); timeout bounds each request (default 5 s). Close closes the connection.
+func FromConn(nc *nats.Conn, timeout time.Duration) (*Client, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		nc.Close()
 		return nil, fmt.Errorf("jetstream: %w", err)
 	}
-	timeout := cfg.Timeout
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}

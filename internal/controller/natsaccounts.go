@@ -1,0 +1,358 @@
+package controller
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/natsaccount"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+// The Secrets of tenants' NATS accounts.
+const (
+	// CredsSecretName is the Secret in each tenant namespace holding its workloads'
+	// NATS credentials (key CredsKey), which every module chart mounts.
+	CredsSecretName = "eva-nats-creds"
+	// CredsKey is the key of the credentials file in CredsSecretName.
+	CredsKey = "nats.creds"
+	// accountSeedKey is the key of an account's seed in its key Secret, and of the
+	// operator signing key's seed in the platform's Secret.
+	accountSeedKey = "seed"
+	// systemCredsKey is the key of the system user's credentials in the platform's
+	// Secret.
+	systemCredsKey = "creds"
+)
+
+// errAccount marks a tenant account that cannot be made: what is missing is in the
+// message, and the tenant's Provisioned condition carries it.
+var errAccount = errors.New("the tenant's NATS account")
+
+// accountKeySecret names the Secret (in the operator's namespace) that holds the seed of
+// a tenant's account key: only the operator reads it.
+func accountKeySecret(code string) string { return "eva-nats-account-" + strings.ToLower(code) }
+
+// Accounts gives each tenant a NATS account of its own (internal/natsaccount) in direct
+// messaging mode. The platform gives the operator its NATS operator's signing key and a
+// system account user, as Secrets in the operator's namespace; each tenant's account key
+// is a Secret there too, made on first use. The account's JWT, with the tier's limits,
+// is pushed to the resolver when it changes; the operator reaches the tenant's streams
+// as a user of that account, and the tenant's workloads get credentials of their own in
+// their namespace (CredsSecretName). Nothing falls back to a shared account: a missing
+// Secret, or a server refusing the account, is an error naming it.
+type Accounts struct {
+	// Reader reads the Secrets (the API server: the cache holds none); Client writes
+	// them.
+	Reader client.Reader
+	Client client.Client
+	// Namespace is the operator's: the signing key, the system user, the account keys.
+	Namespace string
+	// SignerSecret and SystemSecret name the platform's Secrets: the operator signing
+	// key's seed (key "seed") and the system user's credentials (key "creds").
+	SignerSecret, SystemSecret string
+	// Config is how to reach NATS (URL, TLS); the credentials are each account's.
+	Config messaging.Config
+	// Now returns the current time (tests fix it).
+	Now func() time.Time
+
+	mu      sync.Mutex
+	system  *nats.Conn
+	pushed  map[string]string // code: digest of what was last pushed
+	clients map[string]*messaging.Client
+}
+
+// Ensure makes the tenant's account current on the resolver and returns its public key
+// and a client of its streams (a user of the account).
+func (a *Accounts) Ensure(ctx context.Context, code string, limits natsaccount.Limits) (string, *messaging.Client, error) {
+	key, err := a.accountKey(ctx, code, true)
+	if err != nil {
+		return "", nil, err
+	}
+	pub, _ := key.PublicKey()
+	if err := a.push(ctx, code, pub, limits, nil); err != nil {
+		return pub, nil, err
+	}
+	c, err := a.client(code, key)
+	return pub, c, err
+}
+
+// Close shuts the tenant's account (no connection, no JetStream, every user revoked),
+// then forgets its key: credentials anyone kept are refused from then on, and a tenant
+// created again with the code gets a new account. An account never made is done.
+func (a *Accounts) Close(ctx context.Context, code string) error {
+	key, err := a.accountKey(ctx, code, false)
+	if err != nil || key == nil {
+		return err
+	}
+	pub, _ := key.PublicKey()
+	a.forgetClient(code)
+	if err := a.push(ctx, code, pub, natsaccount.Closed, map[string]time.Time{jwt.All: a.now()}); err != nil {
+		return err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: accountKeySecret(code)}}
+	if err := a.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting the account key of %s: %w", code, err)
+	}
+	a.mu.Lock()
+	delete(a.pushed, code)
+	a.mu.Unlock()
+	return nil
+}
+
+// StreamsOf returns a client of the tenant's streams, nil when the account was never
+// made (nothing of it to reach).
+func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Client, error) {
+	key, err := a.accountKey(ctx, code, false)
+	if err != nil || key == nil {
+		return nil, err
+	}
+	return a.client(code, key)
+}
+
+// WorkloadCreds issues credentials of a new user of the tenant's account, for its
+// workloads.
+func (a *Accounts) WorkloadCreds(ctx context.Context, code string) ([]byte, error) {
+	key, err := a.accountKey(ctx, code, true)
+	if err != nil {
+		return nil, err
+	}
+	creds, _, err := natsaccount.User(code, "workloads", key, a.now())
+	return creds, err
+}
+
+// accountKey reads the tenant's account key, making it when create is set and there is
+// none (nil, nil when there is none and create is not set).
+func (a *Accounts) accountKey(ctx context.Context, code string, create bool) (nkeys.KeyPair, error) {
+	var secret corev1.Secret
+	key := client.ObjectKey{Namespace: a.Namespace, Name: accountKeySecret(code)}
+	err := a.Reader.Get(ctx, key, &secret)
+	switch {
+	case apierrors.IsNotFound(err) && !create:
+		return nil, nil
+	case apierrors.IsNotFound(err):
+		kp, err := nkeys.CreateAccount()
+		if err != nil {
+			return nil, err
+		}
+		seed, _ := kp.Seed()
+		secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: key.Name,
+			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
+			Data: map[string][]byte{accountSeedKey: seed}}
+		if err := a.Client.Create(ctx, &secret); err != nil {
+			if !apierrors.IsAlreadyExists(err) {
+				return nil, fmt.Errorf("%w of %s: creating its key Secret %s: %w", errAccount, code, key, err)
+			}
+			return a.accountKey(ctx, code, false) // another worker made it: use that one
+		}
+		return kp, nil
+	case err != nil:
+		return nil, fmt.Errorf("%w of %s: reading its key Secret %s: %w", errAccount, code, key, err)
+	}
+	kp, err := nkeys.FromSeed(secret.Data[accountSeedKey])
+	if err != nil || !strings.HasPrefix(string(secret.Data[accountSeedKey]), "SA") {
+		return nil, fmt.Errorf("%w of %s: Secret %s holds no account seed under %q", errAccount, code, key, accountSeedKey)
+	}
+	return kp, nil
+}
+
+// push signs and pushes the account unless what it says was pushed already by this
+// process.
+func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccount.Limits, revoked map[string]time.Time) error {
+	digest := accountDigest(pub, limits, revoked)
+	a.mu.Lock()
+	done := a.pushed[code] == digest
+	a.mu.Unlock()
+	if done {
+		return nil
+	}
+	signer, err := a.signer(ctx)
+	if err != nil {
+		return err
+	}
+	ac, err := natsaccount.Claims(code, pub, limits, revoked)
+	if err != nil {
+		return err
+	}
+	token, err := natsaccount.Sign(ac, signer)
+	if err != nil {
+		return err
+	}
+	system, err := a.systemConn(ctx)
+	if err != nil {
+		return err
+	}
+	if err := (&natsaccount.Resolver{Conn: system, Timeout: a.Config.Timeout}).Push(ctx, token); err != nil {
+		return fmt.Errorf("%w of %s: %w", errAccount, code, err)
+	}
+	a.mu.Lock()
+	if a.pushed == nil {
+		a.pushed = map[string]string{}
+	}
+	a.pushed[code] = digest
+	a.mu.Unlock()
+	return nil
+}
+
+func accountDigest(pub string, l natsaccount.Limits, revoked map[string]time.Time) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "%s %+v", pub, l)
+	for user, at := range revoked {
+		fmt.Fprintf(h, " %s@%d", user, at.Unix())
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// signer reads the operator signing key from the platform's Secret.
+func (a *Accounts) signer(ctx context.Context) (nkeys.KeyPair, error) {
+	seed, err := a.platformSecret(ctx, a.SignerSecret, accountSeedKey)
+	if err != nil {
+		return nil, err
+	}
+	kp, err := nkeys.FromSeed(seed)
+	if err != nil || !strings.HasPrefix(string(seed), "SO") {
+		return nil, fmt.Errorf("%w: Secret %s/%s holds no NATS operator signing key seed (SO…) under %q",
+			errAccount, a.Namespace, a.SignerSecret, accountSeedKey)
+	}
+	return kp, nil
+}
+
+func (a *Accounts) platformSecret(ctx context.Context, name, key string) ([]byte, error) {
+	var secret corev1.Secret
+	if err := a.Reader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: name}, &secret); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%w: the platform's Secret %s/%s is missing (key %q): see docs/messaging.md", errAccount, a.Namespace, name, key)
+		}
+		return nil, fmt.Errorf("%w: reading Secret %s/%s: %w", errAccount, a.Namespace, name, err)
+	}
+	if len(secret.Data[key]) == 0 {
+		return nil, fmt.Errorf("%w: Secret %s/%s has no key %q", errAccount, a.Namespace, name, key)
+	}
+	return secret.Data[key], nil
+}
+
+// systemConn is the connection of the system user, made on first use.
+func (a *Accounts) systemConn(ctx context.Context) (*nats.Conn, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.system != nil && !a.system.IsClosed() {
+		return a.system, nil
+	}
+	creds, err := a.platformSecret(ctx, a.SystemSecret, systemCredsKey)
+	if err != nil {
+		return nil, err
+	}
+	nc, err := a.connect(creds, "eva-operator-system")
+	if err != nil {
+		return nil, fmt.Errorf("%w: connecting as the system user of Secret %s/%s: %w", errAccount, a.Namespace, a.SystemSecret, err)
+	}
+	a.system = nc
+	return nc, nil
+}
+
+// client returns the connection of the operator's user of the tenant's account.
+func (a *Accounts) client(code string, key nkeys.KeyPair) (*messaging.Client, error) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c := a.clients[code]; c != nil {
+		return c, nil
+	}
+	creds, _, err := natsaccount.User(code, "eva-operator", key, a.now())
+	if err != nil {
+		return nil, err
+	}
+	nc, err := a.connect(creds, "eva-operator-"+code)
+	if err != nil {
+		// An account the server does not take (not signed by a key of its operator, or
+		// the resolver not a full one) refuses its users: say so.
+		return nil, fmt.Errorf("%w of %s: the server refuses its users (is %s's key one of the NATS operator's signing keys, and the resolver a full one?): %w",
+			errAccount, code, a.SignerSecret, err)
+	}
+	c, err := messaging.FromConn(nc, a.Config.Timeout)
+	if err != nil {
+		return nil, err
+	}
+	if a.clients == nil {
+		a.clients = map[string]*messaging.Client{}
+	}
+	a.clients[code] = c
+	return c, nil
+}
+
+func (a *Accounts) forgetClient(code string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if c := a.clients[code]; c != nil {
+		c.Close()
+		delete(a.clients, code)
+	}
+}
+
+// connect connects with a creds file's content, failing at once on refusal.
+func (a *Accounts) connect(creds []byte, name string) (*nats.Conn, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := jwt.ParseDecoratedNKey(creds)
+	if err != nil {
+		return nil, err
+	}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.UserJWT(func() (string, error) { return token, nil }, func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) })}
+	if a.Config.CertFile != "" || a.Config.KeyFile != "" {
+		opts = append(opts, nats.ClientCert(a.Config.CertFile, a.Config.KeyFile))
+	}
+	if a.Config.CAFile != "" {
+		opts = append(opts, nats.RootCAs(a.Config.CAFile))
+	}
+	return nats.Connect(a.Config.URL, opts...)
+}
+
+func (a *Accounts) now() time.Time {
+	if a.Now != nil {
+		return a.Now()
+	}
+	return time.Now()
+}
+
+// Depth reads how many messages one of a tenant's streams holds, through the tenant's
+// account (the queue-depth loop's reader when each tenant has one).
+func (a *Accounts) Depth(ctx context.Context, stream string) (uint64, error) {
+	code, ok := streamCode(stream)
+	if !ok {
+		return 0, fmt.Errorf("%s is not a tenant's stream", stream)
+	}
+	c, err := a.StreamsOf(ctx, code)
+	if err != nil {
+		return 0, err
+	}
+	if c == nil {
+		return 0, fmt.Errorf("%w: the account of %s is not made yet", messaging.ErrUnavailable, code)
+	}
+	return c.Depth(ctx, stream)
+}
+
+// streamCode is the capsule code of one of a tenant's two streams.
+func streamCode(stream string) (string, bool) {
+	for _, suffix := range []string{"-events", "-commands"} {
+		code, ok := strings.CutSuffix(strings.TrimPrefix(stream, "eva-"), suffix)
+		if ok && (tenant.EventsStream(code) == stream || tenant.CommandsStream(code) == stream) {
+			return code, true
+		}
+	}
+	return "", false
+}

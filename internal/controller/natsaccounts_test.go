@@ -1,0 +1,156 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/status"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+// platformNATSSecrets creates, in the operator's namespace, what the platform gives Eva:
+// its NATS operator's signing key and a system user's credentials, under names of the
+// test's own; they are removed when the test ends.
+func platformNATSSecrets(t *testing.T, n *testenv.OperatorNATS, prefix string) (signer, system string) {
+	t.Helper()
+	seed, _ := n.OperatorSigner.Seed()
+	creds, err := os.ReadFile(n.SystemCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, system = prefix+"-signer", prefix+"-system"
+	for name, data := range map[string]map[string][]byte{signer: {"seed": seed}, system: {"creds": creds}} {
+		s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: name}, Data: data}
+		if err := k8s.Create(context.Background(), s); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = k8s.Delete(context.Background(), s) })
+	}
+	return signer, system
+}
+
+func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system string) {
+	t.Helper()
+	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
+		r.Accounts = &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
+			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
+	})
+}
+
+// tenantCreds reads the workloads' credentials the operator wrote in the tenant's
+// namespace.
+func tenantCreds(t *testing.T, code string) []byte {
+	t.Helper()
+	var s corev1.Secret
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: tenant.Namespace(code), Name: CredsSecretName}, &s); err != nil {
+		t.Fatalf("the NATS credentials of %s: %v", code, err)
+	}
+	return s.Data[CredsKey]
+}
+
+func dialCreds(url string, creds []byte) (*nats.Conn, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := jwt.ParseDecoratedNKey(creds)
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(url, nats.MaxReconnects(0), nats.UserJWT(func() (string, error) { return token, nil },
+		func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) }))
+}
+
+// TestEachTenantHasItsOwnNATSAccount: in direct messaging mode with accounts, on a real
+// NATS server in operator mode, two tenants become Active each with an account of its
+// own (status.natsAccount) holding its two streams, and credentials in its namespace
+// that reach its streams and not the other's. Decommissioned, a tenant's streams go,
+// then its account: its credentials are refused and its key forgotten.
+func TestEachTenantHasItsOwnNATSAccount(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "accounts")
+	startAccountsOperator(t, n, signer, system)
+	startStandIn(t)
+	ns := newTestNamespace(t)
+	a, b := newTenant(ns, "ACCTAA", evav1.TierStarter), newTenant(ns, "ACCTBB", evav1.TierStarter)
+	createTenant(t, a)
+	createTenant(t, b)
+	ga, gb := waitPhase(t, a, evav1.PhaseActive), waitPhase(t, b, evav1.PhaseActive)
+	if !strings.HasPrefix(ga.Status.NATSAccount, "A") || ga.Status.NATSAccount == gb.Status.NATSAccount {
+		t.Fatalf("accounts %q and %q: want one each", ga.Status.NATSAccount, gb.Status.NATSAccount)
+	}
+	ctx := context.Background()
+	nc, err := dialCreds(n.URL, tenantCreds(t, "ACCTAA"))
+	if err != nil {
+		t.Fatalf("ACCTAA's workloads connect: %v", err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var names []string
+	for name := range js.StreamNames(ctx).Name() {
+		names = append(names, name)
+	}
+	if fmt.Sprint(names) != fmt.Sprint([]string{tenant.CommandsStream("ACCTAA"), tenant.EventsStream("ACCTAA")}) &&
+		fmt.Sprint(names) != fmt.Sprint([]string{tenant.EventsStream("ACCTAA"), tenant.CommandsStream("ACCTAA")}) {
+		t.Errorf("ACCTAA's credentials see the streams %v, want its own two only", names)
+	}
+
+	if err := k8s.Delete(ctx, getTenant(t, a)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*waitFor, "ACCTAA gone", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(a), &evav1.EvaTenant{}); !apierrors.IsNotFound(err) {
+			return errNot("deleted")
+		}
+		return nil
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for nc.IsConnected() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if nc.IsConnected() {
+		t.Error("the decommissioned tenant's connection is still up")
+	}
+	if again, err := dialCreds(n.URL, tenantCreds(t, "ACCTBB")); err != nil {
+		t.Errorf("ACCTBB's credentials after ACCTAA's decommission: %v", err)
+	} else {
+		again.Close()
+	}
+	var key corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: accountKeySecret("ACCTAA")}, &key); !apierrors.IsNotFound(err) {
+		t.Errorf("the decommissioned tenant's account key: %v", err)
+	}
+}
+
+// TestMissingNATSSigningKeyIsSaid: without the platform's signing key the tenant does
+// not fall back to a shared account: Provisioned says what is missing.
+func TestMissingNATSSigningKeyIsSaid(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	startAccountsOperator(t, n, "absent-signer", "absent-system")
+	tn := newTenant(newTestNamespace(t), "ACCTNO", evav1.TierStarter)
+	createTenant(t, tn)
+	eventually(t, waitFor, "Provisioned names the missing Secret", func() error {
+		c := condition(getTenant(t, tn), evav1.ConditionProvisioned)
+		if c.Reason != status.ReasonMessagingDown || !strings.Contains(c.Message, "eva-system/absent-signer is missing") {
+			return fmt.Errorf("Provisioned %s/%s: %s", c.Status, c.Reason, c.Message)
+		}
+		return nil
+	})
+}
