@@ -2,14 +2,15 @@ package controller
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/status"
@@ -101,45 +102,42 @@ func readyCondition(ok bool) *metav1.Condition {
 func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) (StreamManager, error) {
 	t := s.tenant
 	code := t.Spec.CapsuleCode
-	pub, streams, err := r.Accounts.Ensure(ctx, code, natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier]))
+	limits := natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier])
+	pub, streams, err := r.Accounts.Ensure(ctx, code, limits)
 	if pub != "" {
 		t.Status.NATSAccount = pub
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := r.ensureCredsSecret(ctx, code); err != nil {
+	if err := r.ensureCredsSecret(ctx, t, limits); err != nil {
 		return nil, err
 	}
 	return streams, nil
 }
 
 // ensureCredsSecret writes the tenant's workloads' credentials (a user of its account)
-// into its namespace unless they are there: a Secret the module charts mount, written
-// by the operator alone, read by the API server (the cache holds no Secret).
-func (r *EvaTenantReconciler) ensureCredsSecret(ctx context.Context, code string) error {
-	key := client.ObjectKey{Namespace: tenant.Namespace(code), Name: CredsSecretName}
-	var existing corev1.Secret
-	err := r.APIReader.Get(ctx, key, &existing)
-	switch {
-	case err == nil && len(existing.Data[CredsKey]) > 0:
-		return nil
-	case err != nil && !apierrors.IsNotFound(err):
-		return fmt.Errorf("reading Secret %s: %w", key, err)
-	}
-	creds, err := r.Accounts.WorkloadCreds(ctx, code)
+// into its namespace: a Secret the module charts mount, a copy of what the account's
+// key Secret records, applied (server-side) without reading it back: the operator
+// reads no Secret of a tenant namespace. It is written again when the credentials
+// change (a rotation: AnnotationRotateNATSCredentials) and once per operator process.
+func (r *EvaTenantReconciler) ensureCredsSecret(ctx context.Context, t *evav1.EvaTenant, limits natsaccount.Limits) error {
+	code := t.Spec.CapsuleCode
+	creds, err := r.Accounts.WorkloadCreds(ctx, code, limits, t.Annotations[tenant.AnnotationRotateNATSCredentials])
 	if err != nil {
 		return err
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: key.Namespace, Name: key.Name,
-		Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
+	digest := fmt.Sprintf("%x", sha256.Sum256(creds))
+	if r.Accounts.copied(code, digest) {
+		return nil
+	}
+	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: CredsSecretName,
+			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{CredsKey: creds}}
-	if err == nil && existing.Name != "" {
-		secret.ResourceVersion = existing.ResourceVersion
-		return client.IgnoreNotFound(r.Update(ctx, secret))
+	if err := r.Patch(ctx, secret, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("writing the NATS credentials Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
-	if err := r.Create(ctx, secret); err != nil && !apierrors.IsAlreadyExists(err) {
-		return fmt.Errorf("writing the NATS credentials Secret %s: %w", key, err)
-	}
+	r.Accounts.markCopied(code, digest)
 	return nil
 }

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
 	"sync"
 	"time"
@@ -36,6 +38,19 @@ const (
 	// systemCredsKey is the key of the system user's credentials in the platform's
 	// Secret.
 	systemCredsKey = "creds"
+	// revokedKey holds, in an account's key Secret, the users its JWT revokes (public
+	// key to Unix time, JSON): kept there so that every push, after a restart too,
+	// revokes them.
+	revokedKey = "revoked"
+	// annotationWorkloadUser records, on an account's key Secret, the public key of the
+	// user whose credentials the tenant's workloads hold: revoked when they are rotated.
+	annotationWorkloadUser = "eva.aidonow.com/workload-user"
+	// annotationRotation records the tenant's rotation request the workloads'
+	// credentials answer (AnnotationRotateNATSCredentials' value).
+	annotationRotation = "eva.aidonow.com/rotation"
+	// workloadCredsKey holds, in the key Secret, the workloads' credentials: the
+	// tenant's CredsSecretName is a copy the operator writes without reading it back.
+	workloadCredsKey = "workload.creds"
 )
 
 // errAccount marks a tenant account that cannot be made: what is missing is in the
@@ -72,21 +87,39 @@ type Accounts struct {
 	mu      sync.Mutex
 	system  *nats.Conn
 	pushed  map[string]string // code: digest of what was last pushed
+	copies  map[string]string // code: digest of the workloads' credentials last written
 	clients map[string]*messaging.Client
+}
+
+// account is what the operator keeps of a tenant's account: its key, the users its
+// JWT revokes, and the user its workloads hold (the key Secret).
+type account struct {
+	key      nkeys.KeyPair
+	revoked  map[string]time.Time
+	workload string
+	secret   *corev1.Secret
+}
+
+// workloadCreds are the credentials its workloads hold, if they answer rotation.
+func (acct *account) workloadCreds(rotation string) []byte {
+	if acct.workload == "" || acct.secret.Annotations[annotationRotation] != rotation {
+		return nil
+	}
+	return acct.secret.Data[workloadCredsKey]
 }
 
 // Ensure makes the tenant's account current on the resolver and returns its public key
 // and a client of its streams (a user of the account).
 func (a *Accounts) Ensure(ctx context.Context, code string, limits natsaccount.Limits) (string, *messaging.Client, error) {
-	key, err := a.accountKey(ctx, code, true)
+	acct, err := a.account(ctx, code, true)
 	if err != nil {
 		return "", nil, err
 	}
-	pub, _ := key.PublicKey()
-	if err := a.push(ctx, code, pub, limits, nil); err != nil {
+	pub, _ := acct.key.PublicKey()
+	if err := a.push(ctx, code, pub, limits, acct.revoked); err != nil {
 		return pub, nil, err
 	}
-	c, err := a.client(code, key)
+	c, err := a.client(code, acct.key)
 	return pub, c, err
 }
 
@@ -94,21 +127,21 @@ func (a *Accounts) Ensure(ctx context.Context, code string, limits natsaccount.L
 // then forgets its key: credentials anyone kept are refused from then on, and a tenant
 // created again with the code gets a new account. An account never made is done.
 func (a *Accounts) Close(ctx context.Context, code string) error {
-	key, err := a.accountKey(ctx, code, false)
-	if err != nil || key == nil {
+	acct, err := a.account(ctx, code, false)
+	if err != nil || acct == nil {
 		return err
 	}
-	pub, _ := key.PublicKey()
+	pub, _ := acct.key.PublicKey()
 	a.forgetClient(code)
 	if err := a.push(ctx, code, pub, natsaccount.Closed, map[string]time.Time{jwt.All: a.now()}); err != nil {
 		return err
 	}
-	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: accountKeySecret(code)}}
-	if err := a.Client.Delete(ctx, secret); err != nil && !apierrors.IsNotFound(err) {
+	if err := a.Client.Delete(ctx, acct.secret); err != nil && !apierrors.IsNotFound(err) {
 		return fmt.Errorf("deleting the account key of %s: %w", code, err)
 	}
 	a.mu.Lock()
 	delete(a.pushed, code)
+	delete(a.copies, code)
 	a.mu.Unlock()
 	return nil
 }
@@ -116,27 +149,65 @@ func (a *Accounts) Close(ctx context.Context, code string) error {
 // StreamsOf returns a client of the tenant's streams, nil when the account was never
 // made (nothing of it to reach).
 func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Client, error) {
-	key, err := a.accountKey(ctx, code, false)
-	if err != nil || key == nil {
+	acct, err := a.account(ctx, code, false)
+	if err != nil || acct == nil {
 		return nil, err
 	}
-	return a.client(code, key)
+	return a.client(code, acct.key)
 }
 
-// WorkloadCreds issues credentials of a new user of the tenant's account, for its
-// workloads.
-func (a *Accounts) WorkloadCreds(ctx context.Context, code string) ([]byte, error) {
-	key, err := a.accountKey(ctx, code, true)
+// WorkloadCreds returns the credentials of the tenant's workloads: those issued for the
+// rotation request (the tenant's AnnotationRotateNATSCredentials, "" for none), or a
+// new user's when it changed, the user they held before revoked. They are recorded
+// with the account (the key Secret) before they are handed out, and the account
+// pushed with the tier's limits and the revocation.
+func (a *Accounts) WorkloadCreds(ctx context.Context, code string, limits natsaccount.Limits, rotation string) ([]byte, error) {
+	acct, err := a.account(ctx, code, true)
 	if err != nil {
 		return nil, err
 	}
-	creds, _, err := natsaccount.User(code, "workloads", key, a.now())
-	return creds, err
+	if creds := acct.workloadCreds(rotation); creds != nil {
+		return creds, nil
+	}
+	creds, user, err := natsaccount.User(code, "workloads", acct.key, a.now())
+	if err != nil {
+		return nil, err
+	}
+	if acct.workload != "" {
+		acct.revoked[acct.workload] = a.now()
+	}
+	revoked, err := json.Marshal(unixTimes(acct.revoked))
+	if err != nil {
+		return nil, err
+	}
+	acct.secret.Data[revokedKey] = revoked
+	if acct.secret.Annotations == nil {
+		acct.secret.Annotations = map[string]string{}
+	}
+	acct.secret.Annotations[annotationWorkloadUser] = user
+	acct.secret.Annotations[annotationRotation] = rotation
+	acct.secret.Data[workloadCredsKey] = creds
+	if err := a.Client.Update(ctx, acct.secret); err != nil {
+		return nil, fmt.Errorf("%w of %s: recording its workloads' user: %w", errAccount, code, err)
+	}
+	pub, _ := acct.key.PublicKey()
+	if err := a.push(ctx, code, pub, limits, acct.revoked); err != nil {
+		return nil, err
+	}
+	return creds, nil
 }
 
-// accountKey reads the tenant's account key, making it when create is set and there is
-// none (nil, nil when there is none and create is not set).
-func (a *Accounts) accountKey(ctx context.Context, code string, create bool) (nkeys.KeyPair, error) {
+func unixTimes(m map[string]time.Time) map[string]int64 {
+	out := make(map[string]int64, len(m))
+	for k, v := range m {
+		out[k] = v.Unix()
+	}
+	return out
+}
+
+// account reads what the operator keeps of the tenant's account, making its key when
+// create is set and there is none (nil, nil when there is none and create is not set).
+func (a *Accounts) account(ctx context.Context, code string, create bool) (*account, error) {
 	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: a.Namespace, Name: accountKeySecret(code)}
 	err := a.Reader.Get(ctx, key, &secret)
@@ -156,9 +227,9 @@ func (a *Accounts) accountKey(ctx context.Context, code string, create bool) (nk
 			if !apierrors.IsAlreadyExists(err) {
 				return nil, fmt.Errorf("%w of %s: creating its key Secret %s: %w", errAccount, code, key, err)
 			}
-			return a.accountKey(ctx, code, false) // another worker made it: use that one
+			return a.account(ctx, code, false) // another worker made it: use that one
 		}
-		return kp, nil
+		return &account{key: kp, revoked: map[string]time.Time{}, secret: &secret}, nil
 	case err != nil:
 		return nil, fmt.Errorf("%w of %s: reading its key Secret %s: %w", errAccount, code, key, err)
 	}
@@ -166,7 +237,20 @@ func (a *Accounts) accountKey(ctx context.Context, code string, create bool) (nk
 	if err != nil || !strings.HasPrefix(string(secret.Data[accountSeedKey]), "SA") {
 		return nil, fmt.Errorf("%w of %s: Secret %s holds no account seed under %q", errAccount, code, key, accountSeedKey)
 	}
-	return kp, nil
+	acct := &account{key: kp, revoked: map[string]time.Time{}, workload: secret.Annotations[annotationWorkloadUser], secret: &secret}
+	if raw := secret.Data[revokedKey]; len(raw) > 0 {
+		var at map[string]int64
+		if err := json.Unmarshal(raw, &at); err != nil {
+			return nil, fmt.Errorf("%w of %s: Secret %s: %q is not a revocation list: %w", errAccount, code, key, revokedKey, err)
+		}
+		for user, unix := range at {
+			acct.revoked[user] = time.Unix(unix, 0)
+		}
+	}
+	if secret.Data == nil {
+		secret.Data = map[string][]byte{}
+	}
+	return acct, nil
 }
 
 // push signs and pushes the account unless what it says was pushed already by this
@@ -210,8 +294,13 @@ func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccoun
 func accountDigest(pub string, l natsaccount.Limits, revoked map[string]time.Time) string {
 	h := sha256.New()
 	fmt.Fprintf(h, "%s %+v", pub, l)
-	for user, at := range revoked {
-		fmt.Fprintf(h, " %s@%d", user, at.Unix())
+	users := make([]string, 0, len(revoked))
+	for user := range revoked {
+		users = append(users, user)
+	}
+	sort.Strings(users)
+	for _, user := range users {
+		fmt.Fprintf(h, " %s@%d", user, revoked[user].Unix())
 	}
 	return hex.EncodeToString(h.Sum(nil))
 }
@@ -355,4 +444,21 @@ func streamCode(stream string) (string, bool) {
 		}
 	}
 	return "", false
+}
+
+// copied reports whether this process wrote these credentials (by digest) into the
+// tenant's namespace already.
+func (a *Accounts) copied(code, digest string) bool {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.copies[code] == digest
+}
+
+func (a *Accounts) markCopied(code, digest string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.copies == nil {
+		a.copies = map[string]string{}
+	}
+	a.copies[code] = digest
 }

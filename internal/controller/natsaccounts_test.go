@@ -154,3 +154,85 @@ func TestMissingNATSSigningKeyIsSaid(t *testing.T) {
 		return nil
 	})
 }
+
+// TestRotatingTenantCredentials: a new value of the tenant's
+// eva.aidonow.com/rotate-nats-credentials rotates its workloads' credentials: the
+// operator writes a new user's and revokes the old user in the account's JWT, and a
+// durable consumer read by the new user loses no message.
+func TestRotatingTenantCredentials(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "rotation")
+	startAccountsOperator(t, n, signer, system)
+	startStandIn(t)
+	tn := newTenant(newTestNamespace(t), "ROTATE", evav1.TierStarter)
+	createTenant(t, tn)
+	waitPhase(t, tn, evav1.PhaseActive)
+	ctx := context.Background()
+	first := tenantCreds(t, "ROTATE")
+	nc, err := dialCreds(n.URL, first)
+	if err != nil {
+		t.Fatal(err)
+	}
+	js, _ := jetstream.New(nc)
+	stream, err := js.Stream(ctx, tenant.EventsStream("ROTATE"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := stream.CreateOrUpdateConsumer(ctx, jetstream.ConsumerConfig{Durable: "crm", AckPolicy: jetstream.AckExplicitPolicy}); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 3 {
+		if _, err := js.Publish(ctx, "capsule.ROTATE.events.order", []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc.Close()
+
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace("ROTATE"), Name: CredsSecretName}}
+	rotate := getTenant(t, tn)
+	rotate.Annotations = map[string]string{tenant.AnnotationRotateNATSCredentials: "2026-12-02"}
+	if err := k8s.Update(ctx, rotate); err != nil {
+		t.Fatal(err)
+	}
+	var second []byte
+	eventually(t, waitFor, "new credentials written", func() error {
+		var s corev1.Secret
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(creds), &s); err != nil {
+			return err
+		}
+		if second = s.Data[CredsKey]; string(second) == string(first) {
+			return errNot("rotated")
+		}
+		return nil
+	})
+	eventually(t, waitFor, "the old user refused", func() error {
+		old, err := dialCreds(n.URL, first)
+		if err == nil {
+			old.Close()
+			return errNot("refused")
+		}
+		return nil
+	})
+	fresh, err := dialCreds(n.URL, second)
+	if err != nil {
+		t.Fatalf("the new credentials: %v", err)
+	}
+	defer fresh.Close()
+	fjs, _ := jetstream.New(fresh)
+	c, err := fjs.Consumer(ctx, tenant.EventsStream("ROTATE"), "crm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	batch, err := c.Fetch(3, jetstream.FetchMaxWait(2*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := 0
+	for m := range batch.Messages() {
+		got++
+		_ = m.Ack()
+	}
+	if got != 3 {
+		t.Errorf("the consumer read %d of 3 messages after the rotation", got)
+	}
+}

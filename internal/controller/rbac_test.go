@@ -117,6 +117,13 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 		"list the Secrets of its own namespace": func() error {
 			return op.List(ctx, &corev1.SecretList{}, client.InNamespace("eva-system"))
 		},
+		"create a Secret in its own namespace that is no account key": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "eva-system", Name: "eva-nats-operator-signer"}})
+		},
+		"create an account key Secret that is not Opaque": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "eva-system", Name: "eva-nats-account-tlsish"},
+				Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil}})
+		},
 		"read a decryption key of Flux's": func() error {
 			return op.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "sops-age-acmeco"}, &corev1.Secret{})
 		},
@@ -143,10 +150,18 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 		"delete a tenant namespace": func() error {
 			return op.Delete(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "eva-tenant-allowd"}})
 		},
+		"keep a tenant's NATS account key in its own namespace": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "eva-system", Name: "eva-nats-account-fenced"},
+				Type: corev1.SecretTypeOpaque}, client.DryRunAll)
+		},
+		"write a tenant's NATS credentials": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "eva-nats-creds"},
+				Type: corev1.SecretTypeOpaque}, client.DryRunAll)
+		},
 	}
 	for _, what := range []string{"create a ServiceAccount in a tenant namespace", "bind eva-tenant-deployer in a tenant namespace",
 		"create the seed Job in a tenant namespace", "create a restricted tenant namespace", "delete a tenant namespace",
-		"create the tenant's own Secret"} {
+		"create the tenant's own Secret", "keep a tenant's NATS account key in its own namespace", "write a tenant's NATS credentials"} {
 		t.Run("allowed: "+what, func(t *testing.T) {
 			if err := allowed[what](); err != nil {
 				t.Fatal(err)

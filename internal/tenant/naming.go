@@ -21,6 +21,10 @@ const (
 	AnnotationOperatorVersion = "eva.aidonow.com/operator-version"
 	// AnnotationSeedLoaded is set by the provisioner to the seeds version it loaded.
 	AnnotationSeedLoaded = "eva.aidonow.com/seed-loaded"
+	// AnnotationRotateNATSCredentials on an EvaTenant asks for new NATS credentials of
+	// its workloads whenever its value changes (the old user is revoked): platform
+	// metadata, like every eva.aidonow.com/ key.
+	AnnotationRotateNATSCredentials = "eva.aidonow.com/rotate-nats-credentials"
 	// AnnotationSpecDigest on a rendered HelmRelease is a digest of its spec: status
 	// reads what helm-controller says of a release only once the release in the cluster
 	// carries the spec the tenant renders now.

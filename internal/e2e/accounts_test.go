@@ -1,0 +1,124 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	natsjs "github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nkeys"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+// TestTenantAccountOnTheCluster: the operator binary in direct messaging mode with
+// --nats-accounts, against the real nats-server in operator mode with a full resolver,
+// on the real cluster (real helm-controller). It is SIGKILLed as soon as it has made
+// the tenant's account key, before any status says so; restarted, it finishes that very
+// account: the tenant is Active with status.natsAccount the key's, and the credentials
+// it wrote into the tenant's namespace reach the tenant's two streams and nothing else.
+// Decommissioned, the tenant's streams and account go: its credentials are refused.
+func TestTenantAccountOnTheCluster(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	ns := tenantNamespace(t, "e2e-accounts")
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	seed, _ := n.OperatorSigner.Seed()
+	systemCreds, err := os.ReadFile(n.SystemCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]map[string][]byte{"e2e-accounts-signer": {"seed": seed}, "e2e-accounts-system": {"creds": systemCreds}} {
+		if err := cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name}, Data: data}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	args := []string{"--messaging=direct", "--nats-url=" + n.URL, "--nats-accounts",
+		"--nats-operator-signer-secret=e2e-accounts-signer", "--nats-system-secret=e2e-accounts-system"}
+	op := startOperator(t, ns, args...)
+	const code = "ACCTEA"
+	tn := evaTenant(ns, code, evav1.TierStarter)
+	if err := cluster.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	var key corev1.Secret
+	keyName := client.ObjectKey{Namespace: operatorNamespace, Name: "eva-nats-account-" + strings.ToLower(code)}
+	poll(t, "the tenant's account key made", 2*time.Minute, func() error { return cluster.Client.Get(ctx, keyName, &key) })
+	op.Kill()
+	t.Log("operator SIGKILLed once the account key existed")
+	kp, err := nkeys.FromSeed(key.Data["seed"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := kp.PublicKey()
+
+	startOperator(t, ns, args...)
+	kubectlWaitReady(t, 4*time.Minute, tn)
+	got, err := current(ctx, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if account, _, _ := unstructured.NestedString(got.Object, "status", "natsAccount"); account != pub {
+		t.Fatalf("status.natsAccount %q, want the account the killed operator made (%s)", account, pub)
+	}
+	var credsSecret corev1.Secret
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace(code), Name: "eva-nats-creds"}, &credsSecret); err != nil {
+		t.Fatal(err)
+	}
+	creds := credsSecret.Data["nats.creds"]
+	nc, err := connectWith(n.URL, creds)
+	if err != nil {
+		t.Fatalf("the tenant's workload credentials: %v", err)
+	}
+	defer nc.Close()
+	js, _ := natsjs.New(nc)
+	var streams []string
+	for name := range js.StreamNames(ctx).Name() {
+		streams = append(streams, name)
+	}
+	if len(streams) != 2 {
+		t.Errorf("the tenant's credentials see the streams %v, want its own two", streams)
+	}
+
+	if err := cluster.Client.Delete(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	poll(t, code+" gone", 4*time.Minute, func() error {
+		if _, err := current(ctx, tn); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("tenant still there: %v", err)
+		}
+		return nil
+	})
+	if err := cluster.Client.Get(ctx, keyName, &corev1.Secret{}); !apierrors.IsNotFound(err) {
+		t.Errorf("the account key after the decommission: %v", err)
+	}
+	if again, err := connectWith(n.URL, creds); err == nil {
+		again.Close()
+		t.Error("the decommissioned tenant's credentials connect")
+	}
+}
+
+func connectWith(url string, creds []byte) (*nats.Conn, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return nil, err
+	}
+	seed, err := jwt.ParseDecoratedNKey(creds)
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(url, nats.MaxReconnects(0), nats.UserJWT(func() (string, error) { return token, nil },
+		func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) }))
+}
