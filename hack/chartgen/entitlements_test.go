@@ -16,7 +16,7 @@ func entitledEnvironment(t *testing.T) string {
 	o := scaffold.Options{Env: "dev", Domain: "dev.example.com", ChartsURL: "oci://ghcr.io/aidonow/charts",
 		Recipient: "age1fevycyheqs0p4uv3ctl8fkxqntk927m8j4h83r56zeh25qx69q2shuwyf5"}
 	return strings.Replace(scaffold.Files(o)["overlays/dev/tenant/environment.yaml"], "  grants: {}\n",
-		"  grants:\n    GLOBEX: {tiers: [Enterprise, Platform], waves: [1, 3], freeze: true}\n    ACMECO: {tiers: [Enterprise]}\n    DEVUSR: {waves: [1]}\n", 1)
+		"  grants:\n    GLOBEX: {tiers: [Enterprise, Platform], waves: [1, 3], freeze: true}\n    ACMECO: {tiers: [Enterprise], namespace: team-acme}\n    DEVUSR: {waves: [1]}\n", 1)
 }
 
 // TestChartEntitlementsFollowTheEnvironment: the chart's ConfigMap
@@ -29,7 +29,7 @@ func TestChartEntitlementsFollowTheEnvironment(t *testing.T) {
 	if err != nil {
 		t.Fatalf("%v\n%s", err, text)
 	}
-	if settings.Entitlements == nil || len(settings.Entitlements.Grants) != 3 {
+	if settings.Entitlements == nil || len(settings.Entitlements.Grants) != 3 || settings.Entitlements.Grants["ACMECO"].Namespace != "team-acme" {
 		t.Fatalf("the environment's entitlements: %+v", settings.Entitlements)
 	}
 	objects := helmObjects(t, loadChart(t), map[string]any{"env": "dev",

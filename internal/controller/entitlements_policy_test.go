@@ -22,7 +22,8 @@ import (
 // prodEntitlements are a platform's entitlements: Starter and Customer and waves 2 and 3
 // for every tenant, wave 1 granted to DEVUSR, Enterprise to GLOBEX, freezing to none.
 var prodEntitlements = &entitlement.Rules{Tiers: []evav1.Tier{evav1.TierStarter, evav1.TierCustomer}, Waves: []int32{2, 3},
-	Grants: map[string]entitlement.Grant{"DEVUSR": {Waves: []int32{1}}, "GLOBEX": {Tiers: []evav1.Tier{evav1.TierEnterprise}}}}
+	Grants: map[string]entitlement.Grant{"DEVUSR": {Waves: []int32{1}}, "GLOBEX": {Tiers: []evav1.Tier{evav1.TierEnterprise}},
+		"INITEC": {Tiers: []evav1.Tier{evav1.TierEnterprise}, Namespace: "entitled"}}}
 
 // TestEntitlementsHoldKubectl installs overlays/prod on an API server of its own, with
 // the ConfigMap eva-tenant-entitlements an environment of prodEntitlements generates
@@ -107,9 +108,25 @@ func TestEntitlementsHoldKubectl(t *testing.T) {
 	}
 	refused("erin", "makes FOOBAR Platform", "tier Platform is not FOOBAR's to take: the environment's entitlements give it to no tenant",
 		erin.Create(ctx, tenantOf("FOOBAR", evav1.TierPlatform, 2), client.DryRunAll))
-	refused("dave", "makes ACMECO Enterprise", "tier Enterprise is not ACMECO's to take: the environment's entitlements give it to GLOBEX",
+	refused("dave", "makes ACMECO Enterprise", "tier Enterprise is not ACMECO's to take: the environment's entitlements give it to GLOBEX,INITEC@entitled",
 		dave.Create(ctx, tenantOf("ACMECO", evav1.TierEnterprise, 2), client.DryRunAll))
 	admitted("dave", "makes GLOBEX Enterprise", dave.Create(ctx, tenantOf("GLOBEX", evav1.TierEnterprise, 3), client.DryRunAll))
+	// INITEC's grant is for its requester namespace: whoever takes the code elsewhere
+	// first gets nothing of it.
+	admitted("dave", "makes INITEC Enterprise in its namespace", dave.Create(ctx, tenantOf("INITEC", evav1.TierEnterprise, 2), client.DryRunAll))
+	squatter := tenantOf("INITEC", evav1.TierEnterprise, 2)
+	squatter.Namespace = "squatters"
+	for _, o := range []client.Object{&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "squatters"}}, &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "squatters", Name: "evatenant-editors"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: editor.Name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.GroupKind, APIGroup: rbacv1.GroupName, Name: "tenant-editors"}},
+	}} {
+		if err := admin.Create(ctx, o); err != nil {
+			t.Fatal(err)
+		}
+	}
+	refused("erin", "makes INITEC Enterprise in another namespace", "tier Enterprise is not INITEC's to take",
+		erin.Create(ctx, squatter, client.DryRunAll))
 	refused("erin", "puts ACMECO in wave 1", "wave 1 is not ACMECO's to choose: the environment's entitlements give it to DEVUSR",
 		erin.Create(ctx, tenantOf("ACMECO", evav1.TierCustomer, 1), client.DryRunAll))
 	admitted("dave", "puts DEVUSR in wave 1", dave.Create(ctx, tenantOf("DEVUSR", evav1.TierStarter, 1), client.DryRunAll))

@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
@@ -52,6 +53,21 @@ type Grant struct {
 	// NoQuota exempts the code from its tier's ResourceQuota: its namespace gets none
 	// (the LimitRange stays). Every other tenant is bounded by its tier's quota.
 	NoQuota bool `json:"noQuota,omitempty"`
+	// Namespace, when set, is the requester namespace whose EvaTenant of the code the
+	// grant is for: an EvaTenant of the code elsewhere (a requester who took the code
+	// first) gets nothing of it. Tenant files, reviewed in the fleet repository, name no
+	// namespace and get the grant.
+	Namespace string `json:"namespace,omitempty"`
+}
+
+// grantOf is what the rules grant the tenant beyond every tenant's: its code's grant,
+// unless that grant is for another requester namespace.
+func (r *Rules) grantOf(t *evav1.EvaTenant) Grant {
+	g := r.Grants[t.Spec.CapsuleCode]
+	if g.Namespace != "" && t.Namespace != "" && t.Namespace != g.Namespace {
+		return Grant{}
+	}
+	return g
 }
 
 // TenantLimit is the fleet's cap on tenants (maxTenants), zero for none.
@@ -62,8 +78,8 @@ func (r *Rules) TenantLimit() int {
 	return r.MaxTenants
 }
 
-// Unquoted reports whether the rules exempt code from its tier's quota.
-func (r *Rules) Unquoted(code string) bool { return r != nil && r.Grants[code].NoQuota }
+// Unquoted reports whether the rules exempt the tenant from its tier's quota.
+func (r *Rules) Unquoted(t *evav1.EvaTenant) bool { return r != nil && r.grantOf(t).NoQuota }
 
 var capsuleCodeRE = regexp.MustCompile(`^[A-Z]{6}$`)
 
@@ -99,6 +115,9 @@ func (r *Rules) Validate() error {
 		if err := check("entitlements.grants."+code, g.Tiers, g.Waves); err != nil {
 			return err
 		}
+		if g.Namespace != "" && len(validation.IsDNS1123Label(g.Namespace)) > 0 {
+			return fmt.Errorf("entitlements.grants.%s.namespace: %q is not a namespace name", code, g.Namespace)
+		}
 	}
 	return nil
 }
@@ -112,14 +131,14 @@ func (r *Rules) Check(t *evav1.EvaTenant, source string) field.ErrorList {
 		return nil
 	}
 	code := t.Spec.CapsuleCode
-	g := r.Grants[code]
+	g := r.grantOf(t)
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	if !r.mayTake(code, t.Spec.Tier) {
+	if !slices.Contains(r.Tiers, t.Spec.Tier) && !slices.Contains(g.Tiers, t.Spec.Tier) {
 		errs = append(errs, field.Forbidden(spec.Child("tier"), fmt.Sprintf("tier %s is not %s's to take: the %s let every tenant take %s%s",
 			t.Spec.Tier, code, source, list(r.Tiers), granted(g.Tiers, code))))
 	}
-	if wave := t.Spec.WaveOrDefault(); !r.mayChoose(code, wave) {
+	if wave := t.Spec.WaveOrDefault(); !slices.Contains(r.Waves, wave) && !slices.Contains(g.Waves, wave) {
 		errs = append(errs, field.Forbidden(spec.Child("wave"), fmt.Sprintf("wave %d is not %s's to choose: the %s let every tenant choose %s%s",
 			wave, code, source, list(r.Waves), granted(g.Waves, code))))
 	}
@@ -128,14 +147,6 @@ func (r *Rules) Check(t *evav1.EvaTenant, source string) field.ErrorList {
 			code, source, list(r.freezers()))))
 	}
 	return errs
-}
-
-func (r *Rules) mayTake(code string, tier evav1.Tier) bool {
-	return slices.Contains(r.Tiers, tier) || slices.Contains(r.Grants[code].Tiers, tier)
-}
-
-func (r *Rules) mayChoose(code string, wave int32) bool {
-	return slices.Contains(r.Waves, wave) || slices.Contains(r.Grants[code].Waves, wave)
 }
 
 // freezers are the codes granted freezing (every tenant's rule aside).
@@ -152,7 +163,8 @@ func (r *Rules) freezers() []string {
 // Params are the rules as the admission policy eva-tenant-entitlements reads them, the
 // data of the ConfigMap eva-tenant-entitlements: for each tier (tier.<Tier>), each wave
 // (wave.<N>) and freezing (freeze), the capsule codes that may claim it, comma-separated
-// and sorted, "*" for every tenant, "" for none. No rules: "*" everywhere.
+// and sorted, "*" for every tenant, "" for none; a grant for one requester namespace is
+// "<CODE>@<namespace>". No rules: "*" everywhere.
 func (r *Rules) Params() map[string]string {
 	out := map[string]string{}
 	who := func(everyone bool, granted func(Grant) bool) string {
@@ -161,7 +173,10 @@ func (r *Rules) Params() map[string]string {
 		}
 		var codes []string
 		for _, code := range sortedCodes(r.Grants) {
-			if granted(r.Grants[code]) {
+			if g := r.Grants[code]; granted(g) {
+				if g.Namespace != "" {
+					code += "@" + g.Namespace
+				}
 				codes = append(codes, code)
 			}
 		}

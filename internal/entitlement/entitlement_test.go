@@ -92,3 +92,35 @@ func TestValidate(t *testing.T) {
 		t.Errorf("valid rules refused: %v", err)
 	}
 }
+
+// TestGrantForOneNamespace: a grant naming a requester namespace goes to the code's
+// EvaTenant there only: a requester elsewhere who takes the code first gets nothing of
+// it. A tenant file (no namespace) gets it; the policy's parameters say CODE@namespace.
+func TestGrantForOneNamespace(t *testing.T) {
+	r := &Rules{Tiers: []evav1.Tier{evav1.TierStarter}, Waves: []int32{2},
+		Grants: map[string]Grant{"GLOBEX": {Tiers: []evav1.Tier{evav1.TierEnterprise}, NoQuota: true, Namespace: "team-globex"}}}
+	tn := func(ns string) *evav1.EvaTenant {
+		x := &evav1.EvaTenant{Spec: evav1.EvaTenantSpec{CapsuleCode: "GLOBEX", Tier: evav1.TierEnterprise, Wave: 2}}
+		x.Namespace = ns
+		return x
+	}
+	if errs := r.Check(tn("team-globex"), "rules"); len(errs) != 0 {
+		t.Errorf("GLOBEX in its namespace: %v", errs)
+	}
+	if errs := r.Check(tn(""), "rules"); len(errs) != 0 {
+		t.Errorf("GLOBEX's tenant file: %v", errs)
+	}
+	if errs := r.Check(tn("squatters"), "rules"); len(errs) != 1 {
+		t.Errorf("GLOBEX taken first in another namespace: %v, want the tier refused", errs)
+	}
+	if r.Unquoted(tn("squatters")) || !r.Unquoted(tn("team-globex")) {
+		t.Error("the quota exemption follows the grant's namespace")
+	}
+	if got := r.Params()["tier.Enterprise"]; got != "GLOBEX@team-globex" {
+		t.Errorf("tier.Enterprise = %q", got)
+	}
+	bad := &Rules{Grants: map[string]Grant{"GLOBEX": {Namespace: "Team_Globex"}}}
+	if err := bad.Validate(); err == nil || !strings.Contains(err.Error(), "entitlements.grants.GLOBEX.namespace") {
+		t.Errorf("a grant's namespace that is no name: %v", err)
+	}
+}

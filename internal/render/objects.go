@@ -66,7 +66,7 @@ func (s *scope) roleBinding() (runtime.Object, error) {
 
 func (s *scope) resourceQuota() (runtime.Object, error) {
 	q := s.tier.Quota
-	if q == nil || s.r.Env.Settings.Entitlements.Unquoted(s.code) {
+	if q == nil || s.r.Env.Settings.Entitlements.Unquoted(s.t) {
 		return nil, nil // the entitlements exempt the code (every tier has a quota)
 	}
 	return &corev1.ResourceQuota{

@@ -22,3 +22,9 @@
 {{- toJson $files -}}
 {{- end -}}
 {{- end -}}
+
+{{/* A grant's holder in eva-tenant-entitlements: its code, or <CODE>@<namespace> for a grant to one requester namespace (entitlement.Rules.Params). Takes (list code grant). */}}
+{{- define "eva-operator.grantee" -}}
+{{- $code := index . 0 -}}{{- $grant := index . 1 -}}
+{{- if $grant.namespace -}}{{ printf "%s@%s" $code $grant.namespace }}{{- else -}}{{ $code }}{{- end -}}
+{{- end -}}
