@@ -30,16 +30,20 @@ const LabelPresence = "eva.aidonow.com/operator-presence"
 // to a version no fresh Lease announces is unserved: nobody renders it, so no release
 // may be given to it and its last status is not current (Unserved).
 type Presence struct {
-	Client    client.Client
-	Reader    client.Reader
+	// Client writes this version's Lease; Reader lists the others' (the API server).
+	Client client.Client
+	Reader client.Reader
+	// Namespace holds the Leases: the claims namespace, shared by every version.
 	Namespace string
 	// Version is this operator's version (OPERATOR_VERSION, "" for none).
 	Version string
-	Every   time.Duration
+	// Every is how often the Lease is renewed; it lasts three times that.
+	Every time.Duration
 	// OnChange is called after the first listing and whenever a version stopped
 	// announcing itself: tenants may have become unserved.
 	OnChange func(ctx context.Context)
-	Now      func() time.Time
+	// Now returns the current time (tests fix it).
+	Now func() time.Time
 
 	mu      sync.RWMutex
 	running map[string]bool // the versions announced

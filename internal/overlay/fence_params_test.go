@@ -78,8 +78,11 @@ func TestDocumentedEntitlementsAreValid(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the documented entitlements: %v\n%s", err, blocks[0].Text)
 	}
-	if p := s.Entitlements.Params(); p["tier.Enterprise"] != "GLOBEX" || p["wave.1"] != "DEVUSR,PLATFM" || p["freeze"] != "PLATFM" || p["tier.Starter"] != "*" {
+	if p := s.Entitlements.Params(); p["tier.Enterprise"] != "GLOBEX@team-globex" || p["wave.1"] != "DEVUSR,PLATFM" || p["freeze"] != "PLATFM" || p["tier.Starter"] != "*" {
 		t.Errorf("the documented entitlements read as %v", p)
+	}
+	if e := s.Entitlements; e.MaxTenants != 500 || e.MaxTenantsPerNamespace != 20 || !e.Grants["PLATFM"].NoQuota {
+		t.Errorf("the documented caps and exemption read as %+v", e)
 	}
 }
 
