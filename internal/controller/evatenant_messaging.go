@@ -10,7 +10,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/status"
@@ -97,36 +96,31 @@ func readyCondition(ok bool) *metav1.Condition {
 
 // ensureAccount makes the tenant's NATS account current (its tier's limits), records
 // its public key in the status, and writes its workloads' credentials into its
-// namespace once (CredsSecretName, never in git, OCI, events or status). It returns the
+// namespace (CredsSecretName, never in git, OCI, events or status). It returns the
 // manager of the tenant's streams, a user of that account.
 func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) (StreamManager, error) {
 	t := s.tenant
 	code := t.Spec.CapsuleCode
 	limits := natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier])
-	pub, streams, err := r.Accounts.Ensure(ctx, code, limits)
+	pub, streams, creds, err := r.Accounts.Ensure(ctx, code, limits, t.Annotations[tenant.AnnotationRotateNATSCredentials])
 	if pub != "" {
 		t.Status.NATSAccount = pub
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := r.ensureCredsSecret(ctx, t, limits); err != nil {
+	if err := r.writeCredsSecret(ctx, code, creds); err != nil {
 		return nil, err
 	}
 	return streams, nil
 }
 
-// ensureCredsSecret writes the tenant's workloads' credentials (a user of its account)
+// writeCredsSecret writes the tenant's workloads' credentials (a user of its account)
 // into its namespace: a Secret the module charts mount, a copy of what the account's
 // key Secret records, applied (server-side) without reading it back: the operator
 // reads no Secret of a tenant namespace. It is written again when the credentials
 // change (a rotation: AnnotationRotateNATSCredentials) and once per operator process.
-func (r *EvaTenantReconciler) ensureCredsSecret(ctx context.Context, t *evav1.EvaTenant, limits natsaccount.Limits) error {
-	code := t.Spec.CapsuleCode
-	creds, err := r.Accounts.WorkloadCreds(ctx, code, limits, t.Annotations[tenant.AnnotationRotateNATSCredentials])
-	if err != nil {
-		return err
-	}
+func (r *EvaTenantReconciler) writeCredsSecret(ctx context.Context, code string, creds []byte) error {
 	digest := fmt.Sprintf("%x", sha256.Sum256(creds))
 	if r.Accounts.copied(code, digest) {
 		return nil

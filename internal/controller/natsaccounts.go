@@ -108,19 +108,29 @@ func (acct *account) workloadCreds(rotation string) []byte {
 	return acct.secret.Data[workloadCredsKey]
 }
 
-// Ensure makes the tenant's account current on the resolver and returns its public key
-// and a client of its streams (a user of the account).
-func (a *Accounts) Ensure(ctx context.Context, code string, limits natsaccount.Limits) (string, *messaging.Client, error) {
+// Ensure makes the tenant's account current on the resolver, from one read of what
+// the operator keeps of it, and returns its public key, a client of its streams (a user
+// of the account) and its workloads' credentials: those issued for the rotation request
+// (the tenant's AnnotationRotateNATSCredentials, "" for none), or a new user's when it
+// changed, the user they held before revoked. New credentials are recorded with the
+// account (the key Secret) before the account is pushed and they are handed out.
+func (a *Accounts) Ensure(ctx context.Context, code string, limits natsaccount.Limits, rotation string) (string, *messaging.Client, []byte, error) {
 	acct, err := a.account(ctx, code, true)
 	if err != nil {
-		return "", nil, err
+		return "", nil, nil, err
 	}
 	pub, _ := acct.key.PublicKey()
+	creds := acct.workloadCreds(rotation)
+	if creds == nil {
+		if creds, err = a.issueWorkloadCreds(ctx, code, acct, rotation); err != nil {
+			return pub, nil, nil, err
+		}
+	}
 	if err := a.push(ctx, code, pub, limits, acct.revoked); err != nil {
-		return pub, nil, err
+		return pub, nil, nil, err
 	}
 	c, err := a.client(code, acct.key)
-	return pub, c, err
+	return pub, c, creds, err
 }
 
 // Close shuts the tenant's account (no connection, no JetStream, every user revoked),
@@ -156,19 +166,9 @@ func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Clien
 	return a.client(code, acct.key)
 }
 
-// WorkloadCreds returns the credentials of the tenant's workloads: those issued for the
-// rotation request (the tenant's AnnotationRotateNATSCredentials, "" for none), or a
-// new user's when it changed, the user they held before revoked. They are recorded
-// with the account (the key Secret) before they are handed out, and the account
-// pushed with the tier's limits and the revocation.
-func (a *Accounts) WorkloadCreds(ctx context.Context, code string, limits natsaccount.Limits, rotation string) ([]byte, error) {
-	acct, err := a.account(ctx, code, true)
-	if err != nil {
-		return nil, err
-	}
-	if creds := acct.workloadCreds(rotation); creds != nil {
-		return creds, nil
-	}
+// issueWorkloadCreds issues credentials of a new user for the tenant's workloads,
+// revokes the user they held before, and records both in the key Secret.
+func (a *Accounts) issueWorkloadCreds(ctx context.Context, code string, acct *account, rotation string) ([]byte, error) {
 	creds, user, err := natsaccount.User(code, "workloads", acct.key, a.now())
 	if err != nil {
 		return nil, err
@@ -189,10 +189,6 @@ func (a *Accounts) WorkloadCreds(ctx context.Context, code string, limits natsac
 	acct.secret.Data[workloadCredsKey] = creds
 	if err := a.Client.Update(ctx, acct.secret); err != nil {
 		return nil, fmt.Errorf("%w of %s: recording its workloads' user: %w", errAccount, code, err)
-	}
-	pub, _ := acct.key.PublicKey()
-	if err := a.push(ctx, code, pub, limits, acct.revoked); err != nil {
-		return nil, err
 	}
 	return creds, nil
 }
@@ -392,16 +388,11 @@ func (a *Accounts) forgetClient(code string) {
 
 // connect connects with a creds file's content, failing at once on refusal.
 func (a *Accounts) connect(creds []byte, name string) (*nats.Conn, error) {
-	token, err := jwt.ParseDecoratedJWT(creds)
+	user, err := natsaccount.CredsOption(creds)
 	if err != nil {
 		return nil, err
 	}
-	seed, err := jwt.ParseDecoratedNKey(creds)
-	if err != nil {
-		return nil, err
-	}
-	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
-		nats.UserJWT(func() (string, error) { return token, nil }, func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) })}
+	opts := []nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second), user}
 	if a.Config.CertFile != "" || a.Config.KeyFile != "" {
 		opts = append(opts, nats.ClientCert(a.Config.CertFile, a.Config.KeyFile))
 	}

@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +19,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
@@ -66,16 +66,11 @@ func tenantCreds(t *testing.T, code string) []byte {
 }
 
 func dialCreds(url string, creds []byte) (*nats.Conn, error) {
-	token, err := jwt.ParseDecoratedJWT(creds)
+	user, err := natsaccount.CredsOption(creds)
 	if err != nil {
 		return nil, err
 	}
-	seed, err := jwt.ParseDecoratedNKey(creds)
-	if err != nil {
-		return nil, err
-	}
-	return nats.Connect(url, nats.MaxReconnects(0), nats.UserJWT(func() (string, error) { return token, nil },
-		func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) }))
+	return nats.Connect(url, nats.MaxReconnects(0), user)
 }
 
 // TestEachTenantHasItsOwnNATSAccount: in direct messaging mode with accounts, on a real

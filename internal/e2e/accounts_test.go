@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
@@ -19,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -111,14 +111,9 @@ func TestTenantAccountOnTheCluster(t *testing.T) {
 }
 
 func connectWith(url string, creds []byte) (*nats.Conn, error) {
-	token, err := jwt.ParseDecoratedJWT(creds)
+	user, err := natsaccount.CredsOption(creds)
 	if err != nil {
 		return nil, err
 	}
-	seed, err := jwt.ParseDecoratedNKey(creds)
-	if err != nil {
-		return nil, err
-	}
-	return nats.Connect(url, nats.MaxReconnects(0), nats.UserJWT(func() (string, error) { return token, nil },
-		func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) }))
+	return nats.Connect(url, nats.MaxReconnects(0), user)
 }

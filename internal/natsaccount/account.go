@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/aidonow/eva/internal/tenant"
@@ -128,4 +129,18 @@ func User(code, name string, accountKey nkeys.KeyPair, issuedAt time.Time) (cred
 		return nil, "", fmt.Errorf("credentials of user %s of %s: %w", name, code, err)
 	}
 	return creds, userPub, nil
+}
+
+// CredsOption is the nats.go option that authenticates as the user of a creds file's
+// content: its JWT, and its seed signing the server's nonce.
+func CredsOption(creds []byte) (nats.Option, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	seed, err := jwt.ParseDecoratedNKey(creds)
+	if err != nil {
+		return nil, fmt.Errorf("credentials: %w", err)
+	}
+	return nats.UserJWT(func() (string, error) { return token, nil }, func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) }), nil
 }

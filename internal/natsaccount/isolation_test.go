@@ -81,16 +81,11 @@ func (f *fleet) connect(code string) (*nats.Conn, string) {
 }
 
 func (f *fleet) dial(creds []byte) (*nats.Conn, error) {
-	jwtText, err := jwt.ParseDecoratedJWT(creds)
+	user, err := natsaccount.CredsOption(creds)
 	if err != nil {
 		return nil, err
 	}
-	seed, err := jwt.ParseDecoratedNKey(creds)
-	if err != nil {
-		return nil, err
-	}
-	return nats.Connect(f.nats.URL, nats.UserJWT(func() (string, error) { return jwtText, nil },
-		func(nonce []byte) ([]byte, error) { return seed.Sign(nonce) }), nats.MaxReconnects(0))
+	return nats.Connect(f.nats.URL, user, nats.MaxReconnects(0))
 }
 
 // streamOf creates the tenant's events stream as Eva does (its subjects, the tier's
