@@ -125,8 +125,10 @@ func TestEntitlementsHoldKubectl(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The API server's RBAC authorizer learns of the new binding from its own informer:
+	// until it has, erin is refused by RBAC, not by the entitlements.
 	refused("erin", "makes INITEC Enterprise in another namespace", "tier Enterprise is not INITEC's to take",
-		erin.Create(ctx, squatter, client.DryRunAll))
+		onceBound(func() error { return erin.Create(ctx, squatter, client.DryRunAll) }))
 	refused("erin", "puts ACMECO in wave 1", "wave 1 is not ACMECO's to choose: the environment's entitlements give it to DEVUSR",
 		erin.Create(ctx, tenantOf("ACMECO", evav1.TierCustomer, 1), client.DryRunAll))
 	admitted("dave", "puts DEVUSR in wave 1", dave.Create(ctx, tenantOf("DEVUSR", evav1.TierStarter, 1), client.DryRunAll))
@@ -149,5 +151,19 @@ func TestEntitlementsHoldKubectl(t *testing.T) {
 	decommissioned.Spec.Lifecycle = evav1.LifecycleDecommissioned
 	if err := erin.Create(ctx, decommissioned, client.DryRunAll); err != nil && strings.Contains(err.Error(), "eva-tenant-entitlements") {
 		t.Errorf("a decommissioned tenant's claims were checked: %v", err)
+	}
+}
+
+// onceBound calls create until RBAC stops refusing it (for at most 30 seconds) and returns
+// its last error: a RoleBinding just created reaches the API server's authorizer through
+// an informer, so a request made at once may still be refused for want of it.
+func onceBound(create func() error) error {
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		err := create()
+		if !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot create resource") || time.Now().After(deadline) {
+			return err
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
