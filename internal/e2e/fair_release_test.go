@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +169,23 @@ func grantTenantEditing(t *testing.T, ns, user string) {
 		if err := cluster.Client.Create(ctx, o); err != nil && !apierrors.IsAlreadyExists(err) {
 			t.Fatal(err)
 		}
+	}
+	// The API server's authorizer learns of the binding through an informer: ask it
+	// until it agrees, so that the user's first request is not refused for want of it.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: user,
+			ResourceAttributes: &authorizationv1.ResourceAttributes{Namespace: ns, Verb: "update",
+				Group: evav1.GroupVersion.Group, Resource: "evatenants"}}}
+		if err := cluster.Client.Create(ctx, review); err != nil {
+			t.Fatal(err)
+		}
+		if review.Status.Allowed {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s may not update EvaTenants of %s 30s after the binding: %s", user, ns, review.Status.Reason)
+		}
+		time.Sleep(100 * time.Millisecond)
 	}
 }
