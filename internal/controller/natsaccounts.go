@@ -157,8 +157,16 @@ func (a *Accounts) Close(ctx context.Context, code string) error {
 }
 
 // StreamsOf returns a client of the tenant's streams, nil when the account was never
-// made (nothing of it to reach).
+// made (nothing of it to reach). A client this process holds already is used without
+// reading the key Secret: the queue-depth loop asks for every tenant's streams on each
+// tick, and Close forgets the client of an account it closes.
 func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Client, error) {
+	a.mu.Lock()
+	held := a.clients[code]
+	a.mu.Unlock()
+	if held != nil {
+		return held, nil
+	}
 	acct, err := a.account(ctx, code, false)
 	if err != nil || acct == nil {
 		return nil, err

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,12 +47,28 @@ func platformNATSSecrets(t *testing.T, n *testenv.OperatorNATS, prefix string) (
 	return signer, system
 }
 
-func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system string) {
+func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system string) (*Accounts, *secretReads) {
 	t.Helper()
+	reads := &secretReads{}
+	var accounts *Accounts
 	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
-		r.Accounts = &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
+		reads.Reader = mgr.GetAPIReader()
+		accounts = &Accounts{Reader: reads, Client: mgr.GetClient(), Namespace: claimsNamespace,
 			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
+		r.Accounts = accounts
 	})
+	return accounts, reads
+}
+
+// secretReads counts the reads Accounts makes of the API server.
+type secretReads struct {
+	client.Reader
+	n atomic.Int64
+}
+
+func (r *secretReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
+	r.n.Add(1)
+	return r.Reader.Get(ctx, key, obj, opts...)
 }
 
 // tenantCreds reads the workloads' credentials the operator wrote in the tenant's
@@ -81,7 +98,7 @@ func dialCreds(url string, creds []byte) (*nats.Conn, error) {
 func TestEachTenantHasItsOwnNATSAccount(t *testing.T) {
 	n := testenv.StartNATSOperator(t, t.TempDir())
 	signer, system := platformNATSSecrets(t, n, "accounts")
-	startAccountsOperator(t, n, signer, system)
+	accounts, reads := startAccountsOperator(t, n, signer, system)
 	startStandIn(t)
 	ns := newTestNamespace(t)
 	a, b := newTenant(ns, "ACCTAA", evav1.TierStarter), newTenant(ns, "ACCTBB", evav1.TierStarter)
@@ -92,6 +109,15 @@ func TestEachTenantHasItsOwnNATSAccount(t *testing.T) {
 		t.Fatalf("accounts %q and %q: want one each", ga.Status.NATSAccount, gb.Status.NATSAccount)
 	}
 	ctx := context.Background()
+	// The queue-depth loop reads every tenant's streams on each tick: through the
+	// account's client the operator holds, not a read of its key Secret each time.
+	before := reads.n.Load()
+	if _, err := accounts.Depth(ctx, tenant.EventsStream("ACCTAA")); err != nil {
+		t.Errorf("ACCTAA's events depth through its account: %v", err)
+	}
+	if got := reads.n.Load() - before; got != 0 {
+		t.Errorf("reading a stream's depth read the API server %d times, want none", got)
+	}
 	nc, err := dialCreds(n.URL, tenantCreds(t, "ACCTAA"))
 	if err != nil {
 		t.Fatalf("ACCTAA's workloads connect: %v", err)
