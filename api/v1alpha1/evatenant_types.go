@@ -342,7 +342,7 @@ type EvaTenantStatus struct {
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 
 	// natsAccount is the public key of the tenant's own NATS account, when the operator
-	// gives each tenant one (--nats-accounts): its streams and subjects live there.
+	// gives each tenant one (environment setting natsAccounts): its streams and subjects live there.
 	// +optional
 	// +kubebuilder:validation:MaxLength=64
 	NATSAccount string `json:"natsAccount,omitempty"`

@@ -44,12 +44,10 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.nats.CertFile, "nats-cert", "", "NATS client certificate file")
 	fs.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
 	fs.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
-	fs.BoolVar(&cfg.natsAccounts, "nats-accounts", false,
-		"give each tenant a NATS account of its own, with its tier's limits (needs --messaging=direct and a NATS server in operator mode with a full resolver: docs/messaging.md)")
 	fs.StringVar(&cfg.natsSignerSecret, "nats-operator-signer-secret", "eva-nats-operator-signer",
-		"with --nats-accounts: the Secret in the operator's namespace holding the NATS operator's signing key seed (key seed)")
+		"in an environment with natsAccounts: the Secret in the operator's namespace holding the NATS operator's signing key seed (key seed)")
 	fs.StringVar(&cfg.natsSystemSecret, "nats-system-secret", "eva-nats-system",
-		"with --nats-accounts: the Secret in the operator's namespace holding a system account user's credentials (key creds)")
+		"in an environment with natsAccounts: the Secret in the operator's namespace holding a system account user's credentials (key creds)")
 	fs.DurationVar(&cfg.depthInterval, "queue-depth-interval", 30*time.Second, "how often queue depth is read")
 	fs.DurationVar(&cfg.presenceInterval, "presence-interval", 20*time.Second,
 		"how often the operator announces its version (a Lease in the claims namespace, lasting three times this); a tenant of a version none announces is Unserved and no release is given to it")

@@ -68,7 +68,6 @@ type config struct {
 	operatorVersion string
 	nats            messaging.Config
 	messagingMode   string
-	natsAccounts    bool
 	// natsSignerSecret and natsSystemSecret name the platform's NATS Secrets.
 	natsSignerSecret, natsSystemSecret string
 	publishMode                        string
@@ -195,8 +194,8 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" && cfg.nats.URL == "" {
 		return fmt.Errorf("--messaging=direct needs --nats-url")
 	}
-	if cfg.natsAccounts && cfg.messagingMode != "direct" {
-		return fmt.Errorf("--nats-accounts needs --messaging=direct: NACK's Account objects are not rendered yet")
+	if env.Settings.NATSAccounts && cfg.nats.URL == "" {
+		return fmt.Errorf("environment %s has natsAccounts: the operator needs --nats-url to push the tenants' accounts", env.Name)
 	}
 	if cfg.blockedGrace <= 0 {
 		return fmt.Errorf("--blocked-grace must be positive, not %s", cfg.blockedGrace)
@@ -219,7 +218,7 @@ func run(cfg config) error {
 	var streams *messaging.Client
 	var depths *metrics.QueueDepthLoop
 	var accounts *controller.Accounts
-	if cfg.natsAccounts {
+	if env.Settings.NATSAccounts {
 		// Each tenant's streams live in its own account; no shared connection is made.
 		accounts = &controller.Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: cfg.ownNamespace,
 			SignerSecret: cfg.natsSignerSecret, SystemSecret: cfg.natsSystemSecret, Config: cfg.nats}
@@ -254,7 +253,7 @@ func run(cfg config) error {
 	}
 	switch {
 	case accounts != nil:
-		r.Accounts = accounts
+		r.Accounts, r.DirectAccounts = accounts, cfg.messagingMode == "direct"
 	case cfg.messagingMode == "direct":
 		r.Streams = streams
 	}

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/quota"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/status"
@@ -60,8 +61,11 @@ func (r *EvaTenantReconciler) applyBundle(ctx context.Context, s *scope) error {
 	t := s.tenant
 	foundation := s.bundle.UnstructuredLayer(render.Foundation)
 	if r.directMessaging() {
-		// Direct mode: the streams live in JetStream only, not as NACK objects.
-		foundation = slices.DeleteFunc(foundation, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Stream" })
+		// Direct mode: the streams live in JetStream only, not as NACK objects (nor the
+		// NACK Account they would name).
+		foundation = slices.DeleteFunc(foundation, func(u *unstructured.Unstructured) bool {
+			return u.GroupVersionKind().Group == nackv1beta2.GroupVersion.Group
+		})
 	}
 	secrets, err := r.decryptedSecrets(ctx, t)
 	if err != nil {

@@ -74,9 +74,13 @@ type EvaTenantReconciler struct {
 	// tenant's JetStream streams itself instead of rendering NACK Stream objects, and
 	// Provisioned reflects their real existence.
 	Streams StreamManager
-	// Accounts, when set (direct messaging with --nats-accounts), gives each tenant a
-	// NATS account of its own: its streams are made there, not in Streams' account.
-	Accounts *Accounts
+	// Accounts, when set (an environment with natsAccounts), gives each tenant a NATS
+	// account of its own and writes its workloads' credentials into its namespace. In
+	// direct messaging (DirectAccounts) the operator makes the tenant's streams in that
+	// account itself; otherwise NACK does, from the rendered Stream objects, which name
+	// the tenant's NACK Account (connected with those credentials).
+	Accounts       *Accounts
+	DirectAccounts bool
 	// GitOps, when set, is GitOps mode: tenants are published for Flux instead of applied.
 	GitOps *GitOps
 	// APIReader reads from the API server, bypassing the cache: for decisions that must
@@ -196,7 +200,7 @@ func (s *scope) event(kind, reason, format string, args ...any) {
 // +kubebuilder:rbac:groups=batch,resources=jobs,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=helm.toolkit.fluxcd.io,resources=helmreleases,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=source.toolkit.fluxcd.io,resources=helmrepositories;ocirepositories,verbs=get;list;watch;create;update;patch;delete
-// +kubebuilder:rbac:groups=jetstream.nats.io,resources=streams,verbs=get;list;watch;create;update;patch;delete
+// +kubebuilder:rbac:groups=jetstream.nats.io,resources=streams;accounts,verbs=get;list;watch;create;update;patch;delete
 // +kubebuilder:rbac:groups=monitoring.coreos.com,resources=prometheusrules,verbs=get;list;watch;create;update;patch;delete
 
 // Reconcile brings one tenant toward its spec.

@@ -87,12 +87,7 @@ func (r *EvaTenantReconciler) removeAll(ctx context.Context, s *scope, jetStream
 	// 1. Streams (in JetStream itself in direct mode; NATS away is recorded and the
 	// next steps still run).
 	if r.directMessaging() && jetStream {
-		err := r.deleteStreams(ctx, code)
-		record(err)
-		if err == nil && r.Accounts != nil {
-			// The streams gone, the account goes: its credentials are refused from now.
-			record(r.Accounts.Close(ctx, code))
-		}
+		record(r.deleteStreams(ctx, code))
 	}
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 		record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",
@@ -156,8 +151,9 @@ func (r *EvaTenantReconciler) removeAll(ctx context.Context, s *scope, jetStream
 
 // leftovers lists what of the tenant the cluster still holds: its namespace (in
 // pure-cluster mode the one stamped with its UID, as the saga's own last check; in GitOps
-// mode any namespace of its code, as that saga waits for Flux to prune it) and, in direct
-// messaging mode, its streams in JetStream (NACK's Stream objects live in the namespace).
+// mode any namespace of its code, as that saga waits for Flux to prune it), in direct
+// messaging mode its streams in JetStream (NACK's Stream objects live in the namespace),
+// and its NATS account while it is open (finishDecommission closes it).
 // Reads go to the API server: the answer frees the tenant's code.
 func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant) ([]string, error) {
 	code := t.Spec.CapsuleCode
@@ -189,11 +185,14 @@ func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant)
 				left = append(left, "stream "+stream)
 			}
 		}
-		if len(left) == 0 && r.Accounts != nil {
-			// The streams gone, the account goes: its credentials are refused from now.
-			if err := r.Accounts.Close(ctx, code); err != nil {
-				return nil, err
-			}
+	}
+	if r.Accounts != nil {
+		open, err := r.Accounts.Open(ctx, code)
+		if err != nil {
+			return nil, err
+		}
+		if open {
+			left = append(left, "NATS account of "+code)
 		}
 	}
 	return left, nil
@@ -208,6 +207,15 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope) 
 		// gone too (cellmove.go), so nothing is left behind in either cell.
 		s.waiting(status.ReasonDecommissioning, fmt.Sprintf("waiting for cell %s to remove the tenant's copy there", mv.To))
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+	}
+	if r.Accounts != nil {
+		// Everything else gone (the streams with it), the tenant's NATS account goes: the
+		// credentials anyone kept are refused from now, and a tenant made again with the
+		// code gets a new account.
+		if err := r.Accounts.Close(ctx, t.Spec.CapsuleCode); err != nil {
+			s.waiting(status.ReasonStepFailed, "closing the tenant's NATS account failed: "+err.Error())
+			return ctrl.Result{}, err
+		}
 	}
 	s.outcome = status.Outcome{Decommission: &status.Decommission{Done: true}, Settled: true}
 	s.event(corev1.EventTypeNormal, status.EventDeprovisionComplete, "Tenant %s decommissioned", t.Spec.CapsuleCode)

@@ -8,6 +8,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/messaging"
@@ -17,8 +18,10 @@ import (
 )
 
 // directMessaging: the operator creates the tenants' streams in JetStream itself, in a
-// shared account (Streams) or in each tenant's own (Accounts).
-func (r *EvaTenantReconciler) directMessaging() bool { return r.Streams != nil || r.Accounts != nil }
+// shared account (Streams) or in each tenant's own (Accounts with DirectAccounts).
+func (r *EvaTenantReconciler) directMessaging() bool {
+	return r.Streams != nil || r.Accounts != nil && r.DirectAccounts
+}
 
 // streamsOf returns the manager of the tenant's streams: the shared one, or a user of
 // the tenant's own account (nil when that account was never made: it holds nothing).
@@ -94,9 +97,22 @@ func readyCondition(ok bool) *metav1.Condition {
 	return &metav1.Condition{Type: "Ready", Status: metav1.ConditionFalse, Reason: "Missing", Message: "stream not found in JetStream"}
 }
 
+// accountPhase makes the tenant's NATS account current and writes its workloads'
+// credentials when NACK makes its streams (an environment with natsAccounts, messaging
+// nack): in GitOps mode the tenant's namespace may not be applied yet, which is said
+// and looked at again shortly, like NATS being away.
+func (r *EvaTenantReconciler) accountPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if _, err := r.ensureAccount(ctx, s); err != nil {
+		s.log.Error(err, "ensuring the tenant's NATS account")
+		s.observed.MessagingError = err.Error()
+		return ctrl.Result{RequeueAfter: MessagingRetry}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
 // ensureAccount makes the tenant's NATS account current (its tier's limits), records
 // its public key in the status, and writes its workloads' credentials into its
-// namespace (CredsSecretName, never in git, OCI, events or status). It returns the
+// namespace (tenant.NATSCredsSecret, never in git, OCI, events or status). It returns the
 // manager of the tenant's streams, a user of that account.
 func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) (StreamManager, error) {
 	t := s.tenant
@@ -126,9 +142,9 @@ func (r *EvaTenantReconciler) writeCredsSecret(ctx context.Context, code string,
 		return nil
 	}
 	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: CredsSecretName,
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret,
 			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{CredsKey: creds}}
+		Data: map[string][]byte{tenant.NATSCredsKey: creds}}
 	if err := r.Patch(ctx, secret, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing the NATS credentials Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}

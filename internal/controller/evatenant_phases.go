@@ -30,8 +30,11 @@ func (r *EvaTenantReconciler) provisionPhases() []phase {
 			deliver = r.publishPhase
 		}
 		phases := []phase{r.validatePhase, r.startPhase, r.renderPhase, deliver}
-		if r.directMessaging() {
+		switch {
+		case r.directMessaging():
 			phases = append(phases, r.streamsPhase)
+		case r.Accounts != nil:
+			phases = append(phases, r.accountPhase)
 		}
 		phases = append(phases, r.observePhase)
 		if r.GitOps != nil {

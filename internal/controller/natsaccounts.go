@@ -27,11 +27,6 @@ import (
 
 // The Secrets of tenants' NATS accounts.
 const (
-	// CredsSecretName is the Secret in each tenant namespace holding its workloads'
-	// NATS credentials (key CredsKey), which every module chart mounts.
-	CredsSecretName = "eva-nats-creds"
-	// CredsKey is the key of the credentials file in CredsSecretName.
-	CredsKey = "nats.creds"
 	// accountSeedKey is the key of an account's seed in its key Secret, and of the
 	// operator signing key's seed in the platform's Secret.
 	accountSeedKey = "seed"
@@ -49,7 +44,7 @@ const (
 	// credentials answer (AnnotationRotateNATSCredentials' value).
 	annotationRotation = "eva.aidonow.com/rotation"
 	// workloadCredsKey holds, in the key Secret, the workloads' credentials: the
-	// tenant's CredsSecretName is a copy the operator writes without reading it back.
+	// tenant's tenant.NATSCredsSecret is a copy the operator writes without reading it back.
 	workloadCredsKey = "workload.creds"
 )
 
@@ -67,7 +62,7 @@ func accountKeySecret(code string) string { return "eva-nats-account-" + strings
 // is a Secret there too, made on first use. The account's JWT, with the tier's limits,
 // is pushed to the resolver when it changes; the operator reaches the tenant's streams
 // as a user of that account, and the tenant's workloads get credentials of their own in
-// their namespace (CredsSecretName). Nothing falls back to a shared account: a missing
+// their namespace (tenant.NATSCredsSecret). Nothing falls back to a shared account: a missing
 // Secret, or a server refusing the account, is an error naming it.
 type Accounts struct {
 	// Reader reads the Secrets (the API server: the cache holds none); Client writes
@@ -154,6 +149,12 @@ func (a *Accounts) Close(ctx context.Context, code string) error {
 	delete(a.copies, code)
 	a.mu.Unlock()
 	return nil
+}
+
+// Open reports whether the tenant has an account Close has not closed (its key Secret).
+func (a *Accounts) Open(ctx context.Context, code string) (bool, error) {
+	acct, err := a.account(ctx, code, false)
+	return acct != nil, err
 }
 
 // StreamsOf returns a client of the tenant's streams, nil when the account was never

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
@@ -20,6 +21,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/status"
 	"github.com/aidonow/eva/internal/tenant"
@@ -47,7 +49,9 @@ func platformNATSSecrets(t *testing.T, n *testenv.OperatorNATS, prefix string) (
 	return signer, system
 }
 
-func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system string) (*Accounts, *secretReads) {
+// startAccountsOperator starts an operator for an environment with natsAccounts, in
+// direct messaging mode (it makes the streams itself) or, with nack, NACK's.
+func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system string, nack ...bool) (*Accounts, *secretReads) {
 	t.Helper()
 	reads := &secretReads{}
 	var accounts *Accounts
@@ -55,7 +59,8 @@ func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system
 		reads.Reader = mgr.GetAPIReader()
 		accounts = &Accounts{Reader: reads, Client: mgr.GetClient(), Namespace: claimsNamespace,
 			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
-		r.Accounts = accounts
+		r.Renderer.Env.Settings.NATSAccounts = true
+		r.Accounts, r.DirectAccounts = accounts, len(nack) == 0 || !nack[0]
 	})
 	return accounts, reads
 }
@@ -76,10 +81,10 @@ func (r *secretReads) Get(ctx context.Context, key client.ObjectKey, obj client.
 func tenantCreds(t *testing.T, code string) []byte {
 	t.Helper()
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: tenant.Namespace(code), Name: CredsSecretName}, &s); err != nil {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret}, &s); err != nil {
 		t.Fatalf("the NATS credentials of %s: %v", code, err)
 	}
-	return s.Data[CredsKey]
+	return s.Data[tenant.NATSCredsKey]
 }
 
 func dialCreds(url string, creds []byte) (*nats.Conn, error) {
@@ -209,7 +214,7 @@ func TestRotatingTenantCredentials(t *testing.T) {
 	}
 	nc.Close()
 
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace("ROTATE"), Name: CredsSecretName}}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace("ROTATE"), Name: tenant.NATSCredsSecret}}
 	rotate := getTenant(t, tn)
 	rotate.Annotations = map[string]string{tenant.AnnotationRotateNATSCredentials: "2026-12-02"}
 	if err := k8s.Update(ctx, rotate); err != nil {
@@ -221,7 +226,7 @@ func TestRotatingTenantCredentials(t *testing.T) {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(creds), &s); err != nil {
 			return err
 		}
-		if second = s.Data[CredsKey]; string(second) == string(first) {
+		if second = s.Data[tenant.NATSCredsKey]; string(second) == string(first) {
 			return errNot("rotated")
 		}
 		return nil
@@ -256,4 +261,67 @@ func TestRotatingTenantCredentials(t *testing.T) {
 	if got != 3 {
 		t.Errorf("the consumer read %d of 3 messages after the rotation", got)
 	}
+}
+
+// TestNACKMakesTheStreamsInTheTenantsAccount: in NACK mode, an environment with
+// natsAccounts renders each tenant's NACK Account (its credentials' Secret) and Streams
+// naming it; the operator mints the account and writes the credentials, and NACK (the
+// stand-in, connecting as the Account says) makes the streams there: the tenant's
+// credentials see its two streams, its releases mount them, and NACK's own server holds
+// none. Decommissioned, the account is closed once the namespace is gone.
+func TestNACKMakesTheStreamsInTheTenantsAccount(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "nack-accounts")
+	startAccountsOperator(t, n, signer, system, true)
+	shared := standInJetStream(t)
+	startStandIn(t, withJetStream(shared), withNATSAccounts(n.URL))
+	tn := newTenant(newTestNamespace(t), "NACKAC", evav1.TierStarter)
+	createTenant(t, tn)
+	waitPhase(t, tn, evav1.PhaseActive)
+	ctx := context.Background()
+	ns := tenant.Namespace("NACKAC")
+	var account nackv1beta2.Account
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: tenant.NATSAccountObject}, &account); err != nil {
+		t.Fatalf("the tenant's NACK Account: %v", err)
+	}
+	if c := account.Spec.Creds; c == nil || c.Secret == nil || c.Secret.Name != tenant.NATSCredsSecret || len(account.Spec.Servers) != 0 {
+		t.Errorf("NACK Account spec %+v, want the credentials Secret on NACK's servers", account.Spec)
+	}
+	var hr helmv2.HelmRelease
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "crm"}, &hr); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(hr.Spec.Values.Raw), `"secretName":"`+tenant.NATSCredsSecret+`"`) {
+		t.Errorf("crm's values mount no NATS credentials: %s", hr.Spec.Values.Raw)
+	}
+	creds := tenantCreds(t, "NACKAC")
+	nc, err := dialCreds(n.URL, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	var names []string
+	for name := range js.StreamNames(ctx).Name() {
+		names = append(names, name)
+	}
+	if len(names) != 2 {
+		t.Errorf("the tenant's account holds the streams %v, want its two", names)
+	}
+	for _, stream := range []string{tenant.EventsStream("NACKAC"), tenant.CommandsStream("NACKAC")} {
+		if found, err := shared.Exists(ctx, stream); err != nil || found {
+			t.Errorf("NACK's own server holds %s: %v %v", stream, found, err)
+		}
+	}
+
+	if err := k8s.Delete(ctx, getTenant(t, tn)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*waitFor, "the decommissioned tenant's credentials refused", func() error {
+		if again, err := dialCreds(n.URL, creds); err == nil {
+			again.Close()
+			return errNot("refused")
+		}
+		return nil
+	})
 }

@@ -46,6 +46,8 @@ const helmFinalizer = "helm.toolkit.fluxcd.io/finalizer"
 // standInConfig is what a test may change about its stand-in.
 type standInConfig struct {
 	js *messaging.Client
+	// natsURL is where the NACK stand-in connects with a NACK Account's credentials.
+	natsURL string
 }
 
 type standInOption func(*standInConfig)
@@ -54,6 +56,12 @@ type standInOption func(*standInConfig)
 // (default: one started for the stand-in).
 func withJetStream(js *messaging.Client) standInOption {
 	return func(c *standInConfig) { c.js = js }
+}
+
+// withNATSAccounts makes the NACK stand-in connect to the server at url with the
+// credentials a Stream's NACK Account names, as NACK does.
+func withNATSAccounts(url string) standInOption {
+	return func(c *standInConfig) { c.natsURL = url }
 }
 
 // startStandIn starts the stand-in for helm-controller, the Job controller and
@@ -144,7 +152,7 @@ func startStandInOn(t testing.TB, restConfig *rest.Config, opts ...standInOption
 	// informers are, instead of listing every Stream and Ingress from the API server
 	// three times a second: at a thousand tenants those lists cost the API server more
 	// than the operator's own reads.
-	wg.Go(func() { testcluster.RunNACKStandIn(ctx, c, cfg.js) })
+	wg.Go(func() { testcluster.RunNACKStandIn(ctx, c, cfg.js, cfg.natsURL) })
 	wg.Go(func() { testcluster.RunIngressStandIn(ctx, c) })
 	// Stopped before the test's earlier cleanups (its operator, its NATS server) run.
 	t.Cleanup(func() {

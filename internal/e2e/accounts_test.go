@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	natsjs "github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,12 +25,13 @@ import (
 	"github.com/aidonow/eva/internal/testenv"
 )
 
-// TestTenantAccountOnTheCluster: the operator binary in direct messaging mode with
-// --nats-accounts, against the real nats-server in operator mode with a full resolver,
+// TestTenantAccountOnTheCluster: the operator binary in direct messaging mode for an
+// environment with natsAccounts, against the real nats-server in operator mode with a full resolver,
 // on the real cluster (real helm-controller). It is SIGKILLed as soon as it has made
 // the tenant's account key, before any status says so; restarted, it finishes that very
 // account: the tenant is Active with status.natsAccount the key's, and the credentials
-// it wrote into the tenant's namespace reach the tenant's two streams and nothing else.
+// it wrote into the tenant's namespace reach the tenant's two streams and nothing else;
+// every module Deployment helm-controller installed mounts them.
 // Decommissioned, the tenant's streams and account go: its credentials are refused.
 func TestTenantAccountOnTheCluster(t *testing.T) {
 	parallel(t)
@@ -45,7 +48,7 @@ func TestTenantAccountOnTheCluster(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	args := []string{"--messaging=direct", "--nats-url=" + n.URL, "--nats-accounts",
+	args := []string{"--messaging=direct", "--nats-url=" + n.URL, "--overlays=" + environment(t, map[string]any{"natsAccounts": true}),
 		"--nats-operator-signer-secret=e2e-accounts-signer", "--nats-system-secret=e2e-accounts-system"}
 	op := startOperator(t, ns, args...)
 	const code = "ACCTEA"
@@ -78,6 +81,7 @@ func TestTenantAccountOnTheCluster(t *testing.T) {
 		t.Fatal(err)
 	}
 	creds := credsSecret.Data["nats.creds"]
+	assertModulesMountTheCredentials(ctx, t, tenant.Namespace(code))
 	nc, err := connectWith(n.URL, creds)
 	if err != nil {
 		t.Fatalf("the tenant's workload credentials: %v", err)
@@ -116,4 +120,30 @@ func connectWith(url string, creds []byte) (*nats.Conn, error) {
 		return nil, err
 	}
 	return nats.Connect(url, nats.MaxReconnects(0), user)
+}
+
+// assertModulesMountTheCredentials: every Deployment in the tenant's namespace (each
+// module's, as helm-controller installed its chart) mounts the tenant's NATS credentials
+// at /var/run/secrets/eva/nats.
+func assertModulesMountTheCredentials(ctx context.Context, t *testing.T, ns string) {
+	t.Helper()
+	var deployments appsv1.DeploymentList
+	if err := cluster.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
+		t.Fatal(err)
+	}
+	if len(deployments.Items) == 0 {
+		t.Fatalf("no Deployment in %s", ns)
+	}
+	for _, d := range deployments.Items {
+		pod := d.Spec.Template.Spec
+		volume := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool {
+			return v.Secret != nil && v.Secret.SecretName == tenant.NATSCredsSecret
+		})
+		mounted := volume >= 0 && slices.ContainsFunc(pod.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
+			return m.Name == pod.Volumes[volume].Name && m.MountPath == "/var/run/secrets/eva/"+tenant.NATSMount
+		})
+		if !mounted {
+			t.Errorf("Deployment %s mounts no %s at /var/run/secrets/eva/%s: volumes %+v", d.Name, tenant.NATSCredsSecret, tenant.NATSMount, pod.Volumes)
+		}
+	}
 }

@@ -89,6 +89,12 @@ type Settings struct {
 	IngressNamespace string `json:"ingressNamespace,omitempty"`
 	// MessagingNamespace is where NATS runs (allowed out by NetworkPolicy); empty denies it.
 	MessagingNamespace string `json:"messagingNamespace,omitempty"`
+	// NATSAccounts gives every tenant a NATS account of its own (docs/messaging.md): the
+	// operator mints it, with its tier's limits, and writes its workloads' credentials
+	// into the tenant's namespace (tenant.NATSCredsSecret); every module release mounts
+	// them, and the tenant's Streams name the NACK Account that connects with them. The
+	// platform's NATS must run in operator mode with a full resolver.
+	NATSAccounts bool `json:"natsAccounts,omitempty"`
 	// ChartSource is the Flux source of the module charts: a shared HelmRepository, or
 	// (with url) an OCIRepository per module chart in each tenant namespace.
 	ChartSource ChartSource `json:"chartSource"`

@@ -29,7 +29,7 @@ func (s *scope) commandsStream() (runtime.Object, error) {
 // server: a tenant's stream only ever captures its own subjects.
 func (s *scope) stream(name, subject, purpose string) (runtime.Object, error) {
 	limits := s.tier.Streams
-	return &nackv1beta2.Stream{
+	st := &nackv1beta2.Stream{
 		TypeMeta:   metav1.TypeMeta{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream"},
 		ObjectMeta: s.meta(tenant.StreamObjectName(name), "eva.aidonow.com/stream", purpose),
 		Spec: nackv1beta2.StreamSpec{
@@ -43,6 +43,29 @@ func (s *scope) stream(name, subject, purpose string) (runtime.Object, error) {
 			Discard:     "old",
 			Storage:     "file",
 			Replicas:    limits.Replicas,
+		},
+	}
+	if s.r.Env.Settings.NATSAccounts {
+		// Made in the tenant's own NATS account: NACK connects as its Account says.
+		account := tenant.NATSAccountObject
+		st.Spec.Account = &account
+	}
+	return st, nil
+}
+
+// natsAccount renders, in an environment with natsAccounts, the tenant's NACK Account:
+// NACK makes the tenant's Streams with the credentials the operator writes into the
+// tenant's namespace (a user of the tenant's own NATS account), on NACK's own servers.
+// Only the Secret's name: the credentials never enter the rendered tree.
+func (s *scope) natsAccount() (runtime.Object, error) {
+	if !s.r.Env.Settings.NATSAccounts {
+		return nil, nil
+	}
+	return &nackv1beta2.Account{
+		TypeMeta:   metav1.TypeMeta{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Account"},
+		ObjectMeta: s.meta(tenant.NATSAccountObject),
+		Spec: nackv1beta2.AccountSpec{
+			Creds: &nackv1beta2.AccountCreds{Secret: &nackv1beta2.SecretRef{Name: tenant.NATSCredsSecret}, File: tenant.NATSCredsKey},
 		},
 	}, nil
 }

@@ -239,7 +239,8 @@ func (s *scope) values(module string) (map[string]any, error) {
 // secretMounts are the tenant's Secrets the module's pods mount, as its chart reads
 // them: the short name (the folder under /var/run/secrets/eva), the Secret's name, and
 // a revision that changes with the encrypted Secret, so that the chart rolls the pods
-// when a value rotates. Only names and a digest of ciphertext: no value.
+// when a value rotates; and, in an environment with natsAccounts, the tenant's NATS
+// credentials. Only names and a digest of ciphertext: no value.
 func (s *scope) secretMounts(module string) ([]any, error) {
 	var mounts []any
 	for i, m := range s.t.Spec.SecretMounts {
@@ -255,6 +256,17 @@ func (s *scope) secretMounts(module string) ([]any, error) {
 			"name":       m.Secret,
 			"secretName": tenant.SecretName(s.code, m.Secret),
 			"revision":   hex.EncodeToString(sum[:8]),
+		})
+	}
+	if s.r.Env.Settings.NATSAccounts {
+		// The workloads' credentials of the tenant's own NATS account, at
+		// /var/run/secrets/eva/nats/nats.creds. Rotation revokes the old user in the
+		// account and the kubelet refreshes the mounted file, which NATS clients read
+		// again when they reconnect: the pods need not roll, so the revision is fixed.
+		mounts = append(mounts, map[string]any{
+			"name":       tenant.NATSMount,
+			"secretName": tenant.NATSCredsSecret,
+			"revision":   "account",
 		})
 	}
 	return mounts, nil

@@ -189,7 +189,7 @@ func (s *scope) build() ([]built, error) {
 	builders := []builder{{s.namespace, Foundation}, {s.serviceAccount, Foundation}, {s.roleBinding, Foundation}}
 	if s.t.Spec.LifecycleOrDefault() == evav1.LifecycleActive {
 		for _, build := range []func() (runtime.Object, error){s.resourceQuota,
-			s.limitRange, s.networkPolicy, s.eventsStream, s.commandsStream, s.alertRules} {
+			s.limitRange, s.networkPolicy, s.natsAccount, s.eventsStream, s.commandsStream, s.alertRules} {
 			builders = append(builders, builder{build, Foundation})
 		}
 		// Each module's chart source goes with its release, in the workloads: a chart that

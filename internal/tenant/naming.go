@@ -43,6 +43,19 @@ const (
 	// pull credentials the environment names (chartSource.pullSecret): the operator
 	// writes it, and each of the tenant's chart sources references it.
 	ChartPullSecret = "eva-chart-pull"
+	// NATSCredsSecret is the Secret, in each tenant namespace of an environment with
+	// natsAccounts, holding its workloads' credentials of the tenant's own NATS account
+	// (key NATSCredsKey): the operator writes it, every module chart mounts it as
+	// NATSMount, and the tenant's NACK Account (NATSAccountObject) connects with it.
+	NATSCredsSecret = "eva-nats-creds"
+	// NATSCredsKey is the key of the credentials file in NATSCredsSecret.
+	NATSCredsKey = "nats.creds"
+	// NATSMount is the short name the module charts mount NATSCredsSecret under
+	// (/var/run/secrets/eva/nats/nats.creds): no Secret of a tenant may take it.
+	NATSMount = "nats"
+	// NATSAccountObject names the NACK Account object in each tenant namespace, which
+	// the tenant's Streams name in spec.account.
+	NATSAccountObject = "eva-nats"
 	// Finalizer protects a tenant until its decommission saga has run.
 	Finalizer = "eva.aidonow.com/tenant-protection"
 	// AnnotationOwnerUID names who owns a tenant's code: the UID of an EvaTenant

@@ -145,3 +145,19 @@ func TestSecretsHaveABudget(t *testing.T) {
 		t.Errorf("%d bytes of Secrets refused as too long, within %d", 4*len(big), MaxSecretsBytes)
 	}
 }
+
+// TestNoSecretTakesTheNATSMount: the modules mount the tenant's NATS credentials as
+// NATSMount in an environment with natsAccounts; a Secret of the tenant by that name
+// would collide with it in every chart (the same volume and folder), so it is refused.
+func TestNoSecretTakesTheNATSMount(t *testing.T) {
+	tn := &evav1.EvaTenant{TypeMeta: metav1.TypeMeta{APIVersion: evav1.GroupVersion.String(), Kind: evav1.Kind},
+		ObjectMeta: metav1.ObjectMeta{Name: "devusr"},
+		Spec: evav1.EvaTenantSpec{CapsuleCode: "DEVUSR", Tier: evav1.TierStarter,
+			Secrets: []evav1.EncryptedSecret{{Name: NATSMount, Sops: "sops: {}"}}}}
+	for _, e := range DefaultCatalog().Validate(tn) {
+		if e.Field == "spec.secrets[0].name" && strings.Contains(e.Error(), "reserved") {
+			return
+		}
+	}
+	t.Fatalf("a Secret named %q was not refused: %v", NATSMount, DefaultCatalog().Validate(tn))
+}

@@ -163,6 +163,10 @@ func validateSecrets(t *evav1.EvaTenant, p *field.Path) field.ErrorList {
 			continue
 		}
 		seen[s.Name] = true
+		if s.Name == NATSMount {
+			errs = append(errs, field.Invalid(ip.Child("name"), s.Name,
+				"reserved: the modules mount the tenant's NATS credentials under this name"))
+		}
 		_, issues := sopsdoc.Check([]byte(s.Sops), SecretName(t.Spec.CapsuleCode, s.Name), Namespace(t.Spec.CapsuleCode))
 		for _, is := range issues {
 			msg := is.Message

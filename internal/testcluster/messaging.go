@@ -32,7 +32,7 @@ func (c *Cluster) StartMessaging(ctx context.Context) (js *messaging.Client, sto
 		return nil, nil, err
 	}
 	ctx, cancel := context.WithCancel(ctx)
-	go RunNACKStandIn(ctx, standIns, js)
+	go RunNACKStandIn(ctx, standIns, js, c.MessagingURL)
 	go RunIngressStandIn(ctx, standIns)
 	return js, func() { cancel(); js.Close(); nats.Shutdown() }, nil
 }

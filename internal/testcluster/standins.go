@@ -2,8 +2,11 @@ package testcluster
 
 import (
 	"context"
+	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -13,6 +16,7 @@ import (
 
 	"github.com/aidonow/eva/internal/messaging"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -32,48 +36,134 @@ func StandInScheme() *runtime.Scheme {
 	return s
 }
 
-// RunNACKStandIn plays NACK's stream controller until ctx ends: every Stream object gets
-// its stream created (or updated) in JetStream, then Ready=True with the generation it
-// saw; a stream whose object is gone is deleted from JetStream.
-func RunNACKStandIn(ctx context.Context, c client.Client, js *messaging.Client) {
-	known := map[string]bool{}
+// RunNACKStandIn plays NACK's stream and account controllers until ctx ends: every
+// Stream object gets its stream created (or updated) in JetStream, then Ready=True with
+// the generation it saw; a stream whose object is gone is deleted from JetStream. A
+// Stream naming a NACK Account (spec.account) is made, as NACK makes it, with the
+// credentials of that Account's Secret (in the Stream's namespace) on the server at url;
+// the others with js, NACK's own connection. Every Account is Ready, as NACK's are.
+func RunNACKStandIn(ctx context.Context, c client.Client, js *messaging.Client, url string) {
+	n := &nackStandIn{c: c, js: js, url: url, known: map[string]*messaging.Client{}, conns: map[string]*messaging.Client{}}
+	defer n.close()
 	for ctx.Err() == nil {
-		var streams nackv1beta2.StreamList
-		if err := c.List(ctx, &streams); err == nil {
-			seen := map[string]bool{}
-			for i := range streams.Items {
-				st := &streams.Items[i]
-				seen[st.Spec.Name] = true
-				if st.DeletionTimestamp != nil || apimeta.IsStatusConditionTrue(st.Status.Conditions, "Ready") && st.Status.ObservedGeneration == st.Generation {
-					continue
-				}
-				maxAge, _ := time.ParseDuration(st.Spec.MaxAge)
-				spec := messaging.StreamSpec{Name: st.Spec.Name, Subjects: st.Spec.Subjects, Limits: tenant.StreamLimits{
-					MaxMsgs: st.Spec.MaxMsgs, MaxBytes: st.Spec.MaxBytes, MaxAge: metav1.Duration{Duration: maxAge}, Replicas: 1}}
-				ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Created",
-					Message: "stream created in JetStream (NACK stand-in)", ObservedGeneration: st.Generation}
-				if _, err := js.Ensure(ctx, spec); err != nil {
-					// As NACK does: the object says why, and the next pass tries again.
-					ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "Errored", err.Error()
-					if c := apimeta.FindStatusCondition(st.Status.Conditions, "Ready"); c != nil && c.Message == ready.Message {
-						continue
-					}
-				} else {
-					known[st.Spec.Name] = true
-				}
-				base := st.DeepCopy()
-				st.Status.ObservedGeneration = st.Generation
-				apimeta.SetStatusCondition(&st.Status.Conditions, ready)
-				_ = c.Status().Patch(ctx, st, client.MergeFrom(base))
-			}
-			for name := range known {
-				if !seen[name] && js.Delete(ctx, name) == nil {
-					delete(known, name)
-				}
-			}
-		}
+		n.accounts(ctx)
+		n.streams(ctx)
 		sleep(ctx, standInInterval)
 	}
+}
+
+// nackStandIn is the state of RunNACKStandIn: the connection each stream was made with
+// (known), and one connection per account's credentials (conns).
+type nackStandIn struct {
+	c     client.Client
+	js    *messaging.Client
+	url   string
+	known map[string]*messaging.Client
+	conns map[string]*messaging.Client
+}
+
+func (n *nackStandIn) close() {
+	for _, conn := range n.conns {
+		conn.Close()
+	}
+}
+
+func (n *nackStandIn) accounts(ctx context.Context) {
+	var accounts nackv1beta2.AccountList
+	if err := n.c.List(ctx, &accounts); err != nil {
+		return
+	}
+	for i := range accounts.Items {
+		a := &accounts.Items[i]
+		if a.DeletionTimestamp != nil || apimeta.IsStatusConditionTrue(a.Status.Conditions, "Ready") && a.Status.ObservedGeneration == a.Generation {
+			continue
+		}
+		base := a.DeepCopy()
+		a.Status.ObservedGeneration = a.Generation
+		apimeta.SetStatusCondition(&a.Status.Conditions, metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue,
+			Reason: "Ready", Message: "Account is ready (NACK stand-in)", ObservedGeneration: a.Generation})
+		_ = n.c.Status().Patch(ctx, a, client.MergeFrom(base))
+	}
+}
+
+func (n *nackStandIn) streams(ctx context.Context) {
+	var streams nackv1beta2.StreamList
+	if err := n.c.List(ctx, &streams); err != nil {
+		return
+	}
+	seen := map[string]bool{}
+	for i := range streams.Items {
+		st := &streams.Items[i]
+		seen[st.Spec.Name] = true
+		if st.DeletionTimestamp != nil || apimeta.IsStatusConditionTrue(st.Status.Conditions, "Ready") && st.Status.ObservedGeneration == st.Generation {
+			continue
+		}
+		maxAge, _ := time.ParseDuration(st.Spec.MaxAge)
+		spec := messaging.StreamSpec{Name: st.Spec.Name, Subjects: st.Spec.Subjects, Limits: tenant.StreamLimits{
+			MaxMsgs: st.Spec.MaxMsgs, MaxBytes: st.Spec.MaxBytes, MaxAge: metav1.Duration{Duration: maxAge}, Replicas: 1}}
+		ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Created",
+			Message: "stream created in JetStream (NACK stand-in)", ObservedGeneration: st.Generation}
+		conn, err := n.connection(ctx, st)
+		if err == nil {
+			_, err = conn.Ensure(ctx, spec)
+		}
+		if err != nil {
+			// As NACK does: the object says why, and the next pass tries again.
+			ready.Status, ready.Reason, ready.Message = metav1.ConditionFalse, "Errored", err.Error()
+			if c := apimeta.FindStatusCondition(st.Status.Conditions, "Ready"); c != nil && c.Message == ready.Message {
+				continue
+			}
+		} else {
+			n.known[st.Spec.Name] = conn
+		}
+		base := st.DeepCopy()
+		st.Status.ObservedGeneration = st.Generation
+		apimeta.SetStatusCondition(&st.Status.Conditions, ready)
+		_ = n.c.Status().Patch(ctx, st, client.MergeFrom(base))
+	}
+	for name, conn := range n.known {
+		if !seen[name] && conn.Delete(ctx, name) == nil {
+			delete(n.known, name)
+		}
+	}
+}
+
+// connection is what NACK makes the stream with: its own, or its Account's.
+func (n *nackStandIn) connection(ctx context.Context, st *nackv1beta2.Stream) (*messaging.Client, error) {
+	if st.Spec.Account == nil || *st.Spec.Account == "" {
+		return n.js, nil
+	}
+	var account nackv1beta2.Account
+	if err := n.c.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: *st.Spec.Account}, &account); err != nil {
+		return nil, fmt.Errorf("get account %s: %w", *st.Spec.Account, err)
+	}
+	if account.Spec.Creds == nil || account.Spec.Creds.Secret == nil {
+		return nil, fmt.Errorf("account %s: the stand-in connects with a creds Secret only", account.Name)
+	}
+	var secret corev1.Secret
+	if err := n.c.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: account.Spec.Creds.Secret.Name}, &secret); err != nil {
+		return nil, fmt.Errorf("account %s: %w", account.Name, err)
+	}
+	creds := secret.Data[account.Spec.Creds.File]
+	key := st.Namespace + "/" + string(creds)
+	if conn := n.conns[key]; conn != nil {
+		return conn, nil
+	}
+	user, err := natsaccount.CredsOption(creds)
+	if err != nil {
+		return nil, fmt.Errorf("account %s: %w", account.Name, err)
+	}
+	nc, err := nats.Connect(n.url, user)
+	if err != nil {
+		return nil, fmt.Errorf("account %s: connecting: %w", account.Name, err)
+	}
+	conn, err := messaging.FromConn(nc, 5*time.Second)
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	n.conns[key] = conn
+	return conn, nil
 }
 
 // RunIngressStandIn plays an ingress controller's status writer until ctx ends: every

@@ -1,4 +1,4 @@
-// Package v1beta2 describes NACK's JetStream Stream object (jetstream.nats.io/v1beta2)
+// Package v1beta2 describes NACK's JetStream Stream and Account objects (jetstream.nats.io/v1beta2)
 // as NACK's published CRD does: every spec field, with its defaults and validations.
 // NACK's own Go module cannot be downloaded here; the tests' Stream CRD is generated
 // from these types, so the API server defaults and prunes a Stream as a cluster with
@@ -18,20 +18,21 @@ import (
 var GroupVersion = schema.GroupVersion{Group: "jetstream.nats.io", Version: "v1beta2"}
 
 var schemeBuilder = runtime.NewSchemeBuilder(func(s *runtime.Scheme) error {
-	s.AddKnownTypes(GroupVersion, &Stream{}, &StreamList{})
+	s.AddKnownTypes(GroupVersion, &Stream{}, &StreamList{}, &Account{}, &AccountList{})
 	metav1.AddToGroupVersion(s, GroupVersion)
 	return nil
 })
 
-// AddToScheme registers Stream with a scheme.
+// AddToScheme registers Stream and Account with a scheme.
 var AddToScheme = schemeBuilder.AddToScheme
 
 // StreamSpec is NACK's stream spec, every field its published CRD (deploy/crds.yml)
 // holds, with the same defaults and validations: the API server defaults a Stream in the
 // tests as it does on a cluster with NACK, so the admission policy eva-tenant-streams is
 // tested against the object NACK's CRD makes of a rendered Stream. Eva renders only the
-// first fields (name to duplicateWindow); the others exist so that the CRD keeps them, as
-// NACK's does, for the policy to refuse.
+// first fields (name to duplicateWindow) and, in an environment with natsAccounts,
+// account; the others exist so that the CRD keeps them, as NACK's does, for the policy
+// to refuse.
 type StreamSpec struct {
 	// name of the stream in JetStream.
 	// +kubebuilder:validation:MinLength=1
