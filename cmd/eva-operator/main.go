@@ -302,6 +302,14 @@ func run(cfg config) error {
 			return err
 		}
 	}
+	if accounts != nil && role != roleFleet {
+		// Tenant files have no EvaTenant: their published NACK Accounts ask for theirs.
+		files := &controller.FileAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
+			Catalog: renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
+		if err := files.SetupWithManager(mgr); err != nil {
+			return err
+		}
+	}
 	if role == roleCell {
 		log.Info("Starting manager", "version", version, "env", env.Name, "cell", cfg.cell, "tenantNamespaces", r.TenantNamespaces)
 		return mgr.Start(ctx)

@@ -2,14 +2,10 @@ package controller
 
 import (
 	"context"
-	"crypto/sha256"
 	"errors"
-	"fmt"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/natsaccount"
@@ -118,36 +114,15 @@ func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) (Stre
 	t := s.tenant
 	code := t.Spec.CapsuleCode
 	limits := natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier])
-	pub, streams, creds, err := r.Accounts.Ensure(ctx, code, limits, t.Annotations[tenant.AnnotationRotateNATSCredentials])
+	pub, streams, creds, err := r.Accounts.Ensure(ctx, code, tenant.Owner(string(t.UID)), limits, t.Annotations[tenant.AnnotationRotateNATSCredentials])
 	if pub != "" {
 		t.Status.NATSAccount = pub
 	}
 	if err != nil {
 		return nil, err
 	}
-	if err := r.writeCredsSecret(ctx, code, creds); err != nil {
+	if err := r.Accounts.WriteCreds(ctx, code, creds); err != nil {
 		return nil, err
 	}
 	return streams, nil
-}
-
-// writeCredsSecret writes the tenant's workloads' credentials (a user of its account)
-// into its namespace: a Secret the module charts mount, a copy of what the account's
-// key Secret records, applied (server-side) without reading it back: the operator
-// reads no Secret of a tenant namespace. It is written again when the credentials
-// change (a rotation: AnnotationRotateNATSCredentials) and once per operator process.
-func (r *EvaTenantReconciler) writeCredsSecret(ctx context.Context, code string, creds []byte) error {
-	digest := fmt.Sprintf("%x", sha256.Sum256(creds))
-	if r.Accounts.copied(code, digest) {
-		return nil
-	}
-	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret,
-			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
-		Data: map[string][]byte{tenant.NATSCredsKey: creds}}
-	if err := r.Patch(ctx, secret, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
-		return fmt.Errorf("writing the NATS credentials Secret %s/%s: %w", secret.Namespace, secret.Name, err)
-	}
-	r.Accounts.markCopied(code, digest)
-	return nil
 }

@@ -108,9 +108,10 @@ func (acct *account) workloadCreds(rotation string) []byte {
 // of the account) and its workloads' credentials: those issued for the rotation request
 // (the tenant's AnnotationRotateNATSCredentials, "" for none), or a new user's when it
 // changed, the user they held before revoked. New credentials are recorded with the
-// account (the key Secret) before the account is pushed and they are handed out.
-func (a *Accounts) Ensure(ctx context.Context, code string, limits natsaccount.Limits, rotation string) (string, *messaging.Client, []byte, error) {
-	acct, err := a.account(ctx, code, true)
+// account (the key Secret) before the account is pushed and they are handed out. A key
+// made now records owner (tenant.Owner: the EvaTenant's UID, or tenant.FileOwner).
+func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsaccount.Limits, rotation string) (string, *messaging.Client, []byte, error) {
+	acct, err := a.account(ctx, code, owner)
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -132,7 +133,7 @@ func (a *Accounts) Ensure(ctx context.Context, code string, limits natsaccount.L
 // then forgets its key: credentials anyone kept are refused from then on, and a tenant
 // created again with the code gets a new account. An account never made is done.
 func (a *Accounts) Close(ctx context.Context, code string) error {
-	acct, err := a.account(ctx, code, false)
+	acct, err := a.account(ctx, code, "")
 	if err != nil || acct == nil {
 		return err
 	}
@@ -153,8 +154,18 @@ func (a *Accounts) Close(ctx context.Context, code string) error {
 
 // Open reports whether the tenant has an account Close has not closed (its key Secret).
 func (a *Accounts) Open(ctx context.Context, code string) (bool, error) {
-	acct, err := a.account(ctx, code, false)
+	acct, err := a.account(ctx, code, "")
 	return acct != nil, err
+}
+
+// OwnedByFile reports whether the tenant's open account was made for a tenant file
+// (tenant.FileOwner), which FileAccounts closes when its NACK Account goes.
+func (a *Accounts) OwnedByFile(ctx context.Context, code string) (bool, error) {
+	acct, err := a.account(ctx, code, "")
+	if err != nil || acct == nil {
+		return false, err
+	}
+	return acct.secret.Annotations[tenant.AnnotationOwnerUID] == tenant.FileOwner, nil
 }
 
 // StreamsOf returns a client of the tenant's streams, nil when the account was never
@@ -168,7 +179,7 @@ func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Clien
 	if held != nil {
 		return held, nil
 	}
-	acct, err := a.account(ctx, code, false)
+	acct, err := a.account(ctx, code, "")
 	if err != nil || acct == nil {
 		return nil, err
 	}
@@ -210,14 +221,15 @@ func unixTimes(m map[string]time.Time) map[string]int64 {
 	return out
 }
 
-// account reads what the operator keeps of the tenant's account, making its key when
-// create is set and there is none (nil, nil when there is none and create is not set).
-func (a *Accounts) account(ctx context.Context, code string, create bool) (*account, error) {
+// account reads what the operator keeps of the tenant's account, making its key for
+// owner when owner is set and there is none (nil, nil when there is none and owner is
+// not set).
+func (a *Accounts) account(ctx context.Context, code, owner string) (*account, error) {
 	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: a.Namespace, Name: accountKeySecret(code)}
 	err := a.Reader.Get(ctx, key, &secret)
 	switch {
-	case apierrors.IsNotFound(err) && !create:
+	case apierrors.IsNotFound(err) && owner == "":
 		return nil, nil
 	case apierrors.IsNotFound(err):
 		kp, err := nkeys.CreateAccount()
@@ -226,13 +238,14 @@ func (a *Accounts) account(ctx context.Context, code string, create bool) (*acco
 		}
 		seed, _ := kp.Seed()
 		secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: key.Name,
-			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
+			Labels:      map[string]string{tenant.LabelCapsule: code},
+			Annotations: map[string]string{tenant.AnnotationOwnerUID: owner}}, Type: corev1.SecretTypeOpaque,
 			Data: map[string][]byte{accountSeedKey: seed}}
 		if err := a.Client.Create(ctx, &secret); err != nil {
 			if !apierrors.IsAlreadyExists(err) {
 				return nil, fmt.Errorf("%w of %s: creating its key Secret %s: %w", errAccount, code, key, err)
 			}
-			return a.account(ctx, code, false) // another worker made it: use that one
+			return a.account(ctx, code, "") // another worker made it: use that one
 		}
 		return &account{key: kp, revoked: map[string]time.Time{}, secret: &secret}, nil
 	case err != nil:
@@ -461,4 +474,26 @@ func (a *Accounts) markCopied(code, digest string) {
 		a.copies = map[string]string{}
 	}
 	a.copies[code] = digest
+}
+
+// WriteCreds writes the tenant's workloads' credentials (a user of its account) into
+// its namespace: a Secret the module charts mount and its NACK Account names, a copy of
+// what the account's key Secret records, applied (server-side) without reading it back:
+// the operator reads no Secret of a tenant namespace. It is written again when the
+// credentials change (a rotation: AnnotationRotateNATSCredentials) and once per
+// operator process.
+func (a *Accounts) WriteCreds(ctx context.Context, code string, creds []byte) error {
+	digest := fmt.Sprintf("%x", sha256.Sum256(creds))
+	if a.copied(code, digest) {
+		return nil
+	}
+	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret,
+			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{tenant.NATSCredsKey: creds}}
+	if err := a.Client.Patch(ctx, secret, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
+		return fmt.Errorf("writing the NATS credentials Secret %s/%s: %w", secret.Namespace, secret.Name, err)
+	}
+	a.markCopied(code, digest)
+	return nil
 }

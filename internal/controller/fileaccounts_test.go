@@ -1,0 +1,167 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+// startFileAccounts starts an operator whose FileAccounts mint the accounts of tenant
+// files on n.
+func startFileAccounts(t *testing.T, n *testenv.OperatorNATS, signer, system string) *operator {
+	t.Helper()
+	return startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
+		accounts := &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
+			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
+		files := &FileAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
+			Catalog: r.Renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
+		if err := files.SetupWithManager(mgr); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// applyFileFoundation applies, as Flux would from a published tree, the Namespace and
+// the NACK Account of a tenant file of code (no EvaTenant: owner tenant.FileOwner),
+// rendered for an environment with natsAccounts; edit changes them first.
+func applyFileFoundation(t *testing.T, code string, edit func(ns, account *unstructured.Unstructured)) {
+	t.Helper()
+	r := testRenderer(t)
+	r.Env.Settings.NATSAccounts = true
+	tn := fenceTenant(code)
+	tn.Namespace = ""
+	b, err := r.Bundle(tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ns, account *unstructured.Unstructured
+	for _, u := range b.Unstructured() {
+		switch u.GetKind() {
+		case "Namespace":
+			ns = u
+		case "Account":
+			account = u
+		}
+	}
+	if edit != nil {
+		edit(ns, account)
+	}
+	for _, u := range []*unstructured.Unstructured{ns, account} {
+		if err := k8s.Create(context.Background(), u); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestTenantFilesGetTheirAccounts: a tenant file has no EvaTenant; the NACK Account of
+// its published foundation asks for its NATS account. The operator mints it and writes
+// the credentials beside it; a NACK Account in a namespace that is not its capsule's, or
+// in an EvaTenant's namespace, gets none. Pruned from the tree, the NACK Account's going
+// closes the account, and one that went while no operator ran is closed when one starts.
+func TestTenantFilesGetTheirAccounts(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "file-accounts")
+	op := startFileAccounts(t, n, signer, system)
+	startStandIn(t)
+	ctx := context.Background()
+	applyFileFoundation(t, "FILEAA", nil)
+	applyFileFoundation(t, "FILEAB", nil)
+	// FILEAC's namespace holds an Account claiming FILEAA's capsule; FILEAD's is an
+	// EvaTenant's namespace.
+	applyFileFoundation(t, "FILEAC", func(_, account *unstructured.Unstructured) {
+		labels := account.GetLabels()
+		labels[tenant.LabelCapsule] = "FILEAA"
+		account.SetLabels(labels)
+	})
+	applyFileFoundation(t, "FILEAD", func(ns, _ *unstructured.Unstructured) {
+		ns.SetAnnotations(map[string]string{tenant.AnnotationOwnerUID: "5f0c2e8a-0000-4000-8000-000000000001"})
+	})
+	var aa, ab []byte
+	eventually(t, waitFor, "the tenant files' credentials written", func() error {
+		aa, ab = fileCreds(ctx, "FILEAA"), fileCreds(ctx, "FILEAB")
+		if aa == nil || ab == nil {
+			return errNot("written")
+		}
+		return nil
+	})
+	for _, creds := range [][]byte{aa, ab} {
+		nc, err := dialCreds(n.URL, creds)
+		if err != nil {
+			t.Fatalf("a tenant file's credentials: %v", err)
+		}
+		nc.Close()
+	}
+	time.Sleep(2 * time.Second) // what would have been written by now for the other two
+	for _, code := range []string{"FILEAC", "FILEAD"} {
+		if fileCreds(ctx, code) != nil {
+			t.Errorf("%s got NATS credentials from a NACK Account that is not its tenant file's", code)
+		}
+	}
+
+	// Pruned while the operator runs.
+	deleteNACKAccount(t, "FILEAA")
+	eventually(t, waitFor, "FILEAA's credentials refused", func() error { return refused(n.URL, aa) })
+	// Pruned, with its whole folder, while no operator runs: closed when one starts,
+	// though no object of the tenant is left to say so.
+	op.stop()
+	deleteNACKAccount(t, "FILEAB") // the stand-in's namespace controller leaves objects in etcd
+	ns := &corev1.Namespace{}
+	ns.Name = tenant.Namespace("FILEAB")
+	if err := k8s.Delete(ctx, ns); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitFor, "FILEAB's namespace gone", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(ns), ns); !apierrors.IsNotFound(err) {
+			return errNot("gone")
+		}
+		return nil
+	})
+	startFileAccounts(t, n, signer, system)
+	eventually(t, waitFor, "FILEAB's credentials refused", func() error { return refused(n.URL, ab) })
+	for _, code := range []string{"FILEAA", "FILEAB"} {
+		var key corev1.Secret
+		err := k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: accountKeySecret(code)}, &key)
+		if !apierrors.IsNotFound(err) {
+			t.Errorf("%s's account key after its close: %v", code, err)
+		}
+	}
+}
+
+func fileCreds(ctx context.Context, code string) []byte {
+	var s corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret}, &s); err != nil {
+		return nil
+	}
+	return s.Data[tenant.NATSCredsKey]
+}
+
+func deleteNACKAccount(t *testing.T, code string) {
+	t.Helper()
+	account := &unstructured.Unstructured{}
+	account.SetAPIVersion("jetstream.nats.io/v1beta2")
+	account.SetKind("Account")
+	account.SetNamespace(tenant.Namespace(code))
+	account.SetName(tenant.NATSAccountObject)
+	if err := k8s.Delete(context.Background(), account); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func refused(url string, creds []byte) error {
+	if nc, err := dialCreds(url, creds); err == nil {
+		nc.Close()
+		return errNot("refused")
+	}
+	return nil
+}
