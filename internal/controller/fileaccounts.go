@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -22,8 +23,6 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// +kubebuilder:rbac:groups="",resources=secrets,verbs=list,namespace=eva-system
-
 // FileAccounts gives the tenants published from files (no EvaTenant in the cluster) their
 // NATS accounts, in an environment with natsAccounts. What asks for one is the NACK
 // Account Eva renders in the tenant's foundation (tenant.NATSAccountObject), applied by
@@ -31,9 +30,10 @@ import (
 // for the namespace's own code, with the limits of the tier the object's labels carry,
 // and writes the workloads' credentials beside it, as for an EvaTenant. An Account
 // anywhere else (another name, a namespace not eva-tenant-<its code>) is refused with an
-// event. When the NACK Account goes (the file's lifecycle Decommissioned, or the file
-// removed and its folder pruned; NACK's finalizer keeps it until its Streams are gone),
-// the account is closed: credentials anyone kept are refused from then on.
+// event. The operator's finalizer holds the NACK Account: when it is deleted (the file's
+// lifecycle Decommissioned, or the file removed and its folder pruned), once NACK's own
+// finalizer has gone with its Streams, the account is closed (credentials anyone kept
+// are refused from then on) and the Account let go, though no operator ran then.
 type FileAccounts struct {
 	client.Client
 	// Reader reads from the API server: the namespace's owner, before an account is made
@@ -44,17 +44,18 @@ type FileAccounts struct {
 	Recorder events.EventRecorder
 }
 
-// SetupWithManager registers the reconciler for NACK Accounts and tenant namespaces, and
-// the look at every file tenant's account when the manager starts (Start).
+// SetupWithManager registers the reconciler for NACK Accounts and tenant namespaces.
 func (f *FileAccounts) SetupWithManager(mgr ctrl.Manager) error {
-	if err := mgr.Add(f); err != nil {
-		return err
-	}
 	return ctrl.NewControllerManagedBy(mgr).Named("fileaccounts").For(&nackv1beta2.Account{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetName(), Name: tenant.NATSAccountObject}}}
 		})).Complete(f)
 }
+
+// fileAccountFinalizer holds a tenant file's NACK Account until the operator has closed
+// the NATS account it asked for: a pruning while no operator runs is seen when one
+// starts, and the account is never left open for a tenant that is gone.
+const fileAccountFinalizer = "eva.aidonow.com/nats-account"
 
 // Reconcile makes or closes the account of the file tenant whose namespace req names.
 func (f *FileAccounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
@@ -62,72 +63,86 @@ func (f *FileAccounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if !ok {
 		return ctrl.Result{}, nil
 	}
-	var ns corev1.Namespace
-	err := f.Reader.Get(ctx, types.NamespacedName{Name: req.Namespace}, &ns)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return ctrl.Result{}, fmt.Errorf("reading namespace %s: %w", req.Namespace, err)
-	}
-	live := err == nil && ns.DeletionTimestamp.IsZero()
-	if live && ns.Annotations[tenant.AnnotationOwnerUID] != tenant.FileOwner {
-		return ctrl.Result{}, nil // an EvaTenant's: its reconciler makes the account
-	}
 	var account nackv1beta2.Account
-	err = f.Get(ctx, req.NamespacedName, &account)
+	err := f.Get(ctx, req.NamespacedName, &account)
 	switch {
-	case err != nil && !apierrors.IsNotFound(err):
-		return ctrl.Result{}, err
-	case req.Name != tenant.NATSAccountObject:
-		if err == nil && live {
-			f.Recorder.Eventf(&account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount",
-				"no NATS account is made for a NACK Account named %s: a tenant's is %s", req.Name, tenant.NATSAccountObject)
-		}
-		return ctrl.Result{}, nil
-	case err != nil || !account.DeletionTimestamp.IsZero() || !live:
+	case apierrors.IsNotFound(err) && req.Name == tenant.NATSAccountObject:
+		// Gone without the finalizer (removed by hand): close what was made for it.
 		return ctrl.Result{}, f.close(ctx, code)
+	case err != nil:
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	case !account.DeletionTimestamp.IsZero():
+		return f.release(ctx, code, &account)
 	}
-	if got := account.Labels[tenant.LabelCapsule]; got != code {
-		f.Recorder.Eventf(&account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount",
-			"refused: a NACK Account of capsule %q in namespace %s, which is tenant %s's", got, req.Namespace, code)
+	var ns corev1.Namespace
+	if err := f.Reader.Get(ctx, types.NamespacedName{Name: req.Namespace}, &ns); err != nil {
+		return ctrl.Result{}, client.IgnoreNotFound(err)
+	}
+	if ns.Annotations[tenant.AnnotationOwnerUID] != tenant.FileOwner || !ns.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // an EvaTenant's (its reconciler makes the account), or going
+	}
+	if refusal := f.refusal(code, &account); refusal != "" {
+		f.Recorder.Eventf(&account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount", "%s", refusal)
 		return ctrl.Result{}, nil
 	}
-	tier, ok := f.Catalog.Tiers[evav1.Tier(account.Labels[tenant.LabelTier])]
-	if !ok {
-		f.Recorder.Eventf(&account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount",
-			"refused: label %s is %q, no tier of the catalog", tenant.LabelTier, account.Labels[tenant.LabelTier])
-		return ctrl.Result{}, nil
+	return f.mint(ctx, code, &account)
+}
+
+// refusal says why a NACK Account in the namespace of the tenant of code asks for no
+// account: another name, another capsule, no tier of the catalog.
+func (f *FileAccounts) refusal(code string, account *nackv1beta2.Account) string {
+	switch {
+	case account.Name != tenant.NATSAccountObject:
+		return fmt.Sprintf("no NATS account is made for a NACK Account named %s: a tenant's is %s", account.Name, tenant.NATSAccountObject)
+	case account.Labels[tenant.LabelCapsule] != code:
+		return fmt.Sprintf("refused: a NACK Account of capsule %q in namespace %s, which is tenant %s's",
+			account.Labels[tenant.LabelCapsule], account.Namespace, code)
 	}
-	_, _, creds, err := f.Accounts.Ensure(ctx, code, tenant.FileOwner, natsaccount.LimitsOf(tier), "")
+	if _, ok := f.Catalog.Tiers[evav1.Tier(account.Labels[tenant.LabelTier])]; !ok {
+		return fmt.Sprintf("refused: label %s is %q, no tier of the catalog", tenant.LabelTier, account.Labels[tenant.LabelTier])
+	}
+	return ""
+}
+
+// mint holds the NACK Account (fileAccountFinalizer), makes the account current with
+// its tier's limits and writes the workloads' credentials.
+func (f *FileAccounts) mint(ctx context.Context, code string, account *nackv1beta2.Account) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(account, fileAccountFinalizer) {
+		base := account.DeepCopy()
+		controllerutil.AddFinalizer(account, fileAccountFinalizer)
+		if err := f.Patch(ctx, account, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+			return ctrl.Result{}, fmt.Errorf("holding NACK Account %s/%s: %w", account.Namespace, account.Name, err)
+		}
+	}
+	limits := natsaccount.LimitsOf(f.Catalog.Tiers[evav1.Tier(account.Labels[tenant.LabelTier])])
+	_, _, creds, err := f.Accounts.Ensure(ctx, code, tenant.FileOwner, limits, "")
 	if err == nil {
 		err = f.Accounts.WriteCreds(ctx, code, creds)
 	}
 	if err != nil {
-		f.Recorder.Eventf(&account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount", "%v", err)
+		f.Recorder.Eventf(account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount", "%v", err)
 		return ctrl.Result{RequeueAfter: MessagingRetry}, nil
 	}
 	return ctrl.Result{}, nil
 }
 
-// Start looks, once the manager runs (and holds the leadership), at every account made
-// for a tenant file: one whose namespace or NACK Account went while no operator ran is
-// closed then, since no event will come for it.
-func (f *FileAccounts) Start(ctx context.Context) error {
-	var keys corev1.SecretList
-	log := ctrl.Log.WithName("fileaccounts")
-	if err := f.Reader.List(ctx, &keys, client.InNamespace(f.Accounts.Namespace), client.HasLabels{tenant.LabelCapsule}); err != nil {
-		log.Error(err, "listing the NATS account keys: an account of a tenant file removed while no operator ran stays open until its namespace is made and removed again")
-		return nil
+// release closes the account of a NACK Account being deleted, once NACK has let it go
+// (NACK's finalizer stays while Streams name it, which NACK deletes with its
+// credentials), then lets it go too.
+func (f *FileAccounts) release(ctx context.Context, code string, account *nackv1beta2.Account) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(account, fileAccountFinalizer) {
+		return ctrl.Result{}, nil
 	}
-	for _, key := range keys.Items {
-		code := key.Labels[tenant.LabelCapsule]
-		if key.Name != accountKeySecret(code) || key.Annotations[tenant.AnnotationOwnerUID] != tenant.FileOwner {
-			continue
-		}
-		req := ctrl.Request{NamespacedName: types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.NATSAccountObject}}
-		if _, err := f.Reconcile(ctx, req); err != nil {
-			log.Error(err, "looking at the NATS account of a tenant file", "capsule", code)
-		}
+	if len(account.Finalizers) > 1 {
+		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
-	return nil
+	if err := f.close(ctx, code); err != nil {
+		f.Recorder.Eventf(account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "CloseAccount", "%v", err)
+		return ctrl.Result{}, err
+	}
+	base := account.DeepCopy()
+	controllerutil.RemoveFinalizer(account, fileAccountFinalizer)
+	return ctrl.Result{}, client.IgnoreNotFound(f.Patch(ctx, account, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
 }
 
 // close closes the tenant's account if a tenant file's was made (an EvaTenant's is its

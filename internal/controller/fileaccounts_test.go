@@ -68,7 +68,8 @@ func applyFileFoundation(t *testing.T, code string, edit func(ns, account *unstr
 // its published foundation asks for its NATS account. The operator mints it and writes
 // the credentials beside it; a NACK Account in a namespace that is not its capsule's, or
 // in an EvaTenant's namespace, gets none. Pruned from the tree, the NACK Account's going
-// closes the account, and one that went while no operator ran is closed when one starts.
+// closes the account; pruned while no operator runs, the operator's finalizer holds the
+// Account until one starts and closes it.
 func TestTenantFilesGetTheirAccounts(t *testing.T) {
 	n := testenv.StartNATSOperator(t, t.TempDir())
 	signer, system := platformNATSSecrets(t, n, "file-accounts")
@@ -112,23 +113,24 @@ func TestTenantFilesGetTheirAccounts(t *testing.T) {
 	// Pruned while the operator runs.
 	deleteNACKAccount(t, "FILEAA")
 	eventually(t, waitFor, "FILEAA's credentials refused", func() error { return refused(n.URL, aa) })
-	// Pruned, with its whole folder, while no operator runs: closed when one starts,
-	// though no object of the tenant is left to say so.
+	// Pruned while no operator runs: the operator's finalizer holds the NACK Account,
+	// and the account is closed when one starts.
 	op.stop()
-	deleteNACKAccount(t, "FILEAB") // the stand-in's namespace controller leaves objects in etcd
-	ns := &corev1.Namespace{}
-	ns.Name = tenant.Namespace("FILEAB")
-	if err := k8s.Delete(ctx, ns); err != nil {
-		t.Fatal(err)
+	deleteNACKAccount(t, "FILEAB")
+	held := &unstructured.Unstructured{}
+	held.SetAPIVersion("jetstream.nats.io/v1beta2")
+	held.SetKind("Account")
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace("FILEAB"), Name: tenant.NATSAccountObject}, held); err != nil {
+		t.Fatalf("FILEAB's NACK Account while no operator runs: %v", err)
 	}
-	eventually(t, waitFor, "FILEAB's namespace gone", func() error {
-		if err := k8s.Get(ctx, client.ObjectKeyFromObject(ns), ns); !apierrors.IsNotFound(err) {
+	startFileAccounts(t, n, signer, system)
+	eventually(t, waitFor, "FILEAB's credentials refused", func() error { return refused(n.URL, ab) })
+	eventually(t, waitFor, "FILEAB's NACK Account let go", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(held), held); !apierrors.IsNotFound(err) {
 			return errNot("gone")
 		}
 		return nil
 	})
-	startFileAccounts(t, n, signer, system)
-	eventually(t, waitFor, "FILEAB's credentials refused", func() error { return refused(n.URL, ab) })
 	for _, code := range []string{"FILEAA", "FILEAB"} {
 		var key corev1.Secret
 		err := k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: accountKeySecret(code)}, &key)
@@ -140,7 +142,7 @@ func TestTenantFilesGetTheirAccounts(t *testing.T) {
 
 func fileCreds(ctx context.Context, code string) []byte {
 	var s corev1.Secret
-	if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret}, &s); err != nil {
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret(code)}, &s); err != nil {
 		return nil
 	}
 	return s.Data[tenant.NATSCredsKey]

@@ -488,7 +488,7 @@ func (a *Accounts) WriteCreds(ctx context.Context, code string, creds []byte) er
 		return nil
 	}
 	secret := &corev1.Secret{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "Secret"},
-		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret,
+		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret(code),
 			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{tenant.NATSCredsKey: creds}}
 	if err := a.Client.Patch(ctx, secret, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {

@@ -81,7 +81,7 @@ func (r *secretReads) Get(ctx context.Context, key client.ObjectKey, obj client.
 func tenantCreds(t *testing.T, code string) []byte {
 	t.Helper()
 	var s corev1.Secret
-	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret}, &s); err != nil {
+	if err := k8s.Get(context.Background(), types.NamespacedName{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret(code)}, &s); err != nil {
 		t.Fatalf("the NATS credentials of %s: %v", code, err)
 	}
 	return s.Data[tenant.NATSCredsKey]
@@ -214,7 +214,7 @@ func TestRotatingTenantCredentials(t *testing.T) {
 	}
 	nc.Close()
 
-	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace("ROTATE"), Name: tenant.NATSCredsSecret}}
+	creds := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace("ROTATE"), Name: tenant.NATSCredsSecret("ROTATE")}}
 	rotate := getTenant(t, tn)
 	rotate.Annotations = map[string]string{tenant.AnnotationRotateNATSCredentials: "2026-12-02"}
 	if err := k8s.Update(ctx, rotate); err != nil {
@@ -284,14 +284,14 @@ func TestNACKMakesTheStreamsInTheTenantsAccount(t *testing.T) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: tenant.NATSAccountObject}, &account); err != nil {
 		t.Fatalf("the tenant's NACK Account: %v", err)
 	}
-	if c := account.Spec.Creds; c == nil || c.Secret == nil || c.Secret.Name != tenant.NATSCredsSecret || len(account.Spec.Servers) != 0 {
+	if c := account.Spec.Creds; c == nil || c.Secret == nil || c.Secret.Name != tenant.NATSCredsSecret("NACKAC") || len(account.Spec.Servers) != 0 {
 		t.Errorf("NACK Account spec %+v, want the credentials Secret on NACK's servers", account.Spec)
 	}
 	var hr helmv2.HelmRelease
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: ns, Name: "crm"}, &hr); err != nil {
 		t.Fatal(err)
 	}
-	if !strings.Contains(string(hr.Spec.Values.Raw), `"secretName":"`+tenant.NATSCredsSecret+`"`) {
+	if !strings.Contains(string(hr.Spec.Values.Raw), `"secretName":"`+tenant.NATSCredsSecret("NACKAC")+`"`) {
 		t.Errorf("crm's values mount no NATS credentials: %s", hr.Spec.Values.Raw)
 	}
 	creds := tenantCreds(t, "NACKAC")

@@ -155,7 +155,7 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 				Type: corev1.SecretTypeOpaque}, client.DryRunAll)
 		},
 		"write a tenant's NATS credentials": func() error {
-			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "eva-nats-creds"},
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "fenced-nats"},
 				Type: corev1.SecretTypeOpaque}, client.DryRunAll)
 		},
 	}

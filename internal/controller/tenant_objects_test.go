@@ -66,7 +66,7 @@ func TestTenantObjectShapesHoldEveryWriter(t *testing.T) {
 				})
 			}
 			hostile := hostileStreamsAndIngresses(ns, code, devFenceDigest())
-			maps.Copy(hostile, hostileNACKAccounts(ns))
+			maps.Copy(hostile, hostileNACKAccounts(ns, code))
 			for what, obj := range hostile {
 				err := untilFenced(10*time.Second, func() error { return c.Create(ctx, obj.DeepCopy(), client.DryRunAll) })
 				if !fenced(err) {
@@ -115,15 +115,16 @@ func renderedStreamsAndIngresses(t *testing.T, code string) []*unstructured.Unst
 	return out
 }
 
-// hostileNACKAccounts are NACK Accounts in the namespace ns that would make the tenant's
-// Streams with other credentials or on other servers than its own.
-func hostileNACKAccounts(ns string) map[string]*unstructured.Unstructured {
+// hostileNACKAccounts are NACK Accounts in the namespace ns of the tenant of code that
+// would make the tenant's Streams with other credentials or on other servers than its
+// own.
+func hostileNACKAccounts(ns, code string) map[string]*unstructured.Unstructured {
 	account := func(name string, spec map[string]any) *unstructured.Unstructured {
 		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": "jetstream.nats.io/v1beta2", "kind": "Account",
 			"metadata": map[string]any{"namespace": ns, "name": name}, "spec": spec}}
 	}
 	own := func() map[string]any {
-		return map[string]any{"secret": map[string]any{"name": tenant.NATSCredsSecret}, "file": tenant.NATSCredsKey}
+		return map[string]any{"secret": map[string]any{"name": tenant.NATSCredsSecret(code)}, "file": tenant.NATSCredsKey}
 	}
 	with := func(k string, v any) map[string]any { return map[string]any{"creds": own(), k: v} }
 	credsOf := func(secret, file string) map[string]any {
@@ -138,7 +139,7 @@ func hostileNACKAccounts(ns string) map[string]*unstructured.Unstructured {
 		"a NACK Account on other servers":           account(tenant.NATSAccountObject, with("servers", []any{"nats://attacker.example:4222"})),
 		"a NACK Account with NACK's own creds file": account(tenant.NATSAccountObject, credsOf("", "/etc/nack/creds/nack.creds")),
 		"a NACK Account with another Secret":        account(tenant.NATSAccountObject, credsOf("crm-database", tenant.NATSCredsKey)),
-		"a NACK Account with another key":           account(tenant.NATSAccountObject, credsOf(tenant.NATSCredsSecret, "other.creds")),
+		"a NACK Account with another key":           account(tenant.NATSAccountObject, credsOf(tenant.NATSCredsSecret(code), "other.creds")),
 		"a NACK Account with a token":               account(tenant.NATSAccountObject, with("token", map[string]any{"token": "t", "secret": map[string]any{"name": "x"}})),
 		"a NACK Account with a user":                account(tenant.NATSAccountObject, with("user", map[string]any{"user": "u", "password": "p", "secret": map[string]any{"name": "x"}})),
 		"a NACK Account with an nkey":               account(tenant.NATSAccountObject, with("nkey", map[string]any{"seed": "s", "secret": map[string]any{"name": "x"}})),

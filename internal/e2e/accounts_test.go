@@ -77,11 +77,11 @@ func TestTenantAccountOnTheCluster(t *testing.T) {
 		t.Fatalf("status.natsAccount %q, want the account the killed operator made (%s)", account, pub)
 	}
 	var credsSecret corev1.Secret
-	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace(code), Name: "eva-nats-creds"}, &credsSecret); err != nil {
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret(code)}, &credsSecret); err != nil {
 		t.Fatal(err)
 	}
 	creds := credsSecret.Data["nats.creds"]
-	assertModulesMountTheCredentials(ctx, t, tenant.Namespace(code))
+	assertModulesMountTheCredentials(ctx, t, code)
 	nc, err := connectWith(n.URL, creds)
 	if err != nil {
 		t.Fatalf("the tenant's workload credentials: %v", err)
@@ -125,7 +125,8 @@ func connectWith(url string, creds []byte) (*nats.Conn, error) {
 // assertModulesMountTheCredentials: every Deployment in the tenant's namespace (each
 // module's, as helm-controller installed its chart) mounts the tenant's NATS credentials
 // at /var/run/secrets/eva/nats.
-func assertModulesMountTheCredentials(ctx context.Context, t *testing.T, ns string) {
+func assertModulesMountTheCredentials(ctx context.Context, t *testing.T, code string) {
+	ns := tenant.Namespace(code)
 	t.Helper()
 	var deployments appsv1.DeploymentList
 	if err := cluster.Client.List(ctx, &deployments, client.InNamespace(ns)); err != nil {
@@ -137,13 +138,13 @@ func assertModulesMountTheCredentials(ctx context.Context, t *testing.T, ns stri
 	for _, d := range deployments.Items {
 		pod := d.Spec.Template.Spec
 		volume := slices.IndexFunc(pod.Volumes, func(v corev1.Volume) bool {
-			return v.Secret != nil && v.Secret.SecretName == tenant.NATSCredsSecret
+			return v.Secret != nil && v.Secret.SecretName == tenant.NATSCredsSecret(code)
 		})
 		mounted := volume >= 0 && slices.ContainsFunc(pod.Containers[0].VolumeMounts, func(m corev1.VolumeMount) bool {
 			return m.Name == pod.Volumes[volume].Name && m.MountPath == "/var/run/secrets/eva/"+tenant.NATSMount
 		})
 		if !mounted {
-			t.Errorf("Deployment %s mounts no %s at /var/run/secrets/eva/%s: volumes %+v", d.Name, tenant.NATSCredsSecret, tenant.NATSMount, pod.Volumes)
+			t.Errorf("Deployment %s mounts no %s at /var/run/secrets/eva/%s: volumes %+v", d.Name, tenant.NATSCredsSecret(code), tenant.NATSMount, pod.Volumes)
 		}
 	}
 }

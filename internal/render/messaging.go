@@ -65,7 +65,7 @@ func (s *scope) natsAccount() (runtime.Object, error) {
 		TypeMeta:   metav1.TypeMeta{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Account"},
 		ObjectMeta: s.meta(tenant.NATSAccountObject),
 		Spec: nackv1beta2.AccountSpec{
-			Creds: &nackv1beta2.AccountCreds{Secret: &nackv1beta2.SecretRef{Name: tenant.NATSCredsSecret}, File: tenant.NATSCredsKey},
+			Creds: &nackv1beta2.AccountCreds{Secret: &nackv1beta2.SecretRef{Name: tenant.NATSCredsSecret(s.code)}, File: tenant.NATSCredsKey},
 		},
 	}, nil
 }

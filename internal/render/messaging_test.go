@@ -2,9 +2,11 @@ package render
 
 import (
 	"bytes"
+	"path/filepath"
 	"testing"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/chartcheck"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -15,6 +17,10 @@ import (
 // natsAccounts, none of it is rendered.
 func TestNATSAccountsRenderReferencesOnly(t *testing.T) {
 	acmeco := tenantFor("ACMECO", withTier(evav1.TierCustomer), withSecretMount(t, "crm", "crm-database"))
+	charts, err := chartcheck.Load(filepath.Join("..", "..", "charts"))
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, accounts := range []bool{false, true} {
 		r := renderer(t)
 		r.Env.Settings.NATSAccounts = accounts
@@ -31,8 +37,8 @@ func TestNATSAccountsRenderReferencesOnly(t *testing.T) {
 				creds, _ := spec["creds"].(map[string]any)
 				secret, _ := creds["secret"].(map[string]any)
 				if o["metadata"].(map[string]any)["name"] != tenant.NATSAccountObject || len(spec) != 1 ||
-					secret["name"] != tenant.NATSCredsSecret || creds["file"] != tenant.NATSCredsKey {
-					t.Errorf("NACK Account %v, want %s with creds %s/%s alone", o, tenant.NATSAccountObject, tenant.NATSCredsSecret, tenant.NATSCredsKey)
+					secret["name"] != tenant.NATSCredsSecret("ACMECO") || creds["file"] != tenant.NATSCredsKey {
+					t.Errorf("NACK Account %v, want %s with creds %s/%s alone", o, tenant.NATSAccountObject, tenant.NATSCredsSecret("ACMECO"), tenant.NATSCredsKey)
 				}
 			case "Stream":
 				streams++
@@ -43,7 +49,7 @@ func TestNATSAccountsRenderReferencesOnly(t *testing.T) {
 				releases++
 				values, _ := spec["values"].(map[string]any)
 				mounts, _ := values[tenant.SecretMountsValuesKey].([]any)
-				if got := hasMount(mounts, tenant.NATSMount, tenant.NATSCredsSecret); got != accounts {
+				if got := hasMount(mounts, tenant.NATSMount, tenant.NATSCredsSecret("ACMECO")); got != accounts {
 					t.Errorf("natsAccounts %v: release %v mounts the NATS credentials: %v (mounts %v)", accounts, o["metadata"], got, mounts)
 				}
 				if module := o["metadata"].(map[string]any)["name"]; module == "crm" && !hasMount(mounts, "crm-database", "acmeco-crm-database") {
@@ -53,6 +59,13 @@ func TestNATSAccountsRenderReferencesOnly(t *testing.T) {
 		}
 		if want := map[bool]int{true: 1}[accounts]; nackAccounts != want || streams != 2 || releases == 0 {
 			t.Errorf("natsAccounts %v: %d NACK Accounts, %d Streams, %d releases; want %d, 2 and some", accounts, nackAccounts, streams, releases, want)
+		}
+		// The charts as published take the values: their schema holds every mount to a
+		// Secret of the tenant's and a revision of sixteen hex digits.
+		for _, rel := range chartcheck.ReleasesIn("ACMECO", b.Objects()) {
+			if err := charts.Check(rel); err != nil {
+				t.Errorf("natsAccounts %v: %s: %v", accounts, rel.Module, err)
+			}
 		}
 		files, err := r.TenantFiles(acmeco)
 		if err != nil {

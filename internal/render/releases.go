@@ -263,14 +263,19 @@ func (s *scope) secretMounts(module string) ([]any, error) {
 		// /var/run/secrets/eva/nats/nats.creds. Rotation revokes the old user in the
 		// account and the kubelet refreshes the mounted file, which NATS clients read
 		// again when they reconnect: the pods need not roll, so the revision is fixed.
+		// The Secret is named as the tenant's own are, as the charts' schema requires.
 		mounts = append(mounts, map[string]any{
 			"name":       tenant.NATSMount,
-			"secretName": tenant.NATSCredsSecret,
-			"revision":   "account",
+			"secretName": tenant.NATSCredsSecret(s.code),
+			"revision":   natsMountRevision,
 		})
 	}
 	return mounts, nil
 }
+
+// natsMountRevision is the fixed revision of the NATS credentials' mount (see
+// secretMounts), sixteen hex digits as the charts' schema asks of every revision.
+const natsMountRevision = "0000000000000000"
 
 // identity is the capsule identity every module receives under the `capsule` key.
 func (s *scope) identity() map[string]any {

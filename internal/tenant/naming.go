@@ -43,11 +43,6 @@ const (
 	// pull credentials the environment names (chartSource.pullSecret): the operator
 	// writes it, and each of the tenant's chart sources references it.
 	ChartPullSecret = "eva-chart-pull"
-	// NATSCredsSecret is the Secret, in each tenant namespace of an environment with
-	// natsAccounts, holding its workloads' credentials of the tenant's own NATS account
-	// (key NATSCredsKey): the operator writes it, every module chart mounts it as
-	// NATSMount, and the tenant's NACK Account (NATSAccountObject) connects with it.
-	NATSCredsSecret = "eva-nats-creds"
 	// NATSCredsKey is the key of the credentials file in NATSCredsSecret.
 	NATSCredsKey = "nats.creds"
 	// NATSMount is the short name the module charts mount NATSCredsSecret under
@@ -78,6 +73,13 @@ func Owner(uid string) string {
 
 // Namespace returns the namespace of a tenant: eva-tenant-<code in lower case>.
 func Namespace(code string) string { return "eva-tenant-" + strings.ToLower(code) }
+
+// NATSCredsSecret is the Secret, in each tenant namespace of an environment with
+// natsAccounts, holding its workloads' credentials of the tenant's own NATS account (key
+// NATSCredsKey): <code>-nats, named as the tenant's own Secrets are (NATSMount is a name
+// none of them may take). The operator writes it, every module chart mounts it as
+// NATSMount, and the tenant's NACK Account (NATSAccountObject) connects with it.
+func NATSCredsSecret(code string) string { return SecretName(code, NATSMount) }
 
 // SecretName is the name of a tenant's encrypted Secret of the given short name:
 // <code>-<name>, in the tenant's namespace.
