@@ -38,18 +38,8 @@ func TestTenantAccountOnTheCluster(t *testing.T) {
 	ctx := context.Background()
 	ns := tenantNamespace(t, "e2e-accounts")
 	n := testenv.StartNATSOperator(t, t.TempDir())
-	seed, _ := n.OperatorSigner.Seed()
-	systemCreds, err := os.ReadFile(n.SystemCreds)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for name, data := range map[string]map[string][]byte{"e2e-accounts-signer": {"seed": seed}, "e2e-accounts-system": {"creds": systemCreds}} {
-		if err := cluster.Client.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name}, Data: data}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	args := []string{"--messaging=direct", "--nats-url=" + n.URL, "--overlays=" + environment(t, map[string]any{"natsAccounts": true}),
-		"--nats-operator-signer-secret=e2e-accounts-signer", "--nats-system-secret=e2e-accounts-system"}
+	args := append([]string{"--messaging=direct", "--overlays=" + environment(t, map[string]any{"natsAccounts": true})},
+		platformNATS(t, n, "e2e-accounts")...)
 	op := startOperator(t, ns, args...)
 	const code = "ACCTEA"
 	tn := evaTenant(ns, code, evav1.TierStarter)
@@ -147,4 +137,89 @@ func assertModulesMountTheCredentials(ctx context.Context, t *testing.T, code st
 			t.Errorf("Deployment %s mounts no %s at /var/run/secrets/eva/%s: volumes %+v", d.Name, tenant.NATSCredsSecret(code), tenant.NATSMount, pod.Volumes)
 		}
 	}
+}
+
+// platformNATS creates in the operator's namespace what the platform gives Eva for the
+// NATS server n (its signing key and a system user, in Secrets named after prefix) and
+// returns the operator's flags that name them and the server.
+func platformNATS(t *testing.T, n *testenv.OperatorNATS, prefix string) []string {
+	t.Helper()
+	seed, _ := n.OperatorSigner.Seed()
+	systemCreds, err := os.ReadFile(n.SystemCreds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, data := range map[string]map[string][]byte{prefix + "-signer": {"seed": seed}, prefix + "-system": {"creds": systemCreds}} {
+		secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: operatorNamespace, Name: name}, Data: data}
+		if err := cluster.Client.Create(context.Background(), secret); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return []string{"--nats-url=" + n.URL, "--nats-operator-signer-secret=" + prefix + "-signer", "--nats-system-secret=" + prefix + "-system"}
+}
+
+// TestTenantAccountGitOps: the operator binary in GitOps mode with NACK, for an
+// environment with natsAccounts, on the real cluster (real Flux): it publishes the
+// tenant's NACK Account and Streams naming it, mints the account on the cluster's NATS
+// in operator mode and writes the credentials; Flux applies the foundation, NACK (the
+// stand-in, as the Account says) makes the streams in the tenant's account, and
+// helm-controller installs modules that mount the credentials. Deleted, the tenant
+// leaves the tree and its account is closed: its credentials are refused.
+func TestTenantAccountGitOps(t *testing.T) {
+	parallel(t)
+	ctx := context.Background()
+	n := cluster.AccountsNATS
+	const source = "e2e-gitops-accounts"
+	url := newGitRepository(t, source+".git")
+	if err := bootstrapSource(ctx, "GitRepository", source, url, "main", "10m"); err != nil {
+		t.Fatal(err)
+	}
+	ns := tenantNamespace(t, "e2e-gitops-accounts")
+	settings := gitOpsSource("GitRepository", source)
+	settings["natsAccounts"] = true
+	startOperator(t, ns, append([]string{"--overlays=" + environment(t, settings),
+		"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + t.TempDir()},
+		platformNATS(t, n, source)...)...)
+	const code = "ACCTGI"
+	tn := evaTenant(ns, code, evav1.TierStarter)
+	if err := cluster.Client.Create(ctx, tn); err != nil {
+		t.Fatal(err)
+	}
+	kubectlWaitReady(t, 6*time.Minute, tn)
+	got, err := current(ctx, tn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if account, _, _ := unstructured.NestedString(got.Object, "status", "natsAccount"); !strings.HasPrefix(account, "A") {
+		t.Errorf("status.natsAccount %q: want the tenant's account", account)
+	}
+	var credsSecret corev1.Secret
+	if err := cluster.Client.Get(ctx, client.ObjectKey{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret(code)}, &credsSecret); err != nil {
+		t.Fatal(err)
+	}
+	creds := credsSecret.Data[tenant.NATSCredsKey]
+	assertModulesMountTheCredentials(ctx, t, code)
+	nc, err := connectWith(n.URL, creds)
+	if err != nil {
+		t.Fatalf("the tenant's workload credentials: %v", err)
+	}
+	defer nc.Close()
+	js, _ := natsjs.New(nc)
+	var streams []string
+	for name := range js.StreamNames(ctx).Name() {
+		streams = append(streams, name)
+	}
+	slices.Sort(streams)
+	if want := []string{tenant.CommandsStream(code), tenant.EventsStream(code)}; !slices.Equal(streams, want) {
+		t.Errorf("the tenant's account holds the streams %v, want %v (made by NACK there)", streams, want)
+	}
+
+	deleteAndWaitGone(t, 5*time.Minute, tn)
+	poll(t, "the decommissioned tenant's credentials refused", time.Minute, func() error {
+		if again, err := connectWith(n.URL, creds); err == nil {
+			again.Close()
+			return fmt.Errorf("they connect")
+		}
+		return nil
+	})
 }

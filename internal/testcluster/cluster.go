@@ -58,6 +58,11 @@ type Cluster struct {
 	// MessagingURL is the client URL of the cluster's JetStream server, once
 	// StartMessaging started it.
 	MessagingURL string
+	// AccountsNATS is the cluster's NATS server in operator mode with a full resolver,
+	// once StartMessaging started it: the server of the tenants' own accounts (an
+	// environment with natsAccounts), which the NACK stand-in reaches with the
+	// credentials a Stream's NACK Account names.
+	AccountsNATS *testenv.OperatorNATS
 
 	env *envtest.Environment
 	// stopEnv stops the API server and etcd (testenv.StartEnvironment).
