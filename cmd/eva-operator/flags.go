@@ -44,6 +44,8 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.StringVar(&cfg.nats.CertFile, "nats-cert", "", "NATS client certificate file")
 	fs.StringVar(&cfg.nats.KeyFile, "nats-key", "", "NATS client key file")
 	fs.StringVar(&cfg.nats.CAFile, "nats-ca", "", "NATS CA file")
+	fs.BoolVar(&cfg.natsMoveShared, "nats-move-shared-streams", false,
+		"in an environment with natsAccounts: move what the tenants' streams still hold in the shared account (the one --nats-url and --nats-creds reach) into each tenant's own account, then delete them (docs/upgrade.md)")
 	fs.StringVar(&cfg.natsSignerSecret, "nats-operator-signer-secret", "eva-nats-operator-signer",
 		"in an environment with natsAccounts: the Secret in the operator's namespace holding the NATS operator's signing key seed (key seed)")
 	fs.StringVar(&cfg.natsSystemSecret, "nats-system-secret", "eva-nats-system",

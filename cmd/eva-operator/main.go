@@ -70,15 +70,17 @@ type config struct {
 	messagingMode   string
 	// natsSignerSecret and natsSystemSecret name the platform's NATS Secrets.
 	natsSignerSecret, natsSystemSecret string
-	publishMode                        string
-	gitURL                             string
-	gitBranch                          string
-	gitPath                            string
-	gitCache                           string
-	gitTokenFile                       string
-	ociRef                             string
-	ociInsecure                        bool
-	batchWindow                        time.Duration
+	// natsMoveShared moves the tenants' streams out of the shared account.
+	natsMoveShared bool
+	publishMode    string
+	gitURL         string
+	gitBranch      string
+	gitPath        string
+	gitCache       string
+	gitTokenFile   string
+	ociRef         string
+	ociInsecure    bool
+	batchWindow    time.Duration
 	// tenantPublishInterval is GitOps.MinInterval.
 	tenantPublishInterval time.Duration
 	depthInterval         time.Duration
@@ -194,6 +196,9 @@ func run(cfg config) error {
 	if cfg.messagingMode == "direct" && cfg.nats.URL == "" {
 		return fmt.Errorf("--messaging=direct needs --nats-url")
 	}
+	if cfg.natsMoveShared && !env.Settings.NATSAccounts {
+		return fmt.Errorf("--nats-move-shared-streams moves streams into the tenants' own accounts: environment %s has no natsAccounts", env.Name)
+	}
 	if env.Settings.NATSAccounts && cfg.nats.URL == "" {
 		return fmt.Errorf("environment %s has natsAccounts: the operator needs --nats-url to push the tenants' accounts", env.Name)
 	}
@@ -254,6 +259,12 @@ func run(cfg config) error {
 	switch {
 	case accounts != nil:
 		r.Accounts, r.DirectAccounts = accounts, cfg.messagingMode == "direct"
+		if cfg.natsMoveShared {
+			if r.MoveFrom, err = messaging.Connect(cfg.nats); err != nil {
+				return err
+			}
+			defer r.MoveFrom.Close()
+		}
 	case cfg.messagingMode == "direct":
 		r.Streams = streams
 	}

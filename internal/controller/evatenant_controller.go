@@ -81,6 +81,10 @@ type EvaTenantReconciler struct {
 	// the tenant's NACK Account (connected with those credentials).
 	Accounts       *Accounts
 	DirectAccounts bool
+	// MoveFrom, with Accounts, is the shared account the tenants' streams lived in
+	// before: what they still hold there is moved into each tenant's own account
+	// (movePhase), and the emptied streams deleted.
+	MoveFrom *messaging.Client
 	// GitOps, when set, is GitOps mode: tenants are published for Flux instead of applied.
 	GitOps *GitOps
 	// APIReader reads from the API server, bypassing the cache: for decisions that must

@@ -2,7 +2,10 @@ package controller
 
 import (
 	"context"
+	"fmt"
+
 	"errors"
+	corev1 "k8s.io/api/core/v1"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -102,6 +105,41 @@ func (r *EvaTenantReconciler) accountPhase(ctx context.Context, s *scope) (ctrl.
 		s.log.Error(err, "ensuring the tenant's NATS account")
 		s.observed.MessagingError = err.Error()
 		return ctrl.Result{RequeueAfter: MessagingRetry}, nil
+	}
+	return ctrl.Result{}, nil
+}
+
+// movePhase moves what the tenant's streams still hold in the shared account
+// (MoveFrom) into their namesakes in the tenant's own account, once those exist (made
+// by the operator in direct mode, by NACK otherwise), and deletes the emptied shared
+// streams. A move cut short goes on at the next reconcile where it stopped.
+func (r *EvaTenantReconciler) movePhase(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if s.observed.MessagingError != "" {
+		return ctrl.Result{}, nil // the account is not there yet: said already
+	}
+	code := s.tenant.Spec.CapsuleCode
+	own, err := r.Accounts.StreamsOf(ctx, code)
+	for _, name := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+		found := false
+		if err == nil && own != nil {
+			found, err = own.Exists(ctx, name)
+		}
+		if err == nil && !found {
+			return ctrl.Result{RequeueAfter: MessagingRetry}, nil // not made in the tenant's account yet
+		}
+		moved := 0
+		if err == nil {
+			moved, err = r.MoveFrom.Move(ctx, own, name)
+		}
+		if err != nil {
+			s.log.Error(err, "moving a stream out of the shared account", "stream", name)
+			s.observed.MessagingError = fmt.Sprintf("moving stream %s out of the shared NATS account: %v", name, err)
+			return ctrl.Result{RequeueAfter: MessagingRetry}, nil
+		}
+		if moved > 0 {
+			s.event(corev1.EventTypeNormal, status.EventStreamsMoved,
+				"Moved %d message(s) of %s from the shared NATS account into the tenant's own", moved, name)
+		}
 	}
 	return ctrl.Result{}, nil
 }

@@ -36,6 +36,9 @@ func (r *EvaTenantReconciler) provisionPhases() []phase {
 		case r.Accounts != nil:
 			phases = append(phases, r.accountPhase)
 		}
+		if r.Accounts != nil && r.MoveFrom != nil {
+			phases = append(phases, r.movePhase)
+		}
 		phases = append(phases, r.observePhase)
 		if r.GitOps != nil {
 			phases = append(phases, r.observeDeliveryPhase)

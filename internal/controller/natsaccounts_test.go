@@ -325,3 +325,80 @@ func TestNACKMakesTheStreamsInTheTenantsAccount(t *testing.T) {
 		return nil
 	})
 }
+
+// TestSharedStreamsMoveIntoTheTenantsAccount: a tenant whose streams lived in the shared
+// account (an operator before natsAccounts made them there) has what they hold moved into
+// its own account (MoveFrom, --nats-move-shared-streams), every message once and in
+// order, and the shared streams deleted: its workloads' credentials read the messages.
+func TestSharedStreamsMoveIntoTheTenantsAccount(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "move-shared")
+	sharedServer := testenv.StartNATS(t, -1, t.TempDir())
+	shared, err := messaging.Connect(messaging.Config{URL: sharedServer.ClientURL(), Timeout: 2 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(shared.Close)
+	const code = "MOVEDD"
+	for _, spec := range messaging.TenantStreams(code, tenant.DefaultCatalog().Tiers[evav1.TierStarter].Streams) {
+		if _, err := shared.Ensure(ctx, spec); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nc, err := nats.Connect(sharedServer.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	sjs, _ := jetstream.New(nc)
+	for i, subject := range []string{"capsule.MOVEDD.events.a", "capsule.MOVEDD.events.b", "capsule.MOVEDD.commands.c", "capsule.MOVEDD.events.d"} {
+		if _, err := sjs.Publish(ctx, subject, []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
+		r.Renderer.Env.Settings.NATSAccounts = true
+		r.Accounts = &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
+			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
+		r.DirectAccounts, r.MoveFrom = true, shared
+	})
+	startStandIn(t)
+	tn := newTenant(newTestNamespace(t), code, evav1.TierStarter)
+	createTenant(t, tn)
+	waitPhase(t, tn, evav1.PhaseActive)
+	own, err := dialCreds(n.URL, tenantCreds(t, code))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer own.Close()
+	ojs, _ := jetstream.New(own)
+	eventually(t, waitFor, "the shared streams moved and deleted", func() error {
+		for _, name := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
+			if found, err := shared.Exists(ctx, name); err != nil || found {
+				return fmt.Errorf("%s still in the shared account (%v)", name, err)
+			}
+		}
+		return nil
+	})
+	for stream, want := range map[string][]string{
+		tenant.EventsStream(code):   {"capsule.MOVEDD.events.a", "capsule.MOVEDD.events.b", "capsule.MOVEDD.events.d"},
+		tenant.CommandsStream(code): {"capsule.MOVEDD.commands.c"},
+	} {
+		st, err := ojs.Stream(ctx, stream)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for seq := uint64(1); ; seq++ {
+			m, err := st.GetMsg(ctx, seq)
+			if err != nil {
+				break
+			}
+			got = append(got, m.Subject)
+		}
+		if fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s in the tenant's account holds %v, want %v", stream, got, want)
+		}
+	}
+}

@@ -76,6 +76,9 @@ const (
 	EventProvisioningFailed = "ProvisioningFailed"
 	// EventDriftCorrected: objects changed outside Eva were applied again.
 	EventDriftCorrected = "DriftCorrected"
+	// EventStreamsMoved: messages of the tenant's streams in the shared NATS account
+	// were moved into its own account (--nats-move-shared-streams).
+	EventStreamsMoved = "StreamsMoved"
 	// EventRepublished: the tenant's published files were missing or changed in the
 	// branch or tag (another writer, a force-push), and were published again.
 	EventRepublished         = "Republished"
