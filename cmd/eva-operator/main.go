@@ -226,7 +226,8 @@ func run(cfg config) error {
 	if env.Settings.NATSAccounts {
 		// Each tenant's streams live in its own account; no shared connection is made.
 		accounts = &controller.Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: cfg.ownNamespace,
-			SignerSecret: cfg.natsSignerSecret, SystemSecret: cfg.natsSystemSecret, Config: cfg.nats}
+			SignerSecret: cfg.natsSignerSecret, SystemSecret: cfg.natsSystemSecret, Config: cfg.nats,
+			HoldCreds: cfg.messagingMode == "nack"}
 	}
 	if cfg.nats.URL != "" {
 		var depthReader metrics.DepthReader = accounts
@@ -314,8 +315,8 @@ func run(cfg config) error {
 		}
 	}
 	if accounts != nil && role != roleFleet {
-		// Tenant files have no EvaTenant: their published NACK Accounts ask for theirs.
-		files := &controller.FileAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
+		// Every tenant's NACK Account orders its teardown; a tenant file's asks for its account.
+		files := &controller.NACKAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
 			Catalog: renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
 		if err := files.SetupWithManager(mgr); err != nil {
 			return err

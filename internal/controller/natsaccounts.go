@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/messaging"
@@ -78,6 +79,10 @@ type Accounts struct {
 	Config messaging.Config
 	// Now returns the current time (tests fix it).
 	Now func() time.Time
+	// HoldCreds puts natsCredsFinalizer on the credentials' Secret (NACK mode: NACK
+	// deletes the tenant's streams with them, after the namespace's deletion began);
+	// NACKAccounts lets it go (ReleaseCreds).
+	HoldCreds bool
 
 	mu      sync.Mutex
 	system  *nats.Conn
@@ -159,7 +164,7 @@ func (a *Accounts) Open(ctx context.Context, code string) (bool, error) {
 }
 
 // OwnedByFile reports whether the tenant's open account was made for a tenant file
-// (tenant.FileOwner), which FileAccounts closes when its NACK Account goes.
+// (tenant.FileOwner), which NACKAccounts closes when its NACK Account goes.
 func (a *Accounts) OwnedByFile(ctx context.Context, code string) (bool, error) {
 	acct, err := a.account(ctx, code, "")
 	if err != nil || acct == nil {
@@ -491,9 +496,28 @@ func (a *Accounts) WriteCreds(ctx context.Context, code string, creds []byte) er
 		ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret(code),
 			Labels: map[string]string{tenant.LabelCapsule: code}}, Type: corev1.SecretTypeOpaque,
 		Data: map[string][]byte{tenant.NATSCredsKey: creds}}
+	if a.HoldCreds {
+		secret.Finalizers = []string{natsCredsFinalizer}
+	}
 	if err := a.Client.Patch(ctx, secret, client.Apply, client.FieldOwner(FieldOwner), client.ForceOwnership); err != nil {
 		return fmt.Errorf("writing the NATS credentials Secret %s/%s: %w", secret.Namespace, secret.Name, err)
 	}
 	a.markCopied(code, digest)
+	return nil
+}
+
+// natsCredsFinalizer holds a tenant's credentials' Secret until its NACK Account is let
+// go (HoldCreds, NACKAccounts).
+const natsCredsFinalizer = "eva.aidonow.com/nats-credentials"
+
+// ReleaseCreds takes natsCredsFinalizer off the tenant's credentials' Secret, without
+// reading the Secret (the operator reads none in a tenant namespace); a Secret gone is
+// released.
+func (a *Accounts) ReleaseCreds(ctx context.Context, code string) error {
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenant.Namespace(code), Name: tenant.NATSCredsSecret(code)}}
+	patch := fmt.Sprintf(`{"metadata":{"$deleteFromPrimitiveList/finalizers":[%q]}}`, natsCredsFinalizer)
+	if err := a.Client.Patch(ctx, secret, client.RawPatch(types.StrategicMergePatchType, []byte(patch))); err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("letting the NATS credentials Secret %s/%s go: %w", secret.Namespace, secret.Name, err)
+	}
 	return nil
 }

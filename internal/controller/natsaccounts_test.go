@@ -61,6 +61,15 @@ func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system
 			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
 		r.Renderer.Env.Settings.NATSAccounts = true
 		r.Accounts, r.DirectAccounts = accounts, len(nack) == 0 || !nack[0]
+		if !r.DirectAccounts {
+			// As the operator binary in NACK mode: held credentials, NACKAccounts.
+			accounts.HoldCreds = true
+			nacks := &NACKAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
+				Catalog: r.Renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
+			if err := nacks.SetupWithManager(mgr); err != nil {
+				t.Fatal(err)
+			}
+		}
 	})
 	return accounts, reads
 }

@@ -3,6 +3,7 @@ package testcluster
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -42,6 +43,10 @@ func StandInScheme() *runtime.Scheme {
 // Stream naming a NACK Account (spec.account) is made, as NACK makes it, with the
 // credentials of that Account's Secret (in the Stream's namespace) on the server at url;
 // the others with js, NACK's own connection. Every Account is Ready, as NACK's are.
+// Streams made through an Account, and the Accounts, carry NACK's finalizers as NACK's
+// do: such a Stream's deletion deletes its stream with the credentials its Account names
+// then (none left: it stays, as with NACK), and an Account is let go once no Stream of
+// its namespace names it.
 func RunNACKStandIn(ctx context.Context, c client.Client, js *messaging.Client, url string) {
 	n := &nackStandIn{c: c, js: js, url: url, known: map[string]*messaging.Client{}, conns: map[string]*messaging.Client{}}
 	defer n.close()
@@ -68,14 +73,31 @@ func (n *nackStandIn) close() {
 	}
 }
 
+// NACK's finalizers (nack's internal/controller/types.go).
+const (
+	nackAccountFinalizer = "account.nats.io/finalizer"
+	nackStreamFinalizer  = "stream.nats.io/finalizer"
+)
+
 func (n *nackStandIn) accounts(ctx context.Context) {
 	var accounts nackv1beta2.AccountList
-	if err := n.c.List(ctx, &accounts); err != nil {
+	var streams nackv1beta2.StreamList
+	if n.c.List(ctx, &accounts) != nil || n.c.List(ctx, &streams) != nil {
 		return
 	}
 	for i := range accounts.Items {
 		a := &accounts.Items[i]
-		if a.DeletionTimestamp != nil || apimeta.IsStatusConditionTrue(a.Status.Conditions, "Ready") && a.Status.ObservedGeneration == a.Generation {
+		if a.DeletionTimestamp != nil {
+			named := slices.ContainsFunc(streams.Items, func(st nackv1beta2.Stream) bool {
+				return st.Namespace == a.Namespace && st.Spec.Account != nil && *st.Spec.Account == a.Name
+			})
+			if !named {
+				n.setFinalizer(ctx, a, nackAccountFinalizer, false)
+			}
+			continue
+		}
+		n.setFinalizer(ctx, a, nackAccountFinalizer, true)
+		if apimeta.IsStatusConditionTrue(a.Status.Conditions, "Ready") && a.Status.ObservedGeneration == a.Generation {
 			continue
 		}
 		base := a.DeepCopy()
@@ -95,6 +117,14 @@ func (n *nackStandIn) streams(ctx context.Context) {
 	for i := range streams.Items {
 		st := &streams.Items[i]
 		seen[st.Spec.Name] = true
+		throughAccount := st.Spec.Account != nil && *st.Spec.Account != ""
+		if throughAccount && st.DeletionTimestamp != nil {
+			n.deleteThroughAccount(ctx, st)
+			continue
+		}
+		if throughAccount {
+			n.setFinalizer(ctx, st, nackStreamFinalizer, true)
+		}
 		if st.DeletionTimestamp != nil || apimeta.IsStatusConditionTrue(st.Status.Conditions, "Ready") && st.Status.ObservedGeneration == st.Generation {
 			continue
 		}
@@ -126,6 +156,37 @@ func (n *nackStandIn) streams(ctx context.Context) {
 			delete(n.known, name)
 		}
 	}
+}
+
+// deleteThroughAccount deletes a Stream's stream with the credentials its Account names
+// now, then lets the Stream go; without them it stays, as NACK's does.
+func (n *nackStandIn) deleteThroughAccount(ctx context.Context, st *nackv1beta2.Stream) {
+	if !slices.Contains(st.Finalizers, nackStreamFinalizer) {
+		return
+	}
+	conn, err := n.connection(ctx, st)
+	if err == nil {
+		err = conn.Delete(ctx, st.Spec.Name)
+	}
+	if err != nil {
+		return
+	}
+	delete(n.known, st.Spec.Name)
+	n.setFinalizer(ctx, st, nackStreamFinalizer, false)
+}
+
+// setFinalizer adds or removes a finalizer of NACK's on obj.
+func (n *nackStandIn) setFinalizer(ctx context.Context, obj client.Object, finalizer string, on bool) {
+	if slices.Contains(obj.GetFinalizers(), finalizer) == on {
+		return
+	}
+	base := obj.DeepCopyObject().(client.Object)
+	if on {
+		obj.SetFinalizers(append(obj.GetFinalizers(), finalizer))
+	} else {
+		obj.SetFinalizers(slices.DeleteFunc(obj.GetFinalizers(), func(f string) bool { return f == finalizer }))
+	}
+	_ = n.c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})) // a conflict: next pass
 }
 
 // connection is what NACK makes the stream with: its own, or its Account's.

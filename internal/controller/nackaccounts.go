@@ -23,18 +23,24 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// FileAccounts gives the tenants published from files (no EvaTenant in the cluster) their
-// NATS accounts, in an environment with natsAccounts. What asks for one is the NACK
-// Account Eva renders in the tenant's foundation (tenant.NATSAccountObject), applied by
-// Flux into a namespace whose owner is tenant.FileOwner: the operator mints the account
-// for the namespace's own code, with the limits of the tier the object's labels carry,
-// and writes the workloads' credentials beside it, as for an EvaTenant. An Account
-// anywhere else (another name, a namespace not eva-tenant-<its code>) is refused with an
-// event. The operator's finalizer holds the NACK Account: when it is deleted (the file's
-// lifecycle Decommissioned, or the file removed and its folder pruned), once NACK's own
-// finalizer has gone with its Streams, the account is closed (credentials anyone kept
-// are refused from then on) and the Account let go, though no operator ran then.
-type FileAccounts struct {
+// NACKAccounts looks after the NACK Account Eva renders in every tenant's foundation
+// (tenant.NATSAccountObject), in an environment with natsAccounts.
+//
+// For the tenants published from files (no EvaTenant in the cluster) it is what asks for
+// their NATS accounts: in a namespace whose owner is tenant.FileOwner, the operator mints
+// the account for the namespace's own code, with the limits of the tier the object's
+// labels carry, and writes the workloads' credentials beside it, as for an EvaTenant. An
+// Account anywhere else (another name, a namespace not eva-tenant-<its code>) is refused
+// with an event.
+//
+// For every tenant it orders the teardown: NACK deletes a tenant's streams with the
+// credentials the Account names, so the operator holds the credentials' Secret
+// (natsCredsFinalizer) and the Account (nackAccountFinalizer) until NACK has let the
+// Account go, its Streams gone; then it closes a tenant file's account (an EvaTenant's
+// is its saga's to close) and lets both go, though no operator ran when they were
+// deleted. Without this the namespace's deletion took the Secret at once, and NACK could
+// delete no stream: the namespace stayed Terminating.
+type NACKAccounts struct {
 	client.Client
 	// Reader reads from the API server: the namespace's owner, before an account is made
 	// or closed for it.
@@ -45,20 +51,21 @@ type FileAccounts struct {
 }
 
 // SetupWithManager registers the reconciler for NACK Accounts and tenant namespaces.
-func (f *FileAccounts) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("fileaccounts").For(&nackv1beta2.Account{}).
+func (f *NACKAccounts) SetupWithManager(mgr ctrl.Manager) error {
+	return ctrl.NewControllerManagedBy(mgr).Named("nackaccounts").For(&nackv1beta2.Account{}).
 		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
 			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetName(), Name: tenant.NATSAccountObject}}}
 		})).Complete(f)
 }
 
-// fileAccountFinalizer holds a tenant file's NACK Account until the operator has closed
-// the NATS account it asked for: a pruning while no operator runs is seen when one
-// starts, and the account is never left open for a tenant that is gone.
-const fileAccountFinalizer = "eva.aidonow.com/nats-account"
+// nackAccountFinalizer holds a tenant's NACK Account until the operator has let its
+// credentials go and, for a tenant file, closed the NATS account it asked for: a
+// pruning while no operator runs is seen when one starts, and the account is never left
+// open for a tenant that is gone.
+const nackAccountFinalizer = "eva.aidonow.com/nats-account"
 
 // Reconcile makes or closes the account of the file tenant whose namespace req names.
-func (f *FileAccounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
+func (f *NACKAccounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	code, ok := codeOfNamespace(req.Namespace)
 	if !ok {
 		return ctrl.Result{}, nil
@@ -78,19 +85,38 @@ func (f *FileAccounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if err := f.Reader.Get(ctx, types.NamespacedName{Name: req.Namespace}, &ns); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
 	}
-	if ns.Annotations[tenant.AnnotationOwnerUID] != tenant.FileOwner || !ns.DeletionTimestamp.IsZero() {
-		return ctrl.Result{}, nil // an EvaTenant's (its reconciler makes the account), or going
+	if !ns.DeletionTimestamp.IsZero() {
+		return ctrl.Result{}, nil // going: its Account's deletion follows
 	}
 	if refusal := f.refusal(code, &account); refusal != "" {
 		f.Recorder.Eventf(&account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount", "%s", refusal)
 		return ctrl.Result{}, nil
 	}
+	if err := f.hold(ctx, &account); err != nil {
+		return ctrl.Result{}, err
+	}
+	if ns.Annotations[tenant.AnnotationOwnerUID] != tenant.FileOwner {
+		return ctrl.Result{}, nil // an EvaTenant's: its reconciler makes the account
+	}
 	return f.mint(ctx, code, &account)
+}
+
+// hold puts nackAccountFinalizer on the Account.
+func (f *NACKAccounts) hold(ctx context.Context, account *nackv1beta2.Account) error {
+	if controllerutil.ContainsFinalizer(account, nackAccountFinalizer) {
+		return nil
+	}
+	base := account.DeepCopy()
+	controllerutil.AddFinalizer(account, nackAccountFinalizer)
+	if err := f.Patch(ctx, account, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
+		return fmt.Errorf("holding NACK Account %s/%s: %w", account.Namespace, account.Name, err)
+	}
+	return nil
 }
 
 // refusal says why a NACK Account in the namespace of the tenant of code asks for no
 // account: another name, another capsule, no tier of the catalog.
-func (f *FileAccounts) refusal(code string, account *nackv1beta2.Account) string {
+func (f *NACKAccounts) refusal(code string, account *nackv1beta2.Account) string {
 	switch {
 	case account.Name != tenant.NATSAccountObject:
 		return fmt.Sprintf("no NATS account is made for a NACK Account named %s: a tenant's is %s", account.Name, tenant.NATSAccountObject)
@@ -104,16 +130,9 @@ func (f *FileAccounts) refusal(code string, account *nackv1beta2.Account) string
 	return ""
 }
 
-// mint holds the NACK Account (fileAccountFinalizer), makes the account current with
-// its tier's limits and writes the workloads' credentials.
-func (f *FileAccounts) mint(ctx context.Context, code string, account *nackv1beta2.Account) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(account, fileAccountFinalizer) {
-		base := account.DeepCopy()
-		controllerutil.AddFinalizer(account, fileAccountFinalizer)
-		if err := f.Patch(ctx, account, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
-			return ctrl.Result{}, fmt.Errorf("holding NACK Account %s/%s: %w", account.Namespace, account.Name, err)
-		}
-	}
+// mint makes a tenant file's account current with its tier's limits and writes the
+// workloads' credentials.
+func (f *NACKAccounts) mint(ctx context.Context, code string, account *nackv1beta2.Account) (ctrl.Result, error) {
 	limits := natsaccount.LimitsOf(f.Catalog.Tiers[evav1.Tier(account.Labels[tenant.LabelTier])])
 	_, _, creds, err := f.Accounts.Ensure(ctx, code, tenant.FileOwner, limits, "")
 	if err == nil {
@@ -126,11 +145,11 @@ func (f *FileAccounts) mint(ctx context.Context, code string, account *nackv1bet
 	return ctrl.Result{}, nil
 }
 
-// release closes the account of a NACK Account being deleted, once NACK has let it go
-// (NACK's finalizer stays while Streams name it, which NACK deletes with its
-// credentials), then lets it go too.
-func (f *FileAccounts) release(ctx context.Context, code string, account *nackv1beta2.Account) (ctrl.Result, error) {
-	if !controllerutil.ContainsFinalizer(account, fileAccountFinalizer) {
+// release lets the credentials and the Account being deleted go once NACK has let the
+// Account go (NACK's finalizer stays while Streams name it, which NACK deletes with the
+// credentials), closing a tenant file's account first.
+func (f *NACKAccounts) release(ctx context.Context, code string, account *nackv1beta2.Account) (ctrl.Result, error) {
+	if !controllerutil.ContainsFinalizer(account, nackAccountFinalizer) {
 		return ctrl.Result{}, nil
 	}
 	if len(account.Finalizers) > 1 {
@@ -140,14 +159,17 @@ func (f *FileAccounts) release(ctx context.Context, code string, account *nackv1
 		f.Recorder.Eventf(account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "CloseAccount", "%v", err)
 		return ctrl.Result{}, err
 	}
+	if err := f.Accounts.ReleaseCreds(ctx, code); err != nil {
+		return ctrl.Result{}, err
+	}
 	base := account.DeepCopy()
-	controllerutil.RemoveFinalizer(account, fileAccountFinalizer)
+	controllerutil.RemoveFinalizer(account, nackAccountFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(f.Patch(ctx, account, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
 }
 
 // close closes the tenant's account if a tenant file's was made (an EvaTenant's is its
 // decommission saga's to close).
-func (f *FileAccounts) close(ctx context.Context, code string) error {
+func (f *NACKAccounts) close(ctx context.Context, code string) error {
 	file, err := f.Accounts.OwnedByFile(ctx, code)
 	if err != nil || !file {
 		return err

@@ -2,29 +2,34 @@ package controller
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/aidonow/eva/internal/messaging"
+	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
 
-// startFileAccounts starts an operator whose FileAccounts mint the accounts of tenant
+// startNACKAccounts starts an operator whose NACKAccounts mint the accounts of tenant
 // files on n.
-func startFileAccounts(t *testing.T, n *testenv.OperatorNATS, signer, system string) *operator {
+func startNACKAccounts(t *testing.T, n *testenv.OperatorNATS, signer, system string) *operator {
 	t.Helper()
 	return startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
 		accounts := &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
-			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
-		files := &FileAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
+			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second},
+			HoldCreds: true}
+		files := &NACKAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
 			Catalog: r.Renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
 		if err := files.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
@@ -36,6 +41,13 @@ func startFileAccounts(t *testing.T, n *testenv.OperatorNATS, signer, system str
 // the NACK Account of a tenant file of code (no EvaTenant: owner tenant.FileOwner),
 // rendered for an environment with natsAccounts; edit changes them first.
 func applyFileFoundation(t *testing.T, code string, edit func(ns, account *unstructured.Unstructured)) {
+	t.Helper()
+	applyFileObjects(t, code, edit, "Namespace", "Account")
+}
+
+// applyFileObjects applies the objects of the kinds named (in that order) of a tenant
+// file's bundle, as applyFileFoundation.
+func applyFileObjects(t *testing.T, code string, edit func(ns, account *unstructured.Unstructured), kinds ...string) {
 	t.Helper()
 	r := testRenderer(t)
 	r.Env.Settings.NATSAccounts = true
@@ -57,11 +69,74 @@ func applyFileFoundation(t *testing.T, code string, edit func(ns, account *unstr
 	if edit != nil {
 		edit(ns, account)
 	}
-	for _, u := range []*unstructured.Unstructured{ns, account} {
-		if err := k8s.Create(context.Background(), u); err != nil {
+	for _, kind := range kinds {
+		for _, u := range b.Unstructured() {
+			if u.GetKind() != kind {
+				continue
+			}
+			if kind == "Namespace" {
+				u = ns
+			} else if kind == "Account" {
+				u = account
+			}
+			if err := k8s.Create(context.Background(), u); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestTenantFilePrunedWholeClosesItsAccount: a tenant file removed, Flux prunes its
+// folder whole and the namespace controller deletes everything in the namespace at once,
+// the credentials' Secret with the Streams. NACK deletes a stream with the credentials
+// its Account names then, so the operator holds the Secret until NACK has let the
+// Account go: the streams are deleted from the tenant's account, the account is closed,
+// and nothing is left held.
+func TestTenantFilePrunedWholeClosesItsAccount(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "file-prune")
+	startNACKAccounts(t, n, signer, system)
+	startStandIn(t, withNATSAccounts(n.URL))
+	ctx := context.Background()
+	const code = "FILEPR"
+	applyFileObjects(t, code, nil, "Namespace", "Account", "Stream")
+	var creds []byte
+	eventually(t, waitFor, "the tenant file's streams made in its account", func() error {
+		if creds = fileCreds(ctx, code); creds == nil {
+			return errNot("credentials written")
+		}
+		nc, err := dialCreds(n.URL, creds)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, _ := jetstream.New(nc)
+		if _, err := js.Stream(ctx, tenant.EventsStream(code)); err != nil {
+			return err
+		}
+		return nil
+	})
+	// What the namespace controller does: every object of the namespace deleted at once.
+	ns := tenant.Namespace(code)
+	for _, obj := range []client.Object{&corev1.Secret{}, &nackv1beta2.Stream{}, &nackv1beta2.Account{}} {
+		if err := k8s.DeleteAllOf(ctx, obj, client.InNamespace(ns)); err != nil {
 			t.Fatal(err)
 		}
 	}
+	eventually(t, waitFor, "the account closed and nothing of the tenant held", func() error {
+		if err := refused(n.URL, creds); err != nil {
+			return err
+		}
+		for _, list := range []client.ObjectList{&corev1.SecretList{}, &nackv1beta2.StreamList{}, &nackv1beta2.AccountList{}} {
+			if err := k8s.List(ctx, list, client.InNamespace(ns)); err != nil {
+				return err
+			}
+			if items, _ := apimeta.ExtractList(list); len(items) > 0 {
+				return fmt.Errorf("%d %T left in %s", len(items), items[0], ns)
+			}
+		}
+		return nil
+	})
 }
 
 // TestTenantFilesGetTheirAccounts: a tenant file has no EvaTenant; the NACK Account of
@@ -73,7 +148,7 @@ func applyFileFoundation(t *testing.T, code string, edit func(ns, account *unstr
 func TestTenantFilesGetTheirAccounts(t *testing.T) {
 	n := testenv.StartNATSOperator(t, t.TempDir())
 	signer, system := platformNATSSecrets(t, n, "file-accounts")
-	op := startFileAccounts(t, n, signer, system)
+	op := startNACKAccounts(t, n, signer, system)
 	startStandIn(t)
 	ctx := context.Background()
 	applyFileFoundation(t, "FILEAA", nil)
@@ -123,7 +198,7 @@ func TestTenantFilesGetTheirAccounts(t *testing.T) {
 	if err := k8s.Get(ctx, types.NamespacedName{Namespace: tenant.Namespace("FILEAB"), Name: tenant.NATSAccountObject}, held); err != nil {
 		t.Fatalf("FILEAB's NACK Account while no operator runs: %v", err)
 	}
-	startFileAccounts(t, n, signer, system)
+	startNACKAccounts(t, n, signer, system)
 	eventually(t, waitFor, "FILEAB's credentials refused", func() error { return refused(n.URL, ab) })
 	eventually(t, waitFor, "FILEAB's NACK Account let go", func() error {
 		if err := k8s.Get(ctx, client.ObjectKeyFromObject(held), held); !apierrors.IsNotFound(err) {
