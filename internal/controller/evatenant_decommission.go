@@ -187,7 +187,7 @@ func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant)
 		}
 	}
 	if r.Accounts != nil {
-		open, err := r.Accounts.Open(ctx, code)
+		open, err := r.Accounts.Open(ctx, code, tenant.Owner(string(t.UID)))
 		if err != nil {
 			return nil, err
 		}
@@ -212,7 +212,7 @@ func (r *EvaTenantReconciler) finishDecommission(ctx context.Context, s *scope) 
 		// Everything else gone (the streams with it), the tenant's NATS account goes: the
 		// credentials anyone kept are refused from now, and a tenant made again with the
 		// code gets a new account.
-		if err := r.Accounts.Close(ctx, t.Spec.CapsuleCode); err != nil {
+		if err := r.Accounts.Close(ctx, t.Spec.CapsuleCode, tenant.Owner(string(t.UID))); err != nil {
 			s.waiting(status.ReasonStepFailed, "closing the tenant's NATS account failed: "+err.Error())
 			return ctrl.Result{}, err
 		}

@@ -170,11 +170,7 @@ func (f *NACKAccounts) release(ctx context.Context, code string, account *nackv1
 // close closes the tenant's account if a tenant file's was made (an EvaTenant's is its
 // decommission saga's to close).
 func (f *NACKAccounts) close(ctx context.Context, code string) error {
-	file, err := f.Accounts.OwnedByFile(ctx, code)
-	if err != nil || !file {
-		return err
-	}
-	return f.Accounts.Close(ctx, code)
+	return f.Accounts.Close(ctx, code, tenant.FileOwner)
 }
 
 var capsuleCode = regexp.MustCompile(evav1.CapsuleCodePattern)

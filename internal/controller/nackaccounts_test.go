@@ -3,6 +3,7 @@ package controller
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -15,8 +16,10 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -241,4 +244,38 @@ func refused(url string, creds []byte) error {
 		return errNot("refused")
 	}
 	return nil
+}
+
+// TestAnEvaTenantCannotTakeATenantFilesAccount: an EvaTenant of a tenant file's code
+// (tenant files hold no claim in the cluster) neither pushes its limits onto the file's
+// account nor closes it when it is decommissioned; the file's own close does.
+func TestAnEvaTenantCannotTakeATenantFilesAccount(t *testing.T) {
+	ctx := context.Background()
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "owners")
+	accounts := &Accounts{Reader: k8s, Client: k8s, Namespace: claimsNamespace, SignerSecret: signer, SystemSecret: system,
+		Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
+	const code, intruder = "TAKENA", "5f0c2e8a-0000-4000-8000-000000000002"
+	starter := natsaccount.LimitsOf(tenant.DefaultCatalog().Tiers[evav1.TierStarter])
+	platform := natsaccount.LimitsOf(tenant.DefaultCatalog().Tiers[evav1.TierPlatform])
+	_, _, creds, err := accounts.Ensure(ctx, code, tenant.FileOwner, starter, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, _, err := accounts.Ensure(ctx, code, intruder, platform, ""); err == nil || !strings.Contains(err.Error(), "made for another owner") {
+		t.Errorf("an EvaTenant's Ensure of a tenant file's account: %v, want a refusal", err)
+	}
+	if open, err := accounts.Open(ctx, code, intruder); open || err != nil {
+		t.Errorf("Open for the EvaTenant: %v, %v; want false", open, err)
+	}
+	if err := accounts.Close(ctx, code, intruder); err != nil {
+		t.Fatal(err)
+	}
+	if err := refused(n.URL, creds); err == nil {
+		t.Error("the EvaTenant's decommission closed the tenant file's account")
+	}
+	if err := accounts.Close(ctx, code, tenant.FileOwner); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, waitFor, "the file's close refuses its credentials", func() error { return refused(n.URL, creds) })
 }

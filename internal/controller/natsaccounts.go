@@ -120,6 +120,10 @@ func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsac
 	if err != nil {
 		return "", nil, nil, err
 	}
+	if !acct.ownedBy(owner) {
+		return "", nil, nil, fmt.Errorf("%w of %s: it was made for another owner (%s), not this tenant (%s)",
+			errAccount, code, acct.secret.Annotations[tenant.AnnotationOwnerUID], owner)
+	}
 	pub, _ := acct.key.PublicKey()
 	creds := acct.workloadCreds(rotation)
 	if creds == nil {
@@ -134,12 +138,14 @@ func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsac
 	return pub, c, creds, err
 }
 
-// Close shuts the tenant's account (no connection, no JetStream, every user revoked),
-// then forgets its key: credentials anyone kept are refused from then on, and a tenant
-// created again with the code gets a new account. An account never made is done.
-func (a *Accounts) Close(ctx context.Context, code string) error {
+// Close shuts the account owner's tenant has (no connection, no JetStream, every user
+// revoked), then forgets its key: credentials anyone kept are refused from then on, and
+// a tenant created again with the code gets a new account. An account never made, or
+// made for another owner (another tenant of the code: an EvaTenant beside a tenant
+// file), is not owner's to close: done.
+func (a *Accounts) Close(ctx context.Context, code, owner string) error {
 	acct, err := a.account(ctx, code, "")
-	if err != nil || acct == nil {
+	if err != nil || acct == nil || !acct.ownedBy(owner) {
 		return err
 	}
 	pub, _ := acct.key.PublicKey()
@@ -157,20 +163,21 @@ func (a *Accounts) Close(ctx context.Context, code string) error {
 	return nil
 }
 
-// Open reports whether the tenant has an account Close has not closed (its key Secret).
-func (a *Accounts) Open(ctx context.Context, code string) (bool, error) {
+// Open reports whether owner's tenant has an account Close has not closed (its key
+// Secret).
+func (a *Accounts) Open(ctx context.Context, code, owner string) (bool, error) {
 	acct, err := a.account(ctx, code, "")
-	return acct != nil, err
+	return acct != nil && acct.ownedBy(owner), err
 }
 
-// OwnedByFile reports whether the tenant's open account was made for a tenant file
-// (tenant.FileOwner), which NACKAccounts closes when its NACK Account goes.
-func (a *Accounts) OwnedByFile(ctx context.Context, code string) (bool, error) {
-	acct, err := a.account(ctx, code, "")
-	if err != nil || acct == nil {
-		return false, err
+// ownedBy reports whether the account was made for owner (tenant.Owner). A key made
+// before owners were recorded is an EvaTenant's: tenant files had no account then.
+func (acct *account) ownedBy(owner string) bool {
+	recorded := acct.secret.Annotations[tenant.AnnotationOwnerUID]
+	if recorded == "" {
+		return owner != tenant.FileOwner
 	}
-	return acct.secret.Annotations[tenant.AnnotationOwnerUID] == tenant.FileOwner, nil
+	return recorded == owner
 }
 
 // StreamsOf returns a client of the tenant's streams, nil when the account was never

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -15,8 +16,8 @@ const MoveIDPrefix = "eva-move-"
 
 // Move moves every message of the stream name here into the stream of the same name in
 // to (a tenant's own account: it must exist there), oldest first, then deletes the
-// emptied stream here. Each message is published there with its subject, headers and
-// data, and a Nats-Msg-Id of its sequence here, then deleted here: this stream holds what
+// emptied stream here. Each message is published there with its subject, headers (but
+// the server's Nats-* directives) and data, and a Nats-Msg-Id of its sequence here, then deleted here: this stream holds what
 // is left to move, so a move cut short (a crash, NATS away) goes on where it stopped, and
 // the one message published but not yet deleted is dropped there as a duplicate when
 // published again within the stream's duplicate window. It returns how many messages it
@@ -73,7 +74,12 @@ func (c *Client) republish(ctx context.Context, name string, msg *jetstream.RawS
 	defer cancel()
 	out := &nats.Msg{Subject: msg.Subject, Data: msg.Data, Header: nats.Header{}}
 	for k, v := range msg.Header {
-		out.Header[k] = v
+		// The server's directives a message was published with (Nats-Expected-*,
+		// Nats-Msg-Id, Nats-Rollup, Nats-TTL, …) are stored with it: published again
+		// into another stream they would be judged against that stream and refused.
+		if !strings.HasPrefix(k, "Nats-") {
+			out.Header[k] = v
+		}
 	}
 	id := fmt.Sprintf("%s%d", MoveIDPrefix, msg.Sequence)
 	if _, err := c.js.PublishMsg(ctx, out, jetstream.WithMsgID(id), jetstream.WithExpectStream(name)); err != nil {

@@ -6,12 +6,13 @@ import (
 	"testing"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // TestMoveCarriesEveryMessageOnce: a tenant's stream in the shared account moves into
 // its own (another server here), every message once, oldest first, with its subject and
-// headers, though the move before was cut short just after publishing its first
-// message; the emptied stream is deleted, and moving again moves nothing.
+// headers (not the directives the shared stream judged it by), though the move before
+// was cut short just after publishing its first message; the emptied stream is deleted, and moving again moves nothing.
 func TestMoveCarriesEveryMessageOnce(t *testing.T) {
 	ctx := context.Background()
 	shared := connect(t, embedded(t, -1, t.TempDir()).ClientURL())
@@ -24,6 +25,14 @@ func TestMoveCarriesEveryMessageOnce(t *testing.T) {
 	}
 	for i := range 5 {
 		msg := &nats.Msg{Subject: fmt.Sprintf("capsule.MOVEAA.events.order%d", i), Data: []byte{byte(i)}, Header: nats.Header{"Order": []string{fmt.Sprint(i)}}}
+		// Directives of the shared stream, stored with the messages: message 3 expects
+		// message 2's id last, which the tenant's stream never holds.
+		switch i {
+		case 2:
+			msg.Header.Set(jetstream.MsgIDHeader, "orig-2")
+		case 3:
+			msg.Header.Set(jetstream.ExpectedLastMsgIDHeader, "orig-2")
+		}
 		if _, err := shared.js.PublishMsg(ctx, msg); err != nil {
 			t.Fatal(err)
 		}
