@@ -116,7 +116,10 @@ func (acct *account) workloadCreds(rotation string) []byte {
 // account (the key Secret) before the account is pushed and they are handed out. A key
 // made now records owner (tenant.Owner: the EvaTenant's UID, or tenant.FileOwner).
 func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsaccount.Limits, rotation string) (string, *messaging.Client, []byte, error) {
-	acct, err := a.account(ctx, code, owner)
+	acct, err := a.account(ctx, code)
+	if err == nil && acct == nil {
+		acct, err = a.create(ctx, code, owner, rotation)
+	}
 	if err != nil {
 		return "", nil, nil, err
 	}
@@ -144,7 +147,7 @@ func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsac
 // made for another owner (another tenant of the code: an EvaTenant beside a tenant
 // file), is not owner's to close: done.
 func (a *Accounts) Close(ctx context.Context, code, owner string) error {
-	acct, err := a.account(ctx, code, "")
+	acct, err := a.account(ctx, code)
 	if err != nil || acct == nil || !acct.ownedBy(owner) {
 		return err
 	}
@@ -166,7 +169,7 @@ func (a *Accounts) Close(ctx context.Context, code, owner string) error {
 // Open reports whether owner's tenant has an account Close has not closed (its key
 // Secret).
 func (a *Accounts) Open(ctx context.Context, code, owner string) (bool, error) {
-	acct, err := a.account(ctx, code, "")
+	acct, err := a.account(ctx, code)
 	return acct != nil && acct.ownedBy(owner), err
 }
 
@@ -191,7 +194,7 @@ func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Clien
 	if held != nil {
 		return held, nil
 	}
-	acct, err := a.account(ctx, code, "")
+	acct, err := a.account(ctx, code)
 	if err != nil || acct == nil {
 		return nil, err
 	}
@@ -233,33 +236,46 @@ func unixTimes(m map[string]time.Time) map[string]int64 {
 	return out
 }
 
-// account reads what the operator keeps of the tenant's account, making its key for
-// owner when owner is set and there is none (nil, nil when there is none and owner is
-// not set).
-func (a *Accounts) account(ctx context.Context, code, owner string) (*account, error) {
+// create makes the tenant's account key for owner, with its workloads' first user (for
+// the rotation request rotation), in one write of the key Secret; a key another worker
+// made meanwhile is read instead.
+func (a *Accounts) create(ctx context.Context, code, owner, rotation string) (*account, error) {
+	kp, err := nkeys.CreateAccount()
+	if err != nil {
+		return nil, err
+	}
+	seed, _ := kp.Seed()
+	creds, user, err := natsaccount.User(code, "workloads", kp, a.now())
+	if err != nil {
+		return nil, err
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: accountKeySecret(code),
+		Labels: map[string]string{tenant.LabelCapsule: code},
+		Annotations: map[string]string{tenant.AnnotationOwnerUID: owner, annotationWorkloadUser: user,
+			annotationRotation: rotation}}, Type: corev1.SecretTypeOpaque,
+		Data: map[string][]byte{accountSeedKey: seed, workloadCredsKey: creds}}
+	if err := a.Client.Create(ctx, secret); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("%w of %s: creating its key Secret %s/%s: %w", errAccount, code, a.Namespace, secret.Name, err)
+		}
+		acct, err := a.account(ctx, code) // another worker made it: use that one
+		if err == nil && acct == nil {
+			err = fmt.Errorf("%w of %s: its key Secret was made and deleted meanwhile", errAccount, code)
+		}
+		return acct, err
+	}
+	return &account{key: kp, revoked: map[string]time.Time{}, workload: user, secret: secret}, nil
+}
+
+// account reads what the operator keeps of the tenant's account (nil, nil when there is
+// none).
+func (a *Accounts) account(ctx context.Context, code string) (*account, error) {
 	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: a.Namespace, Name: accountKeySecret(code)}
 	err := a.Reader.Get(ctx, key, &secret)
 	switch {
-	case apierrors.IsNotFound(err) && owner == "":
-		return nil, nil
 	case apierrors.IsNotFound(err):
-		kp, err := nkeys.CreateAccount()
-		if err != nil {
-			return nil, err
-		}
-		seed, _ := kp.Seed()
-		secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: key.Name,
-			Labels:      map[string]string{tenant.LabelCapsule: code},
-			Annotations: map[string]string{tenant.AnnotationOwnerUID: owner}}, Type: corev1.SecretTypeOpaque,
-			Data: map[string][]byte{accountSeedKey: seed}}
-		if err := a.Client.Create(ctx, &secret); err != nil {
-			if !apierrors.IsAlreadyExists(err) {
-				return nil, fmt.Errorf("%w of %s: creating its key Secret %s: %w", errAccount, code, key, err)
-			}
-			return a.account(ctx, code, "") // another worker made it: use that one
-		}
-		return &account{key: kp, revoked: map[string]time.Time{}, secret: &secret}, nil
+		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("%w of %s: reading its key Secret %s: %w", errAccount, code, key, err)
 	}

@@ -57,7 +57,7 @@ func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system
 	var accounts *Accounts
 	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
 		reads.Reader = mgr.GetAPIReader()
-		accounts = &Accounts{Reader: reads, Client: mgr.GetClient(), Namespace: claimsNamespace,
+		accounts = &Accounts{Reader: reads, Client: &secretWrites{Client: mgr.GetClient()}, Namespace: claimsNamespace,
 			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
 		r.Renderer.Env.Settings.NATSAccounts = true
 		r.Accounts, r.DirectAccounts = accounts, len(nack) == 0 || !nack[0]
@@ -83,6 +83,27 @@ type secretReads struct {
 func (r *secretReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	r.n.Add(1)
 	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// secretWrites counts the writes Accounts makes to the API server.
+type secretWrites struct {
+	client.Client
+	n atomic.Int64
+}
+
+func (w *secretWrites) Create(ctx context.Context, obj client.Object, opts ...client.CreateOption) error {
+	w.n.Add(1)
+	return w.Client.Create(ctx, obj, opts...)
+}
+
+func (w *secretWrites) Update(ctx context.Context, obj client.Object, opts ...client.UpdateOption) error {
+	w.n.Add(1)
+	return w.Client.Update(ctx, obj, opts...)
+}
+
+func (w *secretWrites) Patch(ctx context.Context, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+	w.n.Add(1)
+	return w.Client.Patch(ctx, obj, patch, opts...)
 }
 
 // tenantCreds reads the workloads' credentials the operator wrote in the tenant's
@@ -119,6 +140,11 @@ func TestEachTenantHasItsOwnNATSAccount(t *testing.T) {
 	createTenant(t, a)
 	createTenant(t, b)
 	ga, gb := waitPhase(t, a, evav1.PhaseActive), waitPhase(t, b, evav1.PhaseActive)
+	// Per tenant: its key Secret made with its workloads' first user, and their
+	// credentials written into its namespace: two writes, and never again.
+	if got := accounts.Client.(*secretWrites).n.Load(); got != 4 {
+		t.Errorf("two tenants' accounts took %d writes, want 4 (a key and a credentials Secret each)", got)
+	}
 	if !strings.HasPrefix(ga.Status.NATSAccount, "A") || ga.Status.NATSAccount == gb.Status.NATSAccount {
 		t.Fatalf("accounts %q and %q: want one each", ga.Status.NATSAccount, gb.Status.NATSAccount)
 	}
