@@ -2,11 +2,10 @@ package controller
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
-	"errors"
 	corev1 "k8s.io/api/core/v1"
-
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 

@@ -7,14 +7,11 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/events"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
-	"sigs.k8s.io/controller-runtime/pkg/handler"
-	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
@@ -50,12 +47,9 @@ type NACKAccounts struct {
 	Recorder events.EventRecorder
 }
 
-// SetupWithManager registers the reconciler for NACK Accounts and tenant namespaces.
+// SetupWithManager registers the reconciler for NACK Accounts.
 func (f *NACKAccounts) SetupWithManager(mgr ctrl.Manager) error {
-	return ctrl.NewControllerManagedBy(mgr).Named("nackaccounts").For(&nackv1beta2.Account{}).
-		Watches(&corev1.Namespace{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: o.GetName(), Name: tenant.NATSAccountObject}}}
-		})).Complete(f)
+	return ctrl.NewControllerManagedBy(mgr).Named("nackaccounts").For(&nackv1beta2.Account{}).Complete(f)
 }
 
 // nackAccountFinalizer holds a tenant's NACK Account until the operator has let its
@@ -64,21 +58,19 @@ func (f *NACKAccounts) SetupWithManager(mgr ctrl.Manager) error {
 // open for a tenant that is gone.
 const nackAccountFinalizer = "eva.aidonow.com/nats-account"
 
-// Reconcile makes or closes the account of the file tenant whose namespace req names.
+// Reconcile holds, or lets go, the NACK Account req names, and makes a tenant file's
+// account. The finalizer makes every deletion seen: one that took the Account without
+// it (removed by hand) is not looked for.
 func (f *NACKAccounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Result, error) {
 	code, ok := codeOfNamespace(req.Namespace)
 	if !ok {
 		return ctrl.Result{}, nil
 	}
 	var account nackv1beta2.Account
-	err := f.Get(ctx, req.NamespacedName, &account)
-	switch {
-	case apierrors.IsNotFound(err) && req.Name == tenant.NATSAccountObject:
-		// Gone without the finalizer (removed by hand): close what was made for it.
-		return ctrl.Result{}, f.close(ctx, code)
-	case err != nil:
+	if err := f.Get(ctx, req.NamespacedName, &account); err != nil {
 		return ctrl.Result{}, client.IgnoreNotFound(err)
-	case !account.DeletionTimestamp.IsZero():
+	}
+	if !account.DeletionTimestamp.IsZero() {
 		return f.release(ctx, code, &account)
 	}
 	var ns corev1.Namespace
