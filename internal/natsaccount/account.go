@@ -4,8 +4,9 @@
 // tenant's account JWT with a signing key of the platform's NATS operator, signs the
 // tenant's users with the account's own key, and pushes the account to the server's
 // full resolver through the system account ($SYS.REQ.CLAIMS.UPDATE). Nothing is
-// exported or imported between accounts. Its functions that build claims are pure; the
-// Resolver is the one that talks to NATS.
+// exported or imported between accounts but what an environment declares for the
+// platform's consumer of tenant events (Consumer). Its functions that build claims are
+// pure; the Resolver is the one that talks to NATS.
 package natsaccount
 
 import (
@@ -48,7 +49,8 @@ func LimitsOf(spec tenant.TierSpec) Limits {
 func Name(code string) string { return "eva-" + code }
 
 // Claims builds the account JWT's claims of a tenant: named Name(code), subject the
-// account's public key, with the limits and no exports or imports. revoked maps user
+// account's public key, with the limits and no exports or imports (Consumer.Export adds
+// the consumer's). revoked maps user
 // public keys (or jwt.All, every user) to the time before which their JWTs are revoked:
 // a rotation revokes the old user, a decommission every one.
 func Claims(code, accountPub string, l Limits, revoked map[string]time.Time) (*jwt.AccountClaims, error) {

@@ -25,6 +25,8 @@ type fleet struct {
 	resolver *natsaccount.Resolver
 	limits   natsaccount.Limits
 	keys     map[string]nkeys.KeyPair
+	// consumer, when set, is what every tenant's account exports to.
+	consumer *natsaccount.Consumer
 }
 
 func newFleet(t *testing.T) *fleet {
@@ -53,16 +55,10 @@ func (f *fleet) push(code string, l natsaccount.Limits, revoked map[string]time.
 	}
 	pub, _ := key.PublicKey()
 	ac, err := natsaccount.Claims(code, pub, l, revoked)
-	if err != nil {
-		f.t.Fatal(err)
+	if err == nil && f.consumer != nil {
+		err = f.consumer.Export(ac, code)
 	}
-	token, err := natsaccount.Sign(ac, f.nats.OperatorSigner)
-	if err != nil {
-		f.t.Fatal(err)
-	}
-	if err := f.resolver.Push(context.Background(), token); err != nil {
-		f.t.Fatal(err)
-	}
+	f.pushClaims(ac, err)
 }
 
 // connect issues a user of the tenant's account and connects as it.
