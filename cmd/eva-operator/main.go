@@ -228,6 +228,9 @@ func run(cfg config) error {
 		accounts = &controller.Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: cfg.ownNamespace,
 			SignerSecret: cfg.natsSignerSecret, SystemSecret: cfg.natsSystemSecret, Config: cfg.nats,
 			HoldCreds: cfg.messagingMode == "nack"}
+		if c := env.Settings.NATSConsumer; c != nil {
+			accounts.ConsumerSubjects = c.Subjects
+		}
 	}
 	if cfg.nats.URL != "" {
 		var depthReader metrics.DepthReader = accounts

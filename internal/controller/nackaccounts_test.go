@@ -25,13 +25,13 @@ import (
 )
 
 // startNACKAccounts starts an operator whose NACKAccounts mint the accounts of tenant
-// files on n.
-func startNACKAccounts(t *testing.T, n *testenv.OperatorNATS, signer, system string) *operator {
+// files on n; with consumerSubjects, for an environment with natsConsumer.
+func startNACKAccounts(t *testing.T, n *testenv.OperatorNATS, signer, system string, consumerSubjects ...string) *operator {
 	t.Helper()
 	return startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
 		accounts := &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
 			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second},
-			HoldCreds: true}
+			HoldCreds: true, ConsumerSubjects: consumerSubjects}
 		files := &NACKAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
 			Catalog: r.Renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
 		if err := files.SetupWithManager(mgr); err != nil {

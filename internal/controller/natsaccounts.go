@@ -83,12 +83,16 @@ type Accounts struct {
 	// deletes the tenant's streams with them, after the namespace's deletion began);
 	// NACKAccounts lets it go (ReleaseCreds).
 	HoldCreds bool
+	// ConsumerSubjects, when the environment declares a consumer of tenant events
+	// (natsConsumer), are what every open tenant account sends to it (consumerOf).
+	ConsumerSubjects []string
 
-	mu      sync.Mutex
-	system  *nats.Conn
-	pushed  map[string]string // code: digest of what was last pushed
-	copies  map[string]string // code: digest of the workloads' credentials last written
-	clients map[string]*messaging.Client
+	mu            sync.Mutex
+	consumerCreds string // the consumer account whose credentials were written
+	system        *nats.Conn
+	pushed        map[string]string // code: digest of what was last pushed
+	copies        map[string]string // code: digest of the workloads' credentials last written
+	clients       map[string]*messaging.Client
 }
 
 // account is what the operator keeps of a tenant's account: its key, the users its
@@ -302,7 +306,11 @@ func (a *Accounts) account(ctx context.Context, code string) (*account, error) {
 // push signs and pushes the account unless what it says was pushed already by this
 // process.
 func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccount.Limits, revoked map[string]time.Time) error {
-	digest := accountDigest(pub, limits, revoked)
+	var exports []string // a closed account sends nothing
+	if limits != natsaccount.Closed {
+		exports = a.ConsumerSubjects
+	}
+	digest := accountDigest(pub, limits, revoked, exports)
 	a.mu.Lock()
 	done := a.pushed[code] == digest
 	a.mu.Unlock()
@@ -316,6 +324,15 @@ func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccoun
 	ac, err := natsaccount.Claims(code, pub, limits, revoked)
 	if err != nil {
 		return err
+	}
+	if len(exports) > 0 {
+		consumer, err := a.consumerOf(ctx, signer)
+		if err == nil {
+			err = consumer.Import(ac, code)
+		}
+		if err != nil {
+			return fmt.Errorf("%w of %s: its events for the platform's consumer: %w", errAccount, code, err)
+		}
 	}
 	token, err := natsaccount.Sign(ac, signer)
 	if err != nil {
@@ -337,9 +354,9 @@ func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccoun
 	return nil
 }
 
-func accountDigest(pub string, l natsaccount.Limits, revoked map[string]time.Time) string {
+func accountDigest(pub string, l natsaccount.Limits, revoked map[string]time.Time, exports []string) string {
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %+v", pub, l)
+	fmt.Fprintf(h, "%s %+v %q", pub, l, exports)
 	users := make([]string, 0, len(revoked))
 	for user := range revoked {
 		users = append(users, user)

@@ -124,6 +124,9 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "eva-system", Name: "eva-nats-account-tlsish"},
 				Type: corev1.SecretTypeTLS, Data: map[string][]byte{"tls.crt": nil, "tls.key": nil}})
 		},
+		"create a Secret in its own namespace named past the consumer's credentials": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "eva-system", Name: "eva-nats-consumer-x"}})
+		},
 		"read a decryption key of Flux's": func() error {
 			return op.Get(ctx, client.ObjectKey{Namespace: "flux-system", Name: "sops-age-acmeco"}, &corev1.Secret{})
 		},
@@ -158,10 +161,15 @@ func TestOperatorIdentityIsFenced(t *testing.T) {
 			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: tenantNS, Name: "fenced-nats"},
 				Type: corev1.SecretTypeOpaque}, client.DryRunAll)
 		},
+		"write the platform consumer's NATS credentials": func() error {
+			return op.Create(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: "eva-system", Name: ConsumerCredsSecret},
+				Type: corev1.SecretTypeOpaque}, client.DryRunAll)
+		},
 	}
 	for _, what := range []string{"create a ServiceAccount in a tenant namespace", "bind eva-tenant-deployer in a tenant namespace",
 		"create the seed Job in a tenant namespace", "create a restricted tenant namespace", "delete a tenant namespace",
-		"create the tenant's own Secret", "keep a tenant's NATS account key in its own namespace", "write a tenant's NATS credentials"} {
+		"create the tenant's own Secret", "keep a tenant's NATS account key in its own namespace", "write a tenant's NATS credentials",
+		"write the platform consumer's NATS credentials"} {
 		t.Run("allowed: "+what, func(t *testing.T) {
 			if err := allowed[what](); err != nil {
 				t.Fatal(err)

@@ -7,106 +7,108 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/aidonow/eva/internal/natsaccount"
 )
 
-// TestConsumerImportsTenantEvents: the environment's one crossing, on a real server in
-// operator mode. The platform's consumer account receives every tenant's events and
-// nothing else; no other account can import them, with no token or with the
-// consumer's; the export signer's users can do nothing; and a tenant the consumer no
-// longer imports (decommissioned) reaches it no more. Seen failing with the exports
-// made public (TokenReq false): the stranger's import received GLOBEX's events.
-func TestConsumerImportsTenantEvents(t *testing.T) {
+// TestConsumerReceivesTenantEvents: the environment's one crossing, on a real server in
+// operator mode. The platform's consumer account receives every tenant's events, and
+// nothing else, while the tenants' own subscribers and streams keep theirs; a forger
+// account the platform signs sends nothing into it, with no token or with a tenant's;
+// the consumer sends nothing into a tenant; a closed tenant's events reach it no more.
+// Seen failing with the consumer's service open (TokenReq false): the forger's event
+// in GLOBEX's name reached the consumer.
+func TestConsumerReceivesTenantEvents(t *testing.T) {
 	f := newFleet(t)
 	consumer, err := natsaccount.NewConsumer(f.nats.OperatorSigner, []string{"events.>"})
 	if err != nil {
 		t.Fatal(err)
 	}
+	f.pushClaims(consumer.Claims())
 	f.consumer = consumer
 	f.push("ACMECO", f.limits, nil)
 	f.push("GLOBEX", f.limits, nil)
-	tenants := []natsaccount.ImportedTenant{{Code: "ACMECO", Account: f.pub("ACMECO")}, {Code: "GLOBEX", Account: f.pub("GLOBEX")}}
-	f.pushClaims(consumer.Claims(tenants))
 	platform := f.dialKey(consumer.Key)
 	events := f.subscribe(platform, "capsule.*.events.>")
 	commands := f.subscribe(platform, "capsule.*.commands.>")
 	acme, _ := f.connect("ACMECO")
 	globex, _ := f.connect("GLOBEX")
 	spy := f.subscribe(acme, "capsule.GLOBEX.events.>")
+	acmeEvents := f.subscribe(acme, "capsule.ACMECO.events.>")
 	acmeCommands := f.subscribe(acme, "capsule.ACMECO.commands.>")
+	js, _ := jetstream.New(acme)
+	stream := streamOf(t, js, "ACMECO", f.limits.StreamMaxBytes)
 
-	// A stranger the platform signs imports GLOBEX's export: without a token, and with
-	// the token made for the consumer.
-	stranger, _ := nkeys.CreateAccount()
-	strangerPub, _ := stranger.PublicKey()
-	consumerClaims, err := consumer.Claims(tenants[1:])
+	// A forger the platform signs sends events in GLOBEX's name: importing the service
+	// without a token, and with ACMECO's (the resolver refuses that one).
+	forger, _ := nkeys.CreateAccount()
+	forgerPub, _ := forger.PublicKey()
+	consumerPub, _ := consumer.Key.PublicKey()
+	fc := jwt.NewAccountClaims(forgerPub)
+	fc.Name = "forger"
+	fc.Imports.Add(&jwt.Import{Name: "bare", Subject: "capsule.GLOBEX.events.>", Account: consumerPub, Type: jwt.Service})
+	f.pushClaims(fc, nil)
+	forged := f.dialKey(forger)
+	acmeClaims, err := natsaccount.Claims("ACMECO", f.pub("ACMECO"), f.limits, nil)
+	if err == nil {
+		err = consumer.Import(acmeClaims, "ACMECO")
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc := jwt.NewAccountClaims(strangerPub)
-	sc.Name = "stranger"
-	sc.Imports.Add(&jwt.Import{Name: "bare", Subject: "capsule.GLOBEX.events.>", Account: f.pub("GLOBEX"), Type: jwt.Stream})
-	f.pushClaims(sc, nil)
-	stolen := f.subscribe(f.dialKey(stranger), ">")
 	thief, _ := nkeys.CreateAccount()
 	thiefPub, _ := thief.PublicKey()
 	tc := jwt.NewAccountClaims(thiefPub)
 	tc.Name = "thief"
-	tc.Imports.Add(&jwt.Import{Name: "stolen", Subject: "capsule.GLOBEX.events.>", Account: f.pub("GLOBEX"), Type: jwt.Stream,
-		Token: consumerClaims.Imports[0].Token})
+	tc.Imports.Add(&jwt.Import{Name: "stolen", Subject: "capsule.ACMECO.events.>", Account: consumerPub, Type: jwt.Service,
+		Token: acmeClaims.Imports[0].Token})
 	token, err := tc.Encode(f.nats.OperatorSigner) // unchecked, as a forger would
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := f.resolver.Push(context.Background(), token); err == nil {
-		t.Error("the resolver took an account importing with the consumer's token")
-	}
-
-	// The export signer's user, on ACMECO's behalf.
-	// Seen failing with the scope left open: it read ACMECO's events and sent it a command.
-	if signerUser, err := f.userOf(consumer.ExportSigner, f.pub("ACMECO")); err == nil {
-		if err := signerUser.Publish("capsule.ACMECO.commands.pay", []byte("forged")); err == nil {
-			_ = signerUser.Flush()
-		}
-		if sub, err := signerUser.SubscribeSync(">"); err == nil {
-			_ = signerUser.Flush()
-			_ = globex.Publish("capsule.ACMECO.events.none", nil)
-			_ = acme.Publish("capsule.ACMECO.events.private", []byte("acme"))
-			_ = acme.Flush()
-			if m, err := sub.NextMsg(300 * time.Millisecond); err == nil {
-				t.Errorf("the export signer's user read %s", m.Subject)
-			}
-		}
+		t.Error("the resolver took an account importing with ACMECO's token")
 	}
 
 	publish(t, acme, "capsule.ACMECO.events.order", "capsule.ACMECO.commands.run")
+	if _, err := js.Publish(context.Background(), "capsule.ACMECO.events.stored", nil); err != nil {
+		t.Errorf("ACMECO's stream takes its event: %v", err)
+	}
 	publish(t, globex, "capsule.GLOBEX.events.paid")
-	publish(t, platform, "capsule.ACMECO.commands.pay")
+	publish(t, forged, "capsule.GLOBEX.events.forged")
+	publish(t, platform, "capsule.ACMECO.commands.pay", "capsule.ACMECO.events.fake")
 	got := drain(events)
-	if !got["capsule.ACMECO.events.order"] || !got["capsule.GLOBEX.events.paid"] {
+	if !got["capsule.ACMECO.events.order"] || !got["capsule.ACMECO.events.stored"] || !got["capsule.GLOBEX.events.paid"] {
 		t.Errorf("the consumer received %v, not both tenants' events", got)
+	}
+	if got["capsule.GLOBEX.events.forged"] {
+		t.Error("the forger's event in GLOBEX's name reached the consumer")
 	}
 	if leaked := drain(commands); leaked["capsule.ACMECO.commands.run"] {
 		t.Errorf("the consumer received ACMECO's commands: %v", leaked)
 	}
-	if leaked := drain(acmeCommands); leaked["capsule.ACMECO.commands.pay"] {
-		t.Errorf("ACMECO received a command published by the consumer or the export signer's user: %v", leaked)
+	if own := drain(acmeEvents); !own["capsule.ACMECO.events.order"] || own["capsule.ACMECO.events.fake"] {
+		t.Errorf("ACMECO's own subscriber received %v: want its events, none of the consumer's", own)
 	}
-	for name, sub := range map[string]*nats.Subscription{"ACMECO spying on GLOBEX": spy, "the stranger": stolen} {
-		if leaked := drain(sub); len(leaked) > 0 {
-			t.Errorf("%s received %v", name, leaked)
-		}
+	if info, err := stream.Info(context.Background()); err != nil || info.State.Msgs != 2 {
+		t.Errorf("ACMECO's stream: %v, %v: want its 2 events", info, err)
+	}
+	if leaked := drain(acmeCommands); leaked["capsule.ACMECO.commands.pay"] {
+		t.Errorf("ACMECO received a command the consumer published: %v", leaked)
+	}
+	if leaked := drain(spy); len(leaked) > 0 {
+		t.Errorf("ACMECO spying on GLOBEX received %v", leaked)
 	}
 
-	// GLOBEX decommissioned: the consumer imports ACMECO's alone.
-	f.pushClaims(consumer.Claims(tenants[:1]))
-	publish(t, globex, "capsule.GLOBEX.events.after")
+	// GLOBEX decommissioned: its account closed, nothing of it reaches the consumer.
+	f.push("GLOBEX", natsaccount.Closed, map[string]time.Time{jwt.All: time.Now()})
+	_ = globex.Publish("capsule.GLOBEX.events.after", nil)
 	publish(t, acme, "capsule.ACMECO.events.after")
 	got = drain(events)
 	if got["capsule.GLOBEX.events.after"] || !got["capsule.ACMECO.events.after"] {
-		t.Errorf("after GLOBEX's import went, the consumer received %v", got)
+		t.Errorf("after GLOBEX's close, the consumer received %v", got)
 	}
 }
 
@@ -142,29 +144,6 @@ func (f *fleet) dialKey(key nkeys.KeyPair) *nats.Conn {
 	}
 	f.t.Cleanup(nc.Close)
 	return nc
-}
-
-// userOf connects as a user a signing key of account issued.
-func (f *fleet) userOf(signer nkeys.KeyPair, account string) (*nats.Conn, error) {
-	user, _ := nkeys.CreateUser()
-	userPub, _ := user.PublicKey()
-	uc := jwt.NewUserClaims(userPub)
-	uc.IssuerAccount = account
-	uc.UserPermissionLimits = jwt.UserPermissionLimits{} // a scoped key's users carry none of their own
-	token, err := uc.Encode(signer)
-	if err != nil {
-		return nil, err
-	}
-	seed, _ := user.Seed()
-	creds, err := jwt.FormatUserConfig(token, seed)
-	if err != nil {
-		return nil, err
-	}
-	nc, err := f.dial(creds)
-	if err == nil {
-		f.t.Cleanup(nc.Close)
-	}
-	return nc, err
 }
 
 func (f *fleet) subscribe(nc *nats.Conn, subject string) *nats.Subscription {

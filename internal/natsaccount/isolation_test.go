@@ -25,7 +25,7 @@ type fleet struct {
 	resolver *natsaccount.Resolver
 	limits   natsaccount.Limits
 	keys     map[string]nkeys.KeyPair
-	// consumer, when set, is what every tenant's account exports to.
+	// consumer, when set, is what every tenant's account sends its events to.
 	consumer *natsaccount.Consumer
 }
 
@@ -56,7 +56,7 @@ func (f *fleet) push(code string, l natsaccount.Limits, revoked map[string]time.
 	pub, _ := key.PublicKey()
 	ac, err := natsaccount.Claims(code, pub, l, revoked)
 	if err == nil && f.consumer != nil {
-		err = f.consumer.Export(ac, code)
+		err = f.consumer.Import(ac, code)
 	}
 	f.pushClaims(ac, err)
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/aidonow/eva/internal/entitlement"
+	"github.com/aidonow/eva/internal/natsaccount"
 )
 
 // SettingsFile and KustomizationFile are the files of an environment's tenant overlay.
@@ -95,6 +96,11 @@ type Settings struct {
 	// them, and the tenant's Streams name the NACK Account that connects with them. The
 	// platform's NATS must run in operator mode with a full resolver.
 	NATSAccounts bool `json:"natsAccounts,omitempty"`
+	// NATSConsumer declares the platform's consumer of tenant events, the one crossing
+	// between accounts an environment may make (docs/messaging.md): with natsAccounts,
+	// an account the operator keeps, to which every tenant's account sends these
+	// subjects of its own.
+	NATSConsumer *NATSConsumer `json:"natsConsumer,omitempty"`
 	// ChartSource is the Flux source of the module charts: a shared HelmRepository, or
 	// (with url) an OCIRepository per module chart in each tenant namespace.
 	ChartSource ChartSource `json:"chartSource"`
@@ -346,6 +352,9 @@ func (s *Settings) check() error {
 	if s.MessagingNamespace != "" && len(validation.IsDNS1123Label(s.MessagingNamespace)) > 0 {
 		return fmt.Errorf("messagingNamespace: %q is not a namespace name", s.MessagingNamespace)
 	}
+	if err := s.checkNATSConsumer(); err != nil {
+		return err
+	}
 	if s.HelmReleasesPerMinute < 0 {
 		return fmt.Errorf("helmReleasesPerMinute: %g: must not be negative", s.HelmReleasesPerMinute)
 	}
@@ -368,6 +377,31 @@ func (s *Settings) check() error {
 		return s.checkArgoCD()
 	}
 	return fmt.Errorf("applier: %q: must be flux or argocd", s.Applier)
+}
+
+// NATSConsumer is the platform's consumer of tenant events.
+type NATSConsumer struct {
+	// Subjects are under each tenant's capsule.<CODE>., within its events: events.>
+	// for all of them, events.orders.* for some.
+	Subjects []string `json:"subjects"`
+}
+
+func (s *Settings) checkNATSConsumer() error {
+	c := s.NATSConsumer
+	switch {
+	case c == nil:
+		return nil
+	case !s.NATSAccounts:
+		return fmt.Errorf("natsConsumer: receives from the tenants' own NATS accounts: needs natsAccounts: true")
+	case len(c.Subjects) == 0:
+		return fmt.Errorf("natsConsumer.subjects: required (events.> for every event of every tenant)")
+	}
+	for i, subject := range c.Subjects {
+		if err := natsaccount.CheckConsumerSubject(subject); err != nil {
+			return fmt.Errorf("natsConsumer.subjects[%d]: %w", i, err)
+		}
+	}
+	return nil
 }
 
 // checkFlux checks the settings of the Flux output.

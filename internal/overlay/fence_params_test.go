@@ -101,3 +101,35 @@ func installedConfigMap(t *testing.T, dir, name string) map[string]string {
 	}
 	return nil
 }
+
+// TestNATSConsumerSettings: the consumer receives tenants' events subjects alone, and only
+// from the accounts natsAccounts makes; each refusal names the field.
+// The block docs/messaging.md shows is read as written.
+func TestNATSConsumerSettings(t *testing.T) {
+	blocks, err := docsection.Blocks(filepath.Join("..", "..", "docs", "messaging.md"), "A platform consumer of tenant events", "yaml")
+	if err != nil || len(blocks) != 1 {
+		t.Fatalf("the consumer section's YAML block: %d blocks, %v", len(blocks), err)
+	}
+	s, err := ParseSettings([]byte(minimalSettings + blocks[0].Text))
+	if err != nil {
+		t.Fatalf("the documented consumer: %v\n%s", err, blocks[0].Text)
+	}
+	if got := s.NATSConsumer.Subjects; len(got) != 1 || got[0] != "events.>" {
+		t.Errorf("subjects %v", got)
+	}
+	if _, err := ParseSettings([]byte(minimalSettings + "natsAccounts: true\nnatsConsumer: {subjects: [events.orders.*]}\n")); err != nil {
+		t.Errorf("a consumer of some events: %v", err)
+	}
+	for doc, want := range map[string]string{
+		"natsConsumer: {subjects: [events.>]}\n":                           "natsConsumer: receives from the tenants' own NATS accounts: needs natsAccounts: true",
+		"natsAccounts: true\nnatsConsumer: {}\n":                           "natsConsumer.subjects: required",
+		"natsAccounts: true\nnatsConsumer: {subjects: [commands.>]}\n":     `natsConsumer.subjects[0]: "commands.>": a consumer receives a tenant's events`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [\">\"]}\n":          `natsConsumer.subjects[0]: ">": a consumer receives a tenant's events`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [events.>.x]}\n":     `natsConsumer.subjects[0]: "events.>.x": token 2 (">")`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [\"events.a b\"]}\n": `token 2 ("a b")`,
+	} {
+		if _, err := ParseSettings([]byte(minimalSettings + doc)); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: got %v, want %q", doc, err, want)
+		}
+	}
+}

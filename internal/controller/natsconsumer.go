@@ -1,0 +1,123 @@
+package controller
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/nats-io/nkeys"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/aidonow/eva/internal/natsaccount"
+	"github.com/aidonow/eva/internal/tenant"
+)
+
+const (
+	// ConsumerCredsSecret is the Secret, in the operator's namespace, holding the
+	// credentials of the platform's consumer of tenant events (key tenant.NATSCredsKey).
+	ConsumerCredsSecret = "eva-nats-consumer"
+	// annotationConsumerAccount records, on ConsumerCredsSecret, the account its user is
+	// of: credentials of another (the operator's signing key changed) are issued again.
+	annotationConsumerAccount = "eva.aidonow.com/nats-account"
+	// consumerPushKey is the consumer's entry in Accounts.pushed (never a capsule code).
+	consumerPushKey = "consumer"
+)
+
+// consumerOf is the platform's consumer of tenant events (the environment's
+// natsConsumer: natsaccount.Consumer) that a tenant account pushed with signer sends
+// its events to, made current first: its account on the resolver, and its users'
+// credentials, the Secret ConsumerCredsSecret for the platform to hand its consumer.
+// Both are done once per process and operator signing key; nil without natsConsumer.
+func (a *Accounts) consumerOf(ctx context.Context, signer nkeys.KeyPair) (*natsaccount.Consumer, error) {
+	if len(a.ConsumerSubjects) == 0 {
+		return nil, nil
+	}
+	consumer, err := natsaccount.NewConsumer(signer, a.ConsumerSubjects)
+	if err != nil {
+		return nil, err
+	}
+	pub, _ := consumer.Key.PublicKey()
+	digest := fmt.Sprintf("%s %q", pub, a.ConsumerSubjects)
+	a.mu.Lock()
+	done := a.pushed[consumerPushKey] == digest
+	a.mu.Unlock()
+	if !done {
+		if err := a.pushConsumer(ctx, consumer, signer); err != nil {
+			return nil, err
+		}
+		a.mu.Lock()
+		if a.pushed == nil {
+			a.pushed = map[string]string{}
+		}
+		a.pushed[consumerPushKey] = digest
+		a.mu.Unlock()
+	}
+	return consumer, a.writeConsumerCreds(ctx, consumer)
+}
+
+// pushConsumer signs and pushes the consumer's account.
+func (a *Accounts) pushConsumer(ctx context.Context, consumer *natsaccount.Consumer, signer nkeys.KeyPair) error {
+	ac, err := consumer.Claims()
+	if err != nil {
+		return err
+	}
+	token, err := natsaccount.Sign(ac, signer)
+	if err != nil {
+		return err
+	}
+	system, err := a.systemConn(ctx)
+	if err != nil {
+		return err
+	}
+	if err := (&natsaccount.Resolver{Conn: system, Timeout: a.Config.Timeout}).Push(ctx, token); err != nil {
+		return fmt.Errorf("%w: the platform's consumer account: %w", errAccount, err)
+	}
+	return nil
+}
+
+// writeConsumerCreds issues a user of the consumer's account into ConsumerCredsSecret,
+// unless it holds one of this account already.
+func (a *Accounts) writeConsumerCreds(ctx context.Context, consumer *natsaccount.Consumer) error {
+	pub, _ := consumer.Key.PublicKey()
+	a.mu.Lock()
+	done := a.consumerCreds == pub
+	a.mu.Unlock()
+	if done {
+		return nil
+	}
+	var secret corev1.Secret
+	err := a.Reader.Get(ctx, client.ObjectKey{Namespace: a.Namespace, Name: ConsumerCredsSecret}, &secret)
+	switch {
+	case err == nil && secret.Annotations[annotationConsumerAccount] == pub:
+	case err == nil || apierrors.IsNotFound(err):
+		creds, _, uerr := natsaccount.User(natsaccount.ConsumerName, "platform-consumer", consumer.Key, a.now())
+		if uerr != nil {
+			return uerr
+		}
+		found := err == nil
+		if !found {
+			secret = corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: a.Namespace, Name: ConsumerCredsSecret}, Type: corev1.SecretTypeOpaque}
+		}
+		if secret.Annotations == nil {
+			secret.Annotations = map[string]string{}
+		}
+		secret.Annotations[annotationConsumerAccount] = pub
+		secret.Data = map[string][]byte{tenant.NATSCredsKey: creds}
+		if found {
+			err = a.Client.Update(ctx, &secret)
+		} else {
+			err = a.Client.Create(ctx, &secret)
+		}
+		if err != nil {
+			return fmt.Errorf("%w: writing the platform consumer's credentials %s/%s: %w", errAccount, a.Namespace, ConsumerCredsSecret, err)
+		}
+	default:
+		return fmt.Errorf("%w: reading the platform consumer's credentials %s/%s: %w", errAccount, a.Namespace, ConsumerCredsSecret, err)
+	}
+	a.mu.Lock()
+	a.consumerCreds = pub
+	a.mu.Unlock()
+	return nil
+}

@@ -1,0 +1,142 @@
+package controller
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/tenant"
+	"github.com/aidonow/eva/internal/testenv"
+)
+
+// TestPlatformConsumerReceivesTenantEvents: an environment with natsConsumer, in direct
+// mode on a real server in operator mode. Once two tenants are Active, the credentials
+// the operator wrote for the platform's consumer (eva-system/eva-nats-consumer) receive
+// each tenant's events, published with the tenant's own credentials, and none of its
+// commands. After one tenant's decommission the other's still arrive. Seen failing with
+// the tenants' imports left out of their accounts (the consumer received nothing).
+func TestPlatformConsumerReceivesTenantEvents(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "consumer")
+	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
+		accounts := &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
+			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second},
+			ConsumerSubjects: []string{"events.>"}}
+		r.Renderer.Env.Settings.NATSAccounts = true
+		r.Accounts, r.DirectAccounts = accounts, true
+	})
+	startStandIn(t)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: ConsumerCredsSecret}})
+	})
+	ns := newTestNamespace(t)
+	a, b := newTenant(ns, "CONSAA", evav1.TierStarter), newTenant(ns, "CONSBB", evav1.TierStarter)
+	createTenant(t, a)
+	createTenant(t, b)
+	waitPhase(t, a, evav1.PhaseActive)
+	waitPhase(t, b, evav1.PhaseActive)
+
+	var creds corev1.Secret
+	eventually(t, waitFor, "the consumer's credentials", func() error {
+		return k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: ConsumerCredsSecret}, &creds)
+	})
+	platform, err := dialCreds(n.URL, creds.Data[tenant.NATSCredsKey])
+	if err != nil {
+		t.Fatalf("the consumer connects with its credentials: %v", err)
+	}
+	defer platform.Close()
+	events, _ := platform.SubscribeSync("capsule.*.events.>")
+	commands, _ := platform.SubscribeSync("capsule.*.commands.>")
+	_ = platform.Flush()
+	conns := map[string]*nats.Conn{}
+	for _, code := range []string{"CONSAA", "CONSBB"} {
+		nc, err := dialCreds(n.URL, tenantCreds(t, code))
+		if err != nil {
+			t.Fatalf("%s's workloads connect: %v", code, err)
+		}
+		defer nc.Close()
+		conns[code] = nc
+		_ = nc.Publish("capsule."+code+".commands.run", nil)
+		receives(t, events, nc, "capsule."+code+".events.order")
+	}
+	if m, err := commands.NextMsg(300 * time.Millisecond); err == nil {
+		t.Errorf("the consumer received the command %s", m.Subject)
+	}
+
+	if err := k8s.Delete(ctx, getTenant(t, a)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 2*waitFor, "CONSAA gone", func() error {
+		if err := k8s.Get(ctx, client.ObjectKeyFromObject(a), &evav1.EvaTenant{}); !apierrors.IsNotFound(err) {
+			return errNot("deleted")
+		}
+		return nil
+	})
+	receives(t, events, conns["CONSBB"], "capsule.CONSBB.events.after")
+}
+
+// receives publishes on subject with nc until the consumer's subscription events
+// receives it.
+func receives(t *testing.T, events *nats.Subscription, nc *nats.Conn, subject string) {
+	t.Helper()
+	eventually(t, waitFor, "the consumer receives "+subject, func() error {
+		_ = nc.Publish(subject, nil)
+		_ = nc.Flush()
+		for {
+			m, err := events.NextMsg(200 * time.Millisecond)
+			if err != nil {
+				return errNot("received " + subject)
+			}
+			if m.Subject == subject {
+				return nil
+			}
+		}
+	})
+}
+
+// TestPlatformConsumerReceivesTenantFilesEvents: tenant files in NACK mode. The account
+// the operator makes for a tenant file sends its events to the platform's consumer,
+// as an EvaTenant's does.
+func TestPlatformConsumerReceivesTenantFilesEvents(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "consumer-files")
+	startNACKAccounts(t, n, signer, system, "events.>")
+	startStandIn(t)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: ConsumerCredsSecret}})
+	})
+	applyFileFoundation(t, "FILECA", nil)
+	var creds corev1.Secret
+	var file []byte
+	eventually(t, waitFor, "the consumer's and FILECA's credentials", func() error {
+		if file = fileCreds(ctx, "FILECA"); file == nil {
+			return errNot("FILECA's written")
+		}
+		return k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: ConsumerCredsSecret}, &creds)
+	})
+	platform, err := dialCreds(n.URL, creds.Data[tenant.NATSCredsKey])
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer platform.Close()
+	events, _ := platform.SubscribeSync("capsule.*.events.>")
+	_ = platform.Flush()
+	nc, err := dialCreds(n.URL, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	receives(t, events, nc, "capsule.FILECA.events.order")
+}
