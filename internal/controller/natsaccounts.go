@@ -87,12 +87,11 @@ type Accounts struct {
 	// (natsConsumer), are what every open tenant account sends to it (consumerOf).
 	ConsumerSubjects []string
 
-	mu            sync.Mutex
-	consumerCreds string // the consumer account whose credentials were written
-	system        *nats.Conn
-	pushed        map[string]string // code: digest of what was last pushed
-	copies        map[string]string // code: digest of the workloads' credentials last written
-	clients       map[string]*messaging.Client
+	mu      sync.Mutex
+	system  *nats.Conn
+	pushed  map[string]string // code (or consumerPushKey): digest of what was last pushed
+	copies  map[string]string // code: digest of the workloads' credentials last written
+	clients map[string]*messaging.Client
 }
 
 // account is what the operator keeps of a tenant's account: its key, the users its

@@ -133,6 +133,19 @@ func User(code, name string, accountKey nkeys.KeyPair, issuedAt time.Time) (cred
 	return creds, userPub, nil
 }
 
+// IssuedAt is when the user of a creds file's content was issued (its JWT's iat).
+func IssuedAt(creds []byte) (time.Time, error) {
+	token, err := jwt.ParseDecoratedJWT(creds)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("credentials: %w", err)
+	}
+	uc, err := jwt.DecodeUserClaims(token)
+	if err != nil {
+		return time.Time{}, fmt.Errorf("credentials: %w", err)
+	}
+	return time.Unix(uc.IssuedAt, 0), nil
+}
+
 // CredsOption is the nats.go option that authenticates as the user of a creds file's
 // content: its JWT, and its seed signing the server's nonce.
 func CredsOption(creds []byte) (nats.Option, error) {

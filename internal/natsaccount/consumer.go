@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nkeys"
@@ -15,6 +16,13 @@ import (
 
 // ConsumerName is the name of the platform's consumer account, beside its public key.
 const ConsumerName = "eva-consumer"
+
+// ResponseThreshold is how long the server keeps the route back to a tenant's message
+// that carries a reply subject (every JetStream publish does, awaiting its stream's
+// ack). The consumer is not meant to answer, and the server's default (two minutes)
+// kept a route per event in the consumer's account: a tenant publishing fast filled the
+// shared server's memory.
+const ResponseThreshold = time.Second
 
 // Consumer is the one crossing between accounts an environment may declare
 // (natsConsumer in its environment.yaml): an account of the platform's consumer of
@@ -92,9 +100,10 @@ func (c *Consumer) Import(ac *jwt.AccountClaims, code string) error {
 }
 
 // Claims builds the consumer account's claims: no limit on its clients, no JetStream,
-// no bearer users, and the service every tenant sends its subjects to, for the
-// accounts holding a token alone.
-func (c *Consumer) Claims() (*jwt.AccountClaims, error) {
+// no bearer users, every user issued before usersFrom revoked (the zero time: none),
+// and the service every tenant sends its subjects to, for the accounts holding a token
+// alone.
+func (c *Consumer) Claims(usersFrom time.Time) (*jwt.AccountClaims, error) {
 	pub, err := c.Key.PublicKey()
 	if err != nil {
 		return nil, err
@@ -105,11 +114,23 @@ func (c *Consumer) Claims() (*jwt.AccountClaims, error) {
 	ac.Limits.Payload, ac.Limits.Data, ac.Limits.Imports = jwt.NoLimit, jwt.NoLimit, 0
 	ac.Limits.Exports, ac.Limits.WildcardExports, ac.Limits.DisallowBearer = int64(len(c.Subjects)), true, true
 	ac.Limits.JetStreamLimits = jwt.JetStreamLimits{}
+	if !usersFrom.IsZero() {
+		// The server refuses a user whose JWT was issued at or before this time.
+		ac.RevokeAt(jwt.All, usersFrom.Add(-time.Second))
+	}
 	for _, rel := range c.Subjects {
 		ac.Exports.Add(&jwt.Export{Name: rel, Subject: jwt.Subject(subject("*", rel)), Type: jwt.Service,
-			TokenReq: true, ResponseType: jwt.ResponseTypeSingleton})
+			TokenReq: true, ResponseType: jwt.ResponseTypeSingleton, ResponseThreshold: ResponseThreshold})
 	}
 	return ac, nil
+}
+
+// SubjectsOverlap reports whether two consumer subjects (under capsule.<CODE>.) hold a
+// subject in common, one containing the other: NATS refuses an account whose exports,
+// or imports, overlap.
+func SubjectsOverlap(a, b string) bool {
+	sa, sb := jwt.Subject(subject("ACMECO", a)), jwt.Subject(subject("ACMECO", b))
+	return sa.IsContainedIn(sb) || sb.IsContainedIn(sa)
 }
 
 // CheckConsumerSubject says why a subject an environment names for its consumer (under

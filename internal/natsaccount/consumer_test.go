@@ -26,7 +26,7 @@ func TestConsumerReceivesTenantEvents(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.pushClaims(consumer.Claims())
+	f.pushClaims(consumer.Claims(time.Time{}))
 	f.consumer = consumer
 	f.push("ACMECO", f.limits, nil)
 	f.push("GLOBEX", f.limits, nil)
@@ -179,5 +179,132 @@ func drain(sub *nats.Subscription) map[string]bool {
 			return got
 		}
 		got[m.Subject] = true
+	}
+}
+
+// TestConsumerHoldsNoResponses: every message a tenant sends the consumer with a reply
+// subject (each JetStream publish, awaiting its stream's ack) makes the server keep a
+// response route in the consumer's account until it is answered, which the consumer
+// never does. The export's response threshold bounds how long: a burst of JetStream
+// publishes leaves no route behind a few seconds later. Seen failing with the server's
+// default threshold (2 minutes): 200 routes still held.
+func TestConsumerHoldsNoResponses(t *testing.T) {
+	f := newFleet(t)
+	consumer, err := natsaccount.NewConsumer(f.nats.OperatorSigner, []string{"events.>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.pushClaims(consumer.Claims(time.Time{}))
+	f.consumer = consumer
+	f.push("ACMECO", f.limits, nil)
+	platform := f.dialKey(consumer.Key)
+	events := f.subscribe(platform, "capsule.*.events.>")
+	acme, _ := f.connect("ACMECO")
+	js, _ := jetstream.New(acme)
+	streamOf(t, js, "ACMECO", f.limits.StreamMaxBytes)
+	ctx := context.Background()
+	for i := range 200 {
+		if _, err := js.Publish(ctx, "capsule.ACMECO.events.order", []byte{byte(i)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := len(drain(events)); got == 0 {
+		t.Fatal("the consumer received none of the events")
+	}
+	pub, _ := consumer.Key.PublicKey()
+	acc, err := f.nats.Server.LookupAccount(pub)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for acc.NumPendingAllResponses() > 0 && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if n := acc.NumPendingAllResponses(); n > 0 {
+		t.Errorf("the consumer's account holds %d response routes of tenants' publishes", n)
+	}
+}
+
+// TestConsumerSubjectsThatOverlapAreRefused: NATS refuses the JWTs of subjects that
+// overlap, which SubjectsOverlap (the environment's check) says beforehand; subjects
+// that do not overlap sign.
+func TestConsumerSubjectsThatOverlapAreRefused(t *testing.T) {
+	signer, _ := nkeys.CreateOperator()
+	tenantKey, _ := nkeys.CreateAccount()
+	tenantPub, _ := tenantKey.PublicKey()
+	for subjects, overlap := range map[[2]string]bool{
+		{"events.orders.*", "events.payments.>"}: false,
+		{"events.>", "events.orders.*"}:          true,
+		{"events.a", "events.a"}:                 true,
+	} {
+		if got := natsaccount.SubjectsOverlap(subjects[0], subjects[1]); got != overlap {
+			t.Errorf("SubjectsOverlap(%q, %q) = %v", subjects[0], subjects[1], got)
+		}
+		consumer, err := natsaccount.NewConsumer(signer, subjects[:])
+		if err != nil {
+			t.Fatal(err)
+		}
+		ac, err := consumer.Claims(time.Time{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, consumerErr := natsaccount.Sign(ac, signer)
+		tc, err := natsaccount.Claims("ACMECO", tenantPub, natsaccount.Limits{}, nil)
+		if err == nil {
+			err = consumer.Import(tc, "ACMECO")
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, tenantErr := natsaccount.Sign(tc, signer)
+		if refused := consumerErr != nil || tenantErr != nil; refused != overlap {
+			t.Errorf("%q: the consumer's JWT %v, the tenant's %v; want refused: %v", subjects, consumerErr, tenantErr, overlap)
+		}
+	}
+}
+
+// TestConsumerRevokesEarlierUsers: the consumer's account revokes every user issued
+// before the credentials the platform holds, so credentials written again (the Secret
+// deleted, the operator restarted) shut out the ones before them: a leaked copy reads
+// no tenant's events. Seen failing with no revocation: the old user still connected.
+func TestConsumerRevokesEarlierUsers(t *testing.T) {
+	f := newFleet(t)
+	consumer, err := natsaccount.NewConsumer(f.nats.OperatorSigner, []string{"events.>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	old, _, err := natsaccount.User(natsaccount.ConsumerName, "platform-consumer", consumer.Key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, _ := natsaccount.IssuedAt(old)
+	f.pushClaims(consumer.Claims(issued))
+	kept, err := f.dial(old)
+	if err != nil {
+		t.Fatalf("the consumer's credentials connect: %v", err)
+	}
+	defer kept.Close()
+	time.Sleep(1100 * time.Millisecond) // a JWT's issue time is in seconds
+	fresh, _, err := natsaccount.User(natsaccount.ConsumerName, "platform-consumer", consumer.Key, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	issued, _ = natsaccount.IssuedAt(fresh)
+	f.pushClaims(consumer.Claims(issued))
+	if nc, err := f.dial(old); err == nil {
+		nc.Close()
+		t.Error("the consumer's earlier credentials connect after new ones were issued")
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for kept.IsConnected() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if kept.IsConnected() {
+		t.Error("a connection of the earlier credentials is still up")
+	}
+	if nc, err := f.dial(fresh); err != nil {
+		t.Errorf("the new credentials: %v", err)
+	} else {
+		nc.Close()
 	}
 }

@@ -400,6 +400,13 @@ func (s *Settings) checkNATSConsumer() error {
 		if err := natsaccount.CheckConsumerSubject(subject); err != nil {
 			return fmt.Errorf("natsConsumer.subjects[%d]: %w", i, err)
 		}
+		for j, earlier := range c.Subjects[:i] {
+			if natsaccount.SubjectsOverlap(subject, earlier) {
+				// NATS refuses an account whose exports or imports overlap: every
+				// tenant's account would be refused.
+				return fmt.Errorf("natsConsumer.subjects[%d]: %q overlaps subjects[%d] %q: name each subject once", i, subject, j, earlier)
+			}
+		}
 	}
 	return nil
 }

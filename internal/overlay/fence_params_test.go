@@ -117,16 +117,18 @@ func TestNATSConsumerSettings(t *testing.T) {
 	if got := s.NATSConsumer.Subjects; len(got) != 1 || got[0] != "events.>" {
 		t.Errorf("subjects %v", got)
 	}
-	if _, err := ParseSettings([]byte(minimalSettings + "natsAccounts: true\nnatsConsumer: {subjects: [events.orders.*]}\n")); err != nil {
+	if _, err := ParseSettings([]byte(minimalSettings + "natsAccounts: true\nnatsConsumer: {subjects: [events.orders.*, events.payments.>]}\n")); err != nil {
 		t.Errorf("a consumer of some events: %v", err)
 	}
 	for doc, want := range map[string]string{
-		"natsConsumer: {subjects: [events.>]}\n":                           "natsConsumer: receives from the tenants' own NATS accounts: needs natsAccounts: true",
-		"natsAccounts: true\nnatsConsumer: {}\n":                           "natsConsumer.subjects: required",
-		"natsAccounts: true\nnatsConsumer: {subjects: [commands.>]}\n":     `natsConsumer.subjects[0]: "commands.>": a consumer receives a tenant's events`,
-		"natsAccounts: true\nnatsConsumer: {subjects: [\">\"]}\n":          `natsConsumer.subjects[0]: ">": a consumer receives a tenant's events`,
-		"natsAccounts: true\nnatsConsumer: {subjects: [events.>.x]}\n":     `natsConsumer.subjects[0]: "events.>.x": token 2 (">")`,
-		"natsAccounts: true\nnatsConsumer: {subjects: [\"events.a b\"]}\n": `token 2 ("a b")`,
+		"natsConsumer: {subjects: [events.>]}\n":                                      "natsConsumer: receives from the tenants' own NATS accounts: needs natsAccounts: true",
+		"natsAccounts: true\nnatsConsumer: {}\n":                                      "natsConsumer.subjects: required",
+		"natsAccounts: true\nnatsConsumer: {subjects: [commands.>]}\n":                `natsConsumer.subjects[0]: "commands.>": a consumer receives a tenant's events`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [\">\"]}\n":                     `natsConsumer.subjects[0]: ">": a consumer receives a tenant's events`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [events.>.x]}\n":                `natsConsumer.subjects[0]: "events.>.x": token 2 (">")`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [\"events.a b\"]}\n":            `token 2 ("a b")`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [events.>, events.orders.*]}\n": `natsConsumer.subjects[1]: "events.orders.*" overlaps subjects[0] "events.>"`,
+		"natsAccounts: true\nnatsConsumer: {subjects: [events.a, events.a]}\n":        `natsConsumer.subjects[1]: "events.a" overlaps`,
 	} {
 		if _, err := ParseSettings([]byte(minimalSettings + doc)); err == nil || !strings.Contains(err.Error(), want) {
 			t.Errorf("%q: got %v, want %q", doc, err, want)
