@@ -137,7 +137,8 @@ func BenchmarkOperatorFleet(b *testing.B) {
 // startBenchOperator starts an operator on cfg whose writes go through counting (its
 // Client is set here), with drift checks resync apart (zero: ResyncActive). stop stops it
 // and waits until it has.
-func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient, resync time.Duration) (*EvaTenantReconciler, func()) {
+func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient, resync time.Duration,
+	configure ...func(*EvaTenantReconciler, ctrl.Manager)) (*EvaTenantReconciler, func()) {
 	b.Helper()
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme: NewScheme(), Metrics: metricsserver.Options{BindAddress: "0"}, HealthProbeBindAddress: "0",
@@ -150,6 +151,9 @@ func startBenchOperator(b *testing.B, cfg *rest.Config, counting countingClient,
 	r := &EvaTenantReconciler{Client: counting, Recorder: mgr.GetEventRecorder("eva-bench"),
 		Renderer: testRenderer(b), APIReader: mgr.GetAPIReader(), resync: resync,
 		Claims: &claim.Store{Client: counting, Reader: mgr.GetAPIReader(), Namespace: claimsNamespace}}
+	for _, c := range configure {
+		c(r, mgr)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	if err := r.SetupWithManager(ctx, mgr, 8); err != nil {
 		cancel()

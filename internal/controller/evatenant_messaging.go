@@ -151,7 +151,8 @@ func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) (Stre
 	t := s.tenant
 	code := t.Spec.CapsuleCode
 	limits := natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier])
-	pub, streams, creds, err := r.Accounts.Ensure(ctx, code, tenant.Owner(string(t.UID)), limits, t.Annotations[tenant.AnnotationRotateNATSCredentials])
+	pub, streams, creds, err := r.Accounts.Ensure(ctx, code, tenant.Owner(string(t.UID)), limits,
+		t.Annotations[tenant.AnnotationRotateNATSCredentials], t.Status.NATSAccount == "")
 	if pub != "" {
 		t.Status.NATSAccount = pub
 	}

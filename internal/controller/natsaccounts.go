@@ -87,11 +87,14 @@ type Accounts struct {
 	// (natsConsumer), are what every open tenant account sends to it (consumerOf).
 	ConsumerSubjects []string
 
-	mu      sync.Mutex
-	system  *nats.Conn
-	pushed  map[string]string // code (or consumerPushKey): digest of what was last pushed
-	copies  map[string]string // code: digest of the workloads' credentials last written
-	clients map[string]*messaging.Client
+	mu         sync.Mutex
+	signerKey  nkeys.KeyPair // the operator signing key, read at signerRead
+	signerRead time.Time
+	system     *nats.Conn
+	pushed     map[string]string // code (or consumerPushKey): digest of what was last pushed
+	copies     map[string]string // code: digest of the workloads' credentials last written
+	clients    map[string]*messaging.Client
+	accounts   map[string]cachedAccount // code: what the operator keeps of its account
 }
 
 // account is what the operator keeps of a tenant's account: its key, the users its
@@ -118,8 +121,15 @@ func (acct *account) workloadCreds(rotation string) []byte {
 // changed, the user they held before revoked. New credentials are recorded with the
 // account (the key Secret) before the account is pushed and they are handed out. A key
 // made now records owner (tenant.Owner: the EvaTenant's UID, or tenant.FileOwner).
-func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsaccount.Limits, rotation string) (string, *messaging.Client, []byte, error) {
-	acct, err := a.account(ctx, code)
+// fresh says the caller knows of no account of the tenant yet (an EvaTenant whose
+// status records none): the key is then made without reading first, which a key
+// already there (a status write lost) turns into that read.
+func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsaccount.Limits, rotation string, fresh bool) (string, *messaging.Client, []byte, error) {
+	var acct *account
+	var err error
+	if !fresh {
+		acct, err = a.account(ctx, code)
+	}
 	if err == nil && acct == nil {
 		acct, err = a.create(ctx, code, owner, rotation)
 	}
@@ -165,6 +175,7 @@ func (a *Accounts) Close(ctx context.Context, code, owner string) error {
 	a.mu.Lock()
 	delete(a.pushed, code)
 	delete(a.copies, code)
+	delete(a.accounts, code)
 	a.mu.Unlock()
 	return nil
 }
@@ -226,8 +237,10 @@ func (a *Accounts) issueWorkloadCreds(ctx context.Context, code string, acct *ac
 	acct.secret.Annotations[annotationRotation] = rotation
 	acct.secret.Data[workloadCredsKey] = creds
 	if err := a.Client.Update(ctx, acct.secret); err != nil {
+		a.forget(code)
 		return nil, fmt.Errorf("%w of %s: recording its workloads' user: %w", errAccount, code, err)
 	}
+	a.remember(code, acct)
 	return creds, nil
 }
 
@@ -267,12 +280,17 @@ func (a *Accounts) create(ctx context.Context, code, owner, rotation string) (*a
 		}
 		return acct, err
 	}
-	return &account{key: kp, revoked: map[string]time.Time{}, workload: user, secret: secret}, nil
+	acct := &account{key: kp, revoked: map[string]time.Time{}, workload: user, secret: secret}
+	a.remember(code, acct)
+	return acct, nil
 }
 
 // account reads what the operator keeps of the tenant's account (nil, nil when there is
-// none).
+// none), from the API server unless it was read or written lately (cachedAccount).
 func (a *Accounts) account(ctx context.Context, code string) (*account, error) {
+	if acct := a.cachedAccount(code); acct != nil {
+		return acct, nil
+	}
 	var secret corev1.Secret
 	key := client.ObjectKey{Namespace: a.Namespace, Name: accountKeySecret(code)}
 	err := a.Reader.Get(ctx, key, &secret)
@@ -299,6 +317,7 @@ func (a *Accounts) account(ctx context.Context, code string) (*account, error) {
 	if secret.Data == nil {
 		secret.Data = map[string][]byte{}
 	}
+	a.remember(code, acct)
 	return acct, nil
 }
 
@@ -367,17 +386,32 @@ func accountDigest(pub string, l natsaccount.Limits, revoked map[string]time.Tim
 	return hex.EncodeToString(h.Sum(nil))
 }
 
-// signer reads the operator signing key from the platform's Secret.
+// signerTTL is how long the operator signing key read from the platform's Secret is
+// used before it is read again: a new key in the Secret is taken within it, and a fleet
+// being provisioned costs one read of it a minute, not one per tenant.
+const signerTTL = time.Minute
+
+// signer returns the operator signing key from the platform's Secret, read at most
+// once per signerTTL.
 func (a *Accounts) signer(ctx context.Context) (nkeys.KeyPair, error) {
+	a.mu.Lock()
+	kp, read := a.signerKey, a.signerRead
+	a.mu.Unlock()
+	if kp != nil && a.now().Sub(read) < signerTTL {
+		return kp, nil
+	}
 	seed, err := a.platformSecret(ctx, a.SignerSecret, accountSeedKey)
 	if err != nil {
 		return nil, err
 	}
-	kp, err := nkeys.FromSeed(seed)
+	kp, err = nkeys.FromSeed(seed)
 	if err != nil || !strings.HasPrefix(string(seed), "SO") {
 		return nil, fmt.Errorf("%w: Secret %s/%s holds no NATS operator signing key seed (SO…) under %q",
 			errAccount, a.Namespace, a.SignerSecret, accountSeedKey)
 	}
+	a.mu.Lock()
+	a.signerKey, a.signerRead = kp, a.now()
+	a.mu.Unlock()
 	return kp, nil
 }
 

@@ -33,7 +33,7 @@ import (
 // platformNATSSecrets creates, in the operator's namespace, what the platform gives Eva:
 // its NATS operator's signing key and a system user's credentials, under names of the
 // test's own; they are removed when the test ends.
-func platformNATSSecrets(t *testing.T, n *testenv.OperatorNATS, prefix string) (signer, system string) {
+func platformNATSSecrets(t testing.TB, n *testenv.OperatorNATS, prefix string) (signer, system string) {
 	t.Helper()
 	seed, _ := n.OperatorSigner.Seed()
 	creds, err := os.ReadFile(n.SystemCreds)
@@ -76,15 +76,33 @@ func startAccountsOperator(t *testing.T, n *testenv.OperatorNATS, signer, system
 	return accounts, reads
 }
 
-// secretReads counts the reads Accounts makes of the API server.
+// secretReads counts the reads Accounts makes of the API server, by name.
 type secretReads struct {
 	client.Reader
-	n atomic.Int64
+	n     atomic.Int64
+	mu    sync.Mutex
+	names []string
 }
 
 func (r *secretReads) Get(ctx context.Context, key client.ObjectKey, obj client.Object, opts ...client.GetOption) error {
 	r.n.Add(1)
+	r.mu.Lock()
+	r.names = append(r.names, key.Name)
+	r.mu.Unlock()
 	return r.Reader.Get(ctx, key, obj, opts...)
+}
+
+// of counts the reads of the Secrets named.
+func (r *secretReads) of(names ...string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, name := range r.names {
+		if slices.Contains(names, name) {
+			n++
+		}
+	}
+	return n
 }
 
 // secretWrites records the writes Accounts makes to the API server that it takes. A
@@ -158,8 +176,14 @@ func TestEachTenantHasItsOwnNATSAccount(t *testing.T) {
 	createTenant(t, b)
 	ga, gb := waitPhase(t, a, evav1.PhaseActive), waitPhase(t, b, evav1.PhaseActive)
 	// Per tenant: its key Secret made with its workloads' first user, and their
-	// credentials written into its namespace: two writes, and never again.
+	// credentials written into its namespace: two writes, and never again; its key
+	// Secret never read (made without a read, then kept), and the platform's Secrets
+	// read once for both. The budget: at most two requests per tenant.
 	// (The operator serves every namespace: other tests' tenants are left out.)
+	// Seen failing before the account was kept: 4 reads of the keys, 3 of the platform's.
+	if keys, platform := reads.of(accountKeySecret("ACCTAA"), accountKeySecret("ACCTBB")), reads.of(signer, system); keys != 0 || platform > 2 {
+		t.Errorf("provisioning two tenants' accounts read their key Secrets %d times and the platform's Secrets %d times, want 0 and at most 2", keys, platform)
+	}
 	writes := accounts.Client.(*secretWrites)
 	writes.mu.Lock()
 	ours := slices.DeleteFunc(slices.Clone(writes.made), func(w string) bool {
