@@ -147,6 +147,16 @@ func (f *NACKAccounts) release(ctx context.Context, code string, account *nackv1
 	if len(account.Finalizers) > 1 {
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
+	// NACK's finalizer may not be on yet (its controllers race the deletion): a Stream
+	// still in the namespace is deleted with these credentials, so the account stays
+	// open until none is left.
+	var streams nackv1beta2.StreamList
+	if err := f.List(ctx, &streams, client.InNamespace(account.Namespace)); err != nil {
+		return ctrl.Result{}, fmt.Errorf("listing the Streams of %s: %w", account.Namespace, err)
+	}
+	if len(streams.Items) > 0 {
+		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
+	}
 	if err := f.close(ctx, code); err != nil {
 		f.Recorder.Eventf(account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "CloseAccount", "%v", err)
 		return ctrl.Result{}, err
