@@ -88,6 +88,7 @@ type Accounts struct {
 	ConsumerSubjects []string
 
 	mu         sync.Mutex
+	signerMu   sync.Mutex    // held while the signing key is read
 	signerKey  nkeys.KeyPair // the operator signing key, read at signerRead
 	signerRead time.Time
 	system     *nats.Conn
@@ -352,6 +353,22 @@ func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccoun
 			return fmt.Errorf("%w of %s: its events for the platform's consumer: %w", errAccount, code, err)
 		}
 	}
+	if err := a.signAndPush(ctx, ac, signer, " of "+code); err != nil {
+		return err
+	}
+	a.mu.Lock()
+	if a.pushed == nil {
+		a.pushed = map[string]string{}
+	}
+	a.pushed[code] = digest
+	a.mu.Unlock()
+	return nil
+}
+
+// signAndPush signs the account claims with the operator signing key and pushes them
+// to the resolver as the system user; a refused push names the account (of: " of
+// <code>", ": the platform's consumer account").
+func (a *Accounts) signAndPush(ctx context.Context, ac *jwt.AccountClaims, signer nkeys.KeyPair, of string) error {
 	token, err := natsaccount.Sign(ac, signer)
 	if err != nil {
 		return err
@@ -361,14 +378,8 @@ func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccoun
 		return err
 	}
 	if err := (&natsaccount.Resolver{Conn: system, Timeout: a.Config.Timeout}).Push(ctx, token); err != nil {
-		return fmt.Errorf("%w of %s: %w", errAccount, code, err)
+		return fmt.Errorf("%w%s: %w", errAccount, of, err)
 	}
-	a.mu.Lock()
-	if a.pushed == nil {
-		a.pushed = map[string]string{}
-	}
-	a.pushed[code] = digest
-	a.mu.Unlock()
 	return nil
 }
 
@@ -394,6 +405,8 @@ const signerTTL = time.Minute
 // signer returns the operator signing key from the platform's Secret, read at most
 // once per signerTTL.
 func (a *Accounts) signer(ctx context.Context) (nkeys.KeyPair, error) {
+	a.signerMu.Lock() // one read for the workers that all found it stale
+	defer a.signerMu.Unlock()
 	a.mu.Lock()
 	kp, read := a.signerKey, a.signerRead
 	a.mu.Unlock()

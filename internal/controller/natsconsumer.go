@@ -72,18 +72,7 @@ func (a *Accounts) pushConsumer(ctx context.Context, consumer *natsaccount.Consu
 	if err != nil {
 		return err
 	}
-	token, err := natsaccount.Sign(ac, signer)
-	if err != nil {
-		return err
-	}
-	system, err := a.systemConn(ctx)
-	if err != nil {
-		return err
-	}
-	if err := (&natsaccount.Resolver{Conn: system, Timeout: a.Config.Timeout}).Push(ctx, token); err != nil {
-		return fmt.Errorf("%w: the platform's consumer account: %w", errAccount, err)
-	}
-	return nil
+	return a.signAndPush(ctx, ac, signer, ": the platform's consumer account")
 }
 
 // writeConsumerCreds issues a user of the consumer's account into ConsumerCredsSecret,
