@@ -40,6 +40,9 @@ func BenchmarkAccountsProvisioning(b *testing.B) {
 	}
 }
 
+// benchRuns counts provisionFleet's runs in this process.
+var benchRuns atomic.Int64
+
 // provisionFleet starts an operator in direct mode with the mode's messaging, applies
 // the fleet and waits until it is Active, reporting what it cost.
 func provisionFleet(b *testing.B, mode string, fleet int) {
@@ -81,7 +84,9 @@ func provisionFleet(b *testing.B, mode string, fleet int) {
 	cost := startCPUCost(b)
 	requests.Store(0)
 	start := time.Now()
-	prefix := map[string]string{"shared": "SH", "accounts": "AC"}[mode]
+	// Each run its own codes: tenant namespaces are named by code, and the last run's
+	// are still going when -count runs again.
+	prefix := fmt.Sprintf("%c%c", mode[0]-'a'+'A', 'A'+benchRuns.Add(1)%26)
 	for i := range fleet {
 		// Starter alone: one NATS server runs no stream of three replicas (Enterprise's).
 		code := fmt.Sprintf("%s%c%c%c%c", prefix, 'A'+i/17576%26, 'A'+i/676%26, 'A'+i/26%26, 'A'+i%26)

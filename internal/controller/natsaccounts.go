@@ -325,10 +325,7 @@ func (a *Accounts) account(ctx context.Context, code string) (*account, error) {
 // push signs and pushes the account unless what it says was pushed already by this
 // process.
 func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccount.Limits, revoked map[string]time.Time) error {
-	var exports []string // a closed account sends nothing
-	if limits != natsaccount.Closed {
-		exports = a.ConsumerSubjects
-	}
+	exports := natsaccount.Sends(a.ConsumerSubjects, limits)
 	digest := accountDigest(pub, limits, revoked, exports)
 	a.mu.Lock()
 	done := a.pushed[code] == digest
@@ -347,7 +344,7 @@ func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccoun
 	if len(exports) > 0 {
 		consumer, err := a.consumerOf(ctx, signer)
 		if err == nil {
-			err = consumer.Import(ac, code)
+			err = consumer.Import(ac, code, limits)
 		}
 		if err != nil {
 			return fmt.Errorf("%w of %s: its events for the platform's consumer: %w", errAccount, code, err)

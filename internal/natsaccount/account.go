@@ -78,6 +78,16 @@ func Claims(code, accountPub string, l Limits, revoked map[string]time.Time) (*j
 // tenant's credentials.
 var Closed = Limits{}
 
+// Sends is the consumer's subjects an account of limits l sends to it: all of them
+// while it is open, none once it is closed, so that a decommissioned tenant's last
+// messages, racing the server's close of its connections, reach no one.
+func Sends(consumerSubjects []string, l Limits) []string {
+	if l == Closed {
+		return nil
+	}
+	return consumerSubjects
+}
+
 // Sign encodes the account claims with the operator's signing key.
 func Sign(ac *jwt.AccountClaims, operatorSigner nkeys.KeyPair) (string, error) {
 	var vr jwt.ValidationResults

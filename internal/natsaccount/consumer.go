@@ -77,9 +77,13 @@ func derivedAccountKey(operatorSigner nkeys.KeyPair, purpose string) (nkeys.KeyP
 // subject is the full subject a tenant sends for one of the consumer's.
 func subject(code, relative string) string { return "capsule." + code + "." + relative }
 
-// Import adds to a tenant's account claims its imports of the consumer's service: its
-// own subjects alone, each with an activation token bound to the tenant's account.
-func (c *Consumer) Import(ac *jwt.AccountClaims, code string) error {
+// Import adds to a tenant's account claims, built by Claims for limits l, its imports
+// of the consumer's service: its own subjects alone, each with an activation token
+// bound to the tenant's account. A closed account imports nothing (Sends).
+func (c *Consumer) Import(ac *jwt.AccountClaims, code string, l Limits) error {
+	if len(Sends(c.Subjects, l)) == 0 {
+		return nil
+	}
 	consumerPub, err := c.Key.PublicKey()
 	if err != nil {
 		return err

@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/aidonow/eva/internal/natsaccount"
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // TestConsumerReceivesTenantEvents: the environment's one crossing, on a real server in
@@ -53,7 +54,7 @@ func TestConsumerReceivesTenantEvents(t *testing.T) {
 	forged := f.dialKey(forger)
 	acmeClaims, err := natsaccount.Claims("ACMECO", f.pub("ACMECO"), f.limits, nil)
 	if err == nil {
-		err = consumer.Import(acmeClaims, "ACMECO")
+		err = consumer.Import(acmeClaims, "ACMECO", f.limits)
 	}
 	if err != nil {
 		t.Fatal(err)
@@ -102,7 +103,16 @@ func TestConsumerReceivesTenantEvents(t *testing.T) {
 		t.Errorf("ACMECO spying on GLOBEX received %v", leaked)
 	}
 
-	// GLOBEX decommissioned: its account closed, nothing of it reaches the consumer.
+	// GLOBEX decommissioned: its account closed and importing nothing, nothing of it
+	// reaches the consumer, even what it publishes while the server closes its
+	// connection (CI saw that one through when the closed account still imported).
+	closed, err := natsaccount.Claims("GLOBEX", f.pub("GLOBEX"), natsaccount.Closed, nil)
+	if err == nil {
+		err = consumer.Import(closed, "GLOBEX", natsaccount.Closed)
+	}
+	if err != nil || len(closed.Imports) > 0 {
+		t.Errorf("GLOBEX's closed account imports %v (%v): want nothing", closed.Imports, err)
+	}
 	f.push("GLOBEX", natsaccount.Closed, map[string]time.Time{jwt.All: time.Now()})
 	_ = globex.Publish("capsule.GLOBEX.events.after", nil)
 	publish(t, acme, "capsule.ACMECO.events.after")
@@ -249,9 +259,10 @@ func TestConsumerSubjectsThatOverlapAreRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, consumerErr := natsaccount.Sign(ac, signer)
-		tc, err := natsaccount.Claims("ACMECO", tenantPub, natsaccount.Limits{}, nil)
+		open := natsaccount.LimitsOf(tenant.DefaultCatalog().Tiers["Starter"])
+		tc, err := natsaccount.Claims("ACMECO", tenantPub, open, nil)
 		if err == nil {
-			err = consumer.Import(tc, "ACMECO")
+			err = consumer.Import(tc, "ACMECO", open)
 		}
 		if err != nil {
 			t.Fatal(err)

@@ -56,7 +56,7 @@ func (f *fleet) push(code string, l natsaccount.Limits, revoked map[string]time.
 	pub, _ := key.PublicKey()
 	ac, err := natsaccount.Claims(code, pub, l, revoked)
 	if err == nil && f.consumer != nil {
-		err = f.consumer.Import(ac, code)
+		err = f.consumer.Import(ac, code, l)
 	}
 	f.pushClaims(ac, err)
 }
