@@ -32,6 +32,7 @@ var (
 )
 
 func TestMain(m *testing.M) {
+	testenv.NATSChild() // BenchmarkAccountsProvisioning's NATS server, re-executed
 	// The operators the tests start log nowhere unless EVA_TEST_LOG is set; without a
 	// logger controller-runtime prints a warning with a stack trace after 30 seconds.
 	logger := logr.Discard()
