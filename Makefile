@@ -173,11 +173,11 @@ BENCH ?= .
 # BENCHNOTE, when set, is printed under the page's header: how the figures were measured (a subset, a busy machine).
 
 .PHONY: bench
-bench: envtest ## Run the benchmarks BENCH (default all) BENCHCOUNT times (default 3) and write their figures to docs/performance.md.
+bench: envtest ## Run the benchmarks BENCH (default all) BENCHCOUNT times (default 3); write their figures to docs/performance.md, keeping the others.
 	@mkdir -p out
 	KUBEBUILDER_ASSETS="$$(hack/envtest-binaries.sh $(BIN))" go test ./... -run '^$$' -bench '$(BENCH)' \
 	  -benchtime 1x -count $(BENCHCOUNT) -benchmem -timeout 120m | tee out/bench.txt
-	go run ./hack/perfpage -out docs/performance.md -note "$(BENCHNOTE)" out/bench.txt
+	go run ./hack/perfpage -out docs/performance.md -keep docs/performance.md -note "$(BENCHNOTE)" out/bench.txt
 
 ##@ Tools
 

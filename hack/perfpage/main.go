@@ -22,18 +22,19 @@ import (
 func main() {
 	out := flag.String("out", "docs/performance.md", "the page to write")
 	note := flag.String("note", "", "a sentence on how the figures were measured, printed under the header (a busy machine, a subset)")
+	keep := flag.String("keep", "", "a page this command wrote: the sections of the benchmarks not in the input are kept, and its note unless -note is set")
 	flag.Parse()
 	if flag.NArg() == 0 {
 		fmt.Fprintln(os.Stderr, "usage: perfpage [-out FILE] BENCH-OUTPUT...")
 		os.Exit(2)
 	}
-	if err := run(*out, *note, flag.Args()); err != nil {
+	if err := run(*out, *note, *keep, flag.Args()); err != nil {
 		fmt.Fprintln(os.Stderr, "perfpage:", err)
 		os.Exit(1)
 	}
 }
 
-func run(out, note string, inputs []string) error {
+func run(out, note, keep string, inputs []string) error {
 	var runs []Run
 	var machine Machine
 	for _, name := range inputs {
@@ -53,6 +54,17 @@ func run(out, note string, inputs []string) error {
 		return errors.New("no benchmark results in the input")
 	}
 	page := Page{Machine: machine, Benchmarks: Summarise(runs), Generated: time.Now().UTC(), Commit: commit(), Note: note}
+	if keep != "" {
+		old, err := os.ReadFile(keep)
+		if err != nil && !errors.Is(err, os.ErrNotExist) {
+			return err
+		}
+		keptNote, kept := ParsePage(string(old))
+		page.Kept = kept
+		if page.Note == "" {
+			page.Note = keptNote
+		}
+	}
 	page.Docs = docComments(page.Benchmarks)
 	return os.WriteFile(out, []byte(page.Markdown()), 0o644)
 }

@@ -44,3 +44,39 @@ func TestSummariseTakesMediansPerBenchmark(t *testing.T) {
 		}
 	}
 }
+
+// TestMeasuringSomeKeepsTheOthers: a page written again from the output of one
+// benchmark keeps the other benchmarks' sections as they were, in their place, and the
+// note; the one measured replaces its own. Seen failing before -keep: the page held
+// BenchmarkRenderCLI alone.
+func TestMeasuringSomeKeepsTheOthers(t *testing.T) {
+	old := "# Performance\n\nGenerated before.\n\n**Carried over from an earlier day.**\n\n" +
+		"## BenchmarkOperatorFleet (internal/controller)\n\nMeasured 2026-11-28.\n\n| ns/op | 1 | 1 | 1 |\n\n" +
+		"## BenchmarkRenderCLI (internal/cli)\n\n**dev**, 1 run(s):\n\n| s/fleet | 9 | 9 | 9 |\n\n" +
+		"## BenchmarkOperatorProcess (internal/controller)\n\n| ns/op | 2 | 2 | 2 |\n"
+	note, kept := ParsePage(old)
+	if note != "Carried over from an earlier day." || len(kept) != 3 || kept[1].Name != "BenchmarkRenderCLI" {
+		t.Fatalf("parsed note %q, sections %+v", note, kept)
+	}
+	runs, m, err := Parse(strings.NewReader(sample))
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := Page{Machine: m, Benchmarks: Summarise(runs), Kept: kept, Note: note, Commit: "abc"}.Markdown()
+	fleet := strings.Index(page, "## BenchmarkOperatorFleet (internal/controller)\n\nMeasured 2026-11-28.\n\n| ns/op | 1 | 1 | 1 |\n")
+	render := strings.Index(page, "## BenchmarkRenderCLI (internal/cli)\n\nMeasured 0001-01-01 at commit `abc`.")
+	process := strings.Index(page, "## BenchmarkOperatorProcess (internal/controller)\n\n| ns/op | 2 | 2 | 2 |\n")
+	if fleet < 0 || render < fleet || process < render {
+		t.Errorf("sections kept in place and BenchmarkRenderCLI measured again (at %d, %d, %d):\n%s", fleet, render, process, page)
+	}
+	if strings.Contains(page, "| s/fleet | 9 |") || !strings.Contains(page, "| s/fleet | 4.442 |") {
+		t.Errorf("the old figures of BenchmarkRenderCLI are on the page:\n%s", page)
+	}
+	if !strings.Contains(page, "**Carried over from an earlier day.**") || strings.Count(page, "\n## ") != 3 {
+		t.Errorf("note or sections lost:\n%s", page)
+	}
+	again, _ := ParsePage(page)
+	if again != note {
+		t.Errorf("note read back %q", again)
+	}
+}

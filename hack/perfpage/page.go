@@ -80,9 +80,14 @@ type Page struct {
 	// Note says how the figures were measured, when that is not the whole suite on a
 	// quiet machine.
 	Note string
+	// Kept are the sections of the page as it was (ParsePage): the benchmarks not
+	// measured now keep theirs.
+	Kept []Section
 }
 
-// Markdown renders the page.
+// Markdown renders the page: the header, then a section per top-level benchmark, in
+// the order of the kept page's sections (Kept) where it had one, a benchmark measured
+// now replacing its kept section in place.
 func (p Page) Markdown() string {
 	var b strings.Builder
 	b.WriteString("# Performance\n\n")
@@ -96,15 +101,40 @@ func (p Page) Markdown() string {
 	}
 	b.WriteString(". Each figure is the median of the runs, with the lowest and highest beside it; " +
 		"on these shared 2-core VMs runs of the same code differ by 20% or more, so compare medians of " +
-		"several runs, made on the same machine the same day.\n")
+		"several runs, made on the same machine the same day. Each section says when its figures were " +
+		"measured: `make bench BENCH=…` measures some and keeps the others.\n")
 	if p.Note != "" {
 		b.WriteString("\n**" + p.Note + "**\n")
+	}
+	for _, s := range mergeSections(p.Kept, p.sections()) {
+		b.WriteString("\n" + s.Text)
+	}
+	return b.String()
+}
+
+// Section is one top-level benchmark's part of a page: its "## Name (package)" line
+// and everything under it up to the next section.
+type Section struct {
+	Name, Text string
+}
+
+// sections renders the benchmarks measured now, one section per top-level benchmark.
+func (p Page) sections() []Section {
+	var out []Section
+	var b strings.Builder
+	flush := func(name string) {
+		if name != "" {
+			out = append(out, Section{Name: name, Text: strings.TrimRight(b.String(), "\n") + "\n"})
+		}
+		b.Reset()
 	}
 	lastTop := ""
 	for _, bm := range p.Benchmarks {
 		top, _, _ := strings.Cut(bm.Name, "/")
 		if top != lastTop {
-			fmt.Fprintf(&b, "\n## %s (%s)\n\n", top, strings.TrimPrefix(bm.Package, "github.com/aidonow/eva/"))
+			flush(lastTop)
+			fmt.Fprintf(&b, "## %s (%s)\n\n", top, strings.TrimPrefix(bm.Package, "github.com/aidonow/eva/"))
+			fmt.Fprintf(&b, "Measured %s at commit `%s`.\n\n", p.Generated.Format("2006-01-02"), p.Commit)
 			if d := p.Docs[bm.Package+"."+top]; d != "" {
 				b.WriteString(d + "\n\n")
 			}
@@ -122,7 +152,53 @@ func (p Page) Markdown() string {
 		}
 		b.WriteString("\n")
 	}
-	return b.String()
+	flush(lastTop)
+	return out
+}
+
+// mergeSections is the kept sections in their order, each replaced by the one measured
+// now of the same benchmark, then the benchmarks new to the page.
+func mergeSections(kept, now []Section) []Section {
+	byName := map[string]Section{}
+	for _, s := range now {
+		byName[s.Name] = s
+	}
+	var out []Section
+	for _, s := range kept {
+		if n, ok := byName[s.Name]; ok {
+			s = n
+			delete(byName, s.Name)
+		}
+		out = append(out, s)
+	}
+	for _, s := range now {
+		if _, left := byName[s.Name]; left {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ParsePage reads a page Markdown wrote back: the note under its header and its
+// sections, in order.
+func ParsePage(page string) (note string, sections []Section) {
+	head, body, _ := strings.Cut(page, "\n## ")
+	for _, line := range strings.Split(head, "\n") {
+		if strings.HasPrefix(line, "**") && strings.HasSuffix(line, "**") && len(line) > 4 {
+			note = strings.TrimSuffix(strings.TrimPrefix(line, "**"), "**")
+		}
+	}
+	if body == "" {
+		return note, nil
+	}
+	for _, part := range strings.Split("## "+body, "\n## ") {
+		if !strings.HasPrefix(part, "## ") {
+			part = "## " + part
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(part, "## "), " ")
+		sections = append(sections, Section{Name: name, Text: strings.TrimRight(part, "\n") + "\n"})
+	}
+	return note, sections
 }
 
 // format writes a figure with four significant digits, without an exponent for the

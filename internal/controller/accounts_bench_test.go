@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"runtime"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -23,10 +24,10 @@ import (
 // per tenant (natsAccounts) on NATS in operator mode with a full resolver. NATS runs in
 // a process of its own, as it does in production. It reports, per tenant, the
 // operator's API requests of any kind, the CPU of this process (the operator and the
-// HelmRelease stand-in, the same in both modes), the NATS server's CPU and, with
-// accounts, the resolver pushes, counted by a system-account subscriber of
-// $SYS.REQ.CLAIMS.UPDATE. The goal: accounts add at most 2 requests and 5 ms
-// of the operator's CPU per tenant.
+// HelmRelease stand-in, the same in both modes), the heap this process holds live once
+// all are Active, the NATS server's CPU and, with accounts, the resolver pushes,
+// counted by a system-account subscriber of $SYS.REQ.CLAIMS.UPDATE. The goal:
+// accounts add at most 2 requests and 5 ms of the operator's CPU per tenant.
 func BenchmarkAccountsProvisioning(b *testing.B) {
 	fleet := 1000
 	if testing.Short() {
@@ -50,6 +51,14 @@ func processCPU(b *testing.B, p *testenv.Process) time.Duration {
 		b.Fatal(err)
 	}
 	return cpu
+}
+
+// selfLiveHeap is the heap this process holds live, collected first.
+func selfLiveHeap() int64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return int64(m.HeapAlloc)
 }
 
 // benchRuns counts provisionFleet's runs in this process.
@@ -93,6 +102,7 @@ func provisionFleet(b *testing.B, mode string, fleet int) {
 	ns := newTestNamespace(b)
 	cost := startCPUCost(b)
 	natsCPU := processCPU(b, n.Process)
+	heap := selfLiveHeap()
 	requests.Store(0)
 	start := time.Now()
 	// Each run its own codes: tenant namespaces are named by code, and the last run's
@@ -108,6 +118,7 @@ func provisionFleet(b *testing.B, mode string, fleet int) {
 	waitAllActive(b, ns, fleet)
 	b.ReportMetric(time.Since(start).Seconds(), "s-to-all-Active")
 	cost.report(b, fleet)
+	b.ReportMetric(float64(selfLiveHeap()-heap)/1024/float64(fleet), "live-heap-kB/tenant")
 	b.ReportMetric(float64((processCPU(b, n.Process)-natsCPU).Microseconds())/1000/float64(fleet), "nats-server-cpu-ms/tenant")
 	b.ReportMetric(float64(requests.Load())/float64(fleet), "requests/tenant")
 	b.ReportMetric(float64(writes.Load())/float64(fleet), "writes/tenant")

@@ -325,17 +325,20 @@ func (a *Accounts) account(ctx context.Context, code string) (*account, error) {
 // push signs and pushes the account unless what it says was pushed already by this
 // process.
 func (a *Accounts) push(ctx context.Context, code, pub string, limits natsaccount.Limits, revoked map[string]time.Time) error {
+	signer, err := a.signer(ctx)
+	if err != nil {
+		return err
+	}
 	exports := natsaccount.Sends(a.ConsumerSubjects, limits)
-	digest := accountDigest(pub, limits, revoked, exports)
+	digest, err := accountDigest(pub, signer, limits, revoked, exports)
+	if err != nil {
+		return err
+	}
 	a.mu.Lock()
 	done := a.pushed[code] == digest
 	a.mu.Unlock()
 	if done {
 		return nil
-	}
-	signer, err := a.signer(ctx)
-	if err != nil {
-		return err
 	}
 	ac, err := natsaccount.Claims(code, pub, limits, revoked)
 	if err != nil {
@@ -380,9 +383,17 @@ func (a *Accounts) signAndPush(ctx context.Context, ac *jwt.AccountClaims, signe
 	return nil
 }
 
-func accountDigest(pub string, l natsaccount.Limits, revoked map[string]time.Time, exports []string) string {
+// accountDigest is what an account's JWT says, and who signs it: a new operator signing
+// key signs every account again (the server takes none signed by a key its operator no
+// longer lists) and, with natsConsumer, sends the account's events to the consumer
+// account derived from the new key.
+func accountDigest(pub string, signer nkeys.KeyPair, l natsaccount.Limits, revoked map[string]time.Time, exports []string) (string, error) {
+	signerPub, err := signer.PublicKey()
+	if err != nil {
+		return "", fmt.Errorf("%w: the operator signing key: %w", errAccount, err)
+	}
 	h := sha256.New()
-	fmt.Fprintf(h, "%s %+v %q", pub, l, exports)
+	fmt.Fprintf(h, "%s %s %+v %q", pub, signerPub, l, exports)
 	users := make([]string, 0, len(revoked))
 	for user := range revoked {
 		users = append(users, user)
@@ -391,7 +402,7 @@ func accountDigest(pub string, l natsaccount.Limits, revoked map[string]time.Tim
 	for _, user := range users {
 		fmt.Fprintf(h, " %s@%d", user, revoked[user].Unix())
 	}
-	return hex.EncodeToString(h.Sum(nil))
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
 
 // signerTTL is how long the operator signing key read from the platform's Secret is

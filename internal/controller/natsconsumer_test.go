@@ -2,6 +2,7 @@ package controller
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -15,6 +16,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -84,6 +86,78 @@ func TestPlatformConsumerReceivesTenantEvents(t *testing.T) {
 		return nil
 	})
 	receives(t, events, conns["CONSBB"], "capsule.CONSBB.events.after")
+}
+
+// TestSigningKeyRotationReachesTheConsumer: the platform gives Eva a new operator
+// signing key (both listed by its operator) while the operator runs. At a tenant's next
+// reconcile its account is signed again with the new key and sends its events to the
+// consumer account derived from it, whose credentials the operator writes again. Seen
+// failing with the signing key left out of what decides that an account was pushed
+// already: the tenant stayed on the old consumer, and the new one's credentials were
+// never written, until a restart.
+func TestSigningKeyRotationReachesTheConsumer(t *testing.T) {
+	n := testenv.StartNATSOperator(t, t.TempDir())
+	signer, system := platformNATSSecrets(t, n, "rotation")
+	var clock atomic.Int64 // how far ahead of the real clock the operator's is
+	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
+		accounts := &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
+			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second},
+			ConsumerSubjects: []string{"events.>"}, Now: func() time.Time { return time.Now().Add(time.Duration(clock.Load())) }}
+		r.Renderer.Env.Settings.NATSAccounts = true
+		r.Accounts, r.DirectAccounts = accounts, true
+	})
+	startStandIn(t)
+	ctx := context.Background()
+	t.Cleanup(func() {
+		_ = k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: ConsumerCredsSecret}})
+	})
+	tn := newTenant(newTestNamespace(t), "ROTSGN", evav1.TierStarter)
+	createTenant(t, tn)
+	waitPhase(t, tn, evav1.PhaseActive)
+	workload, err := dialCreds(n.URL, tenantCreds(t, "ROTSGN"))
+	if err != nil {
+		t.Fatalf("the workload connects: %v", err)
+	}
+	defer workload.Close()
+	consumerOf := func(account string) *nats.Subscription {
+		var creds corev1.Secret
+		eventually(t, 2*waitFor, "the consumer's credentials of account "+account, func() error {
+			if err := k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: ConsumerCredsSecret}, &creds); err != nil {
+				return err
+			}
+			if got := creds.Annotations[annotationConsumerAccount]; account != "" && got != account {
+				return errNot("of " + account + " (" + got + ")")
+			}
+			return nil
+		})
+		platform, err := dialCreds(n.URL, creds.Data[tenant.NATSCredsKey])
+		if err != nil {
+			t.Fatalf("the consumer connects: %v", err)
+		}
+		t.Cleanup(platform.Close)
+		events, _ := platform.SubscribeSync("capsule.*.events.>")
+		_ = platform.Flush()
+		return events
+	}
+	receives(t, consumerOf(""), workload, "capsule.ROTSGN.events.before")
+
+	seed, _ := n.NextSigner.Seed()
+	var secret corev1.Secret
+	if err := k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: signer}, &secret); err != nil {
+		t.Fatal(err)
+	}
+	secret.Data = map[string][]byte{"seed": seed}
+	if err := k8s.Update(ctx, &secret); err != nil {
+		t.Fatal(err)
+	}
+	clock.Store(int64(signerTTL + time.Second)) // the key read is stale: read again
+	next, err := natsaccount.NewConsumer(n.NextSigner, []string{"events.>"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nextPub, _ := next.Key.PublicKey()
+	poke(t, tn, "rotated") // stands for the tenant's next resync
+	receives(t, consumerOf(nextPub), workload, "capsule.ROTSGN.events.after")
 }
 
 // receives publishes on subject with nc until the consumer's subscription events

@@ -22,6 +22,9 @@ type OperatorNATS struct {
 	URL string
 	// OperatorSigner is the operator's signing key, the one the platform gives Eva.
 	OperatorSigner nkeys.KeyPair
+	// NextSigner is a second signing key the operator lists, for a platform rotating
+	// the key it gives Eva (nil in a NATSProcess).
+	NextSigner nkeys.KeyPair
 	// SystemCreds is the path of a system-account user's credentials file.
 	SystemCreds string
 	// SystemAccount is the system account's public key.
@@ -50,16 +53,21 @@ func RunNATSOperator(dir string) (*OperatorNATS, error) {
 	if err != nil {
 		return nil, err
 	}
+	next, err := nkeys.CreateOperator()
+	if err != nil {
+		return nil, err
+	}
 	system, err := nkeys.CreateAccount()
 	if err != nil {
 		return nil, err
 	}
 	operatorPub, _ := identity.PublicKey()
 	signerPub, _ := signer.PublicKey()
+	nextPub, _ := next.PublicKey()
 	systemPub, _ := system.PublicKey()
 	oc := jwt.NewOperatorClaims(operatorPub)
 	oc.Name, oc.SystemAccount = "eva-test-operator", systemPub
-	oc.SigningKeys.Add(signerPub)
+	oc.SigningKeys.Add(signerPub, nextPub)
 	operatorJWT, err := oc.Encode(identity)
 	if err != nil {
 		return nil, err
@@ -100,7 +108,7 @@ func RunNATSOperator(dir string) (*OperatorNATS, error) {
 		s.Shutdown()
 		return nil, fmt.Errorf("NATS in operator mode did not start")
 	}
-	return &OperatorNATS{Server: s, URL: s.ClientURL(), OperatorSigner: signer, SystemCreds: credsFile, SystemAccount: systemPub}, nil
+	return &OperatorNATS{Server: s, URL: s.ClientURL(), OperatorSigner: signer, NextSigner: next, SystemCreds: credsFile, SystemAccount: systemPub}, nil
 }
 
 // userCreds issues a user of the account, in the creds file format.
