@@ -233,16 +233,17 @@ func run(cfg config) error {
 		}
 	}
 	if cfg.nats.URL != "" {
-		var depthReader metrics.DepthReader = accounts
-		if accounts == nil {
+		depths = &metrics.QueueDepthLoop{Reader: mgr.GetClient(), Gauge: m.QueueDepth,
+			Interval: cfg.depthInterval, Log: ctrl.Log.WithName("queue-depth")}
+		if accounts != nil {
+			depths.Accounts = accounts
+		} else {
 			if streams, err = messaging.Connect(cfg.nats); err != nil {
 				return err
 			}
 			defer streams.Close()
-			depthReader = streams
+			depths.Streams = streams
 		}
-		depths = &metrics.QueueDepthLoop{Reader: mgr.GetClient(), Streams: depthReader, Gauge: m.QueueDepth,
-			Interval: cfg.depthInterval, Log: ctrl.Log.WithName("queue-depth")}
 		if err := mgr.Add(depths); err != nil {
 			return err
 		}

@@ -169,7 +169,8 @@ func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant)
 		left = append(left, "Namespace "+ns)
 	}
 	if r.directMessaging() {
-		streams, err := r.streamsOf(ctx, code)
+		streams, done, err := r.streamsOf(ctx, code)
+		defer done()
 		if err != nil {
 			return nil, err
 		}

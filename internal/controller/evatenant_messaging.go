@@ -22,16 +22,17 @@ func (r *EvaTenantReconciler) directMessaging() bool {
 }
 
 // streamsOf returns the manager of the tenant's streams: the shared one, or a user of
-// the tenant's own account (nil when that account was never made: it holds nothing).
-func (r *EvaTenantReconciler) streamsOf(ctx context.Context, code string) (StreamManager, error) {
+// the tenant's own account (nil when that account was never made: it holds nothing),
+// and the function to call once done with it.
+func (r *EvaTenantReconciler) streamsOf(ctx context.Context, code string) (StreamManager, func(), error) {
 	if r.Accounts == nil {
-		return r.Streams, nil
+		return r.Streams, func() {}, nil
 	}
-	c, err := r.Accounts.StreamsOf(ctx, code)
+	c, done, err := r.Accounts.StreamsOf(ctx, code)
 	if err != nil || c == nil {
-		return nil, err
+		return nil, done, err
 	}
-	return c, nil
+	return c, done, nil
 }
 
 // ensureStreams creates (or updates) the tenant's two streams in JetStream directly and
@@ -43,14 +44,22 @@ func (r *EvaTenantReconciler) streamsOf(ctx context.Context, code string) (Strea
 // falls back to a shared account.
 func (r *EvaTenantReconciler) ensureStreams(ctx context.Context, s *scope) {
 	t := s.tenant
-	streams := r.Streams
 	if r.Accounts != nil {
-		var err error
-		if streams, err = r.ensureAccount(ctx, s); err != nil {
+		if err := r.ensureAccount(ctx, s); err != nil {
 			s.log.Error(err, "ensuring the tenant's NATS account")
 			s.observed.MessagingError = err.Error()
 			return
 		}
+	}
+	streams, done, err := r.streamsOf(ctx, t.Spec.CapsuleCode)
+	defer done()
+	if err == nil && streams == nil {
+		err = fmt.Errorf("%w of %s: made, yet its key Secret is not found", errAccount, t.Spec.CapsuleCode)
+	}
+	if err != nil {
+		s.log.Error(err, "reaching the tenant's streams")
+		s.observed.MessagingError = err.Error()
+		return
 	}
 	limits := r.Renderer.Catalog.Tiers[t.Spec.Tier].Streams
 	for _, spec := range messaging.TenantStreams(t.Spec.CapsuleCode, limits) {
@@ -75,7 +84,8 @@ func (r *EvaTenantReconciler) ensureStreams(ctx context.Context, s *scope) {
 
 // deleteStreams removes the tenant's streams from JetStream (saga step 1, direct mode).
 func (r *EvaTenantReconciler) deleteStreams(ctx context.Context, code string) error {
-	streams, err := r.streamsOf(ctx, code)
+	streams, done, err := r.streamsOf(ctx, code)
+	defer done()
 	if err != nil || streams == nil {
 		return err
 	}
@@ -100,7 +110,7 @@ func readyCondition(ok bool) *metav1.Condition {
 // nack): in GitOps mode the tenant's namespace may not be applied yet, which is said
 // and looked at again shortly, like NATS being away.
 func (r *EvaTenantReconciler) accountPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if _, err := r.ensureAccount(ctx, s); err != nil {
+	if err := r.ensureAccount(ctx, s); err != nil {
 		s.log.Error(err, "ensuring the tenant's NATS account")
 		s.observed.MessagingError = err.Error()
 		return ctrl.Result{RequeueAfter: MessagingRetry}, nil
@@ -117,7 +127,8 @@ func (r *EvaTenantReconciler) movePhase(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{}, nil // the account is not there yet: said already
 	}
 	code := s.tenant.Spec.CapsuleCode
-	own, err := r.Accounts.StreamsOf(ctx, code)
+	own, done, err := r.Accounts.StreamsOf(ctx, code)
+	defer done()
 	for _, name := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 		found := false
 		if err == nil && own != nil {
@@ -145,22 +156,18 @@ func (r *EvaTenantReconciler) movePhase(ctx context.Context, s *scope) (ctrl.Res
 
 // ensureAccount makes the tenant's NATS account current (its tier's limits), records
 // its public key in the status, and writes its workloads' credentials into its
-// namespace (tenant.NATSCredsSecret, never in git, OCI, events or status). It returns the
-// manager of the tenant's streams, a user of that account.
-func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) (StreamManager, error) {
+// namespace (tenant.NATSCredsSecret, never in git, OCI, events or status).
+func (r *EvaTenantReconciler) ensureAccount(ctx context.Context, s *scope) error {
 	t := s.tenant
 	code := t.Spec.CapsuleCode
 	limits := natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier])
-	pub, streams, creds, err := r.Accounts.Ensure(ctx, code, tenant.Owner(string(t.UID)), limits,
+	pub, creds, err := r.Accounts.Ensure(ctx, code, tenant.Owner(string(t.UID)), limits,
 		t.Annotations[tenant.AnnotationRotateNATSCredentials], t.Status.NATSAccount == "")
 	if pub != "" {
 		t.Status.NATSAccount = pub
 	}
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if err := r.Accounts.WriteCreds(ctx, code, creds); err != nil {
-		return nil, err
-	}
-	return streams, nil
+	return r.Accounts.WriteCreds(ctx, code, creds)
 }

@@ -126,7 +126,7 @@ func (f *NACKAccounts) refusal(code string, account *nackv1beta2.Account) string
 // workloads' credentials.
 func (f *NACKAccounts) mint(ctx context.Context, code string, account *nackv1beta2.Account) (ctrl.Result, error) {
 	limits := natsaccount.LimitsOf(f.Catalog.Tiers[evav1.Tier(account.Labels[tenant.LabelTier])])
-	_, _, creds, err := f.Accounts.Ensure(ctx, code, tenant.FileOwner, limits, "", false)
+	_, creds, err := f.Accounts.Ensure(ctx, code, tenant.FileOwner, limits, "", false)
 	if err == nil {
 		err = f.Accounts.WriteCreds(ctx, code, creds)
 	}

@@ -258,11 +258,11 @@ func TestAnEvaTenantCannotTakeATenantFilesAccount(t *testing.T) {
 	const code, intruder = "TAKENA", "5f0c2e8a-0000-4000-8000-000000000002"
 	starter := natsaccount.LimitsOf(tenant.DefaultCatalog().Tiers[evav1.TierStarter])
 	platform := natsaccount.LimitsOf(tenant.DefaultCatalog().Tiers[evav1.TierPlatform])
-	_, _, creds, err := accounts.Ensure(ctx, code, tenant.FileOwner, starter, "", false)
+	_, creds, err := accounts.Ensure(ctx, code, tenant.FileOwner, starter, "", false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, _, _, err := accounts.Ensure(ctx, code, intruder, platform, "", true); err == nil || !strings.Contains(err.Error(), "made for another owner") {
+	if _, _, err := accounts.Ensure(ctx, code, intruder, platform, "", true); err == nil || !strings.Contains(err.Error(), "made for another owner") {
 		t.Errorf("an EvaTenant's Ensure of a tenant file's account: %v, want a refusal", err)
 	}
 	if open, err := accounts.Open(ctx, code, intruder); open || err != nil {

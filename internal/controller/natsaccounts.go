@@ -86,16 +86,20 @@ type Accounts struct {
 	// ConsumerSubjects, when the environment declares a consumer of tenant events
 	// (natsConsumer), are what every open tenant account sends to it (consumerOf).
 	ConsumerSubjects []string
+	// clientIdle is how long a connection to a tenant's account is kept idle
+	// (defaultClientIdle when 0; tests shorten it).
+	clientIdle time.Duration
 
-	mu         sync.Mutex
-	signerMu   sync.Mutex    // held while the signing key is read
-	signerKey  nkeys.KeyPair // the operator signing key, read at signerRead
-	signerRead time.Time
-	system     *nats.Conn
-	pushed     map[string]string // code (or consumerPushKey): digest of what was last pushed
-	copies     map[string]string // code: digest of the workloads' credentials last written
-	clients    map[string]*messaging.Client
-	accounts   map[string]cachedAccount // code: what the operator keeps of its account
+	mu          sync.Mutex
+	signerMu    sync.Mutex    // held while the signing key is read
+	signerKey   nkeys.KeyPair // the operator signing key, read at signerRead
+	signerRead  time.Time
+	system      *nats.Conn
+	pushed      map[string]string        // code (or consumerPushKey): digest of what was last pushed
+	copies      map[string]string        // code: digest of the workloads' credentials last written
+	clients     map[string]*pooledClient // code: the operator's connection to its account (natsaccountclients.go)
+	trimPending bool                     // a look at the idle connections is due
+	accounts    map[string]cachedAccount // code: what the operator keeps of its account
 }
 
 // account is what the operator keeps of a tenant's account: its key, the users its
@@ -116,8 +120,8 @@ func (acct *account) workloadCreds(rotation string) []byte {
 }
 
 // Ensure makes the tenant's account current on the resolver, from one read of what
-// the operator keeps of it, and returns its public key, a client of its streams (a user
-// of the account) and its workloads' credentials: those issued for the rotation request
+// the operator keeps of it, and returns its public key and its workloads' credentials
+// (StreamsOf reaches its streams): those issued for the rotation request
 // (the tenant's AnnotationRotateNATSCredentials, "" for none), or a new user's when it
 // changed, the user they held before revoked. New credentials are recorded with the
 // account (the key Secret) before the account is pushed and they are handed out. A key
@@ -125,7 +129,7 @@ func (acct *account) workloadCreds(rotation string) []byte {
 // fresh says the caller knows of no account of the tenant yet (an EvaTenant whose
 // status records none): the key is then made without reading first, which a key
 // already there (a status write lost) turns into that read.
-func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsaccount.Limits, rotation string, fresh bool) (string, *messaging.Client, []byte, error) {
+func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsaccount.Limits, rotation string, fresh bool) (string, []byte, error) {
 	var acct *account
 	var err error
 	if !fresh {
@@ -135,24 +139,23 @@ func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsac
 		acct, err = a.create(ctx, code, owner, rotation)
 	}
 	if err != nil {
-		return "", nil, nil, err
+		return "", nil, err
 	}
 	if !acct.ownedBy(owner) {
-		return "", nil, nil, fmt.Errorf("%w of %s: it was made for another owner (%s), not this tenant (%s)",
+		return "", nil, fmt.Errorf("%w of %s: it was made for another owner (%s), not this tenant (%s)",
 			errAccount, code, acct.secret.Annotations[tenant.AnnotationOwnerUID], owner)
 	}
 	pub, _ := acct.key.PublicKey()
 	creds := acct.workloadCreds(rotation)
 	if creds == nil {
 		if creds, err = a.issueWorkloadCreds(ctx, code, acct, rotation); err != nil {
-			return pub, nil, nil, err
+			return pub, nil, err
 		}
 	}
 	if err := a.push(ctx, code, pub, limits, acct.revoked); err != nil {
-		return pub, nil, nil, err
+		return pub, nil, err
 	}
-	c, err := a.client(code, acct.key)
-	return pub, c, creds, err
+	return pub, creds, nil
 }
 
 // Close shuts the account owner's tenant has (no connection, no JetStream, every user
@@ -166,7 +169,7 @@ func (a *Accounts) Close(ctx context.Context, code, owner string) error {
 		return err
 	}
 	pub, _ := acct.key.PublicKey()
-	a.forgetClient(code)
+	a.retireClient(code)
 	if err := a.push(ctx, code, pub, natsaccount.Closed, map[string]time.Time{jwt.All: a.now()}); err != nil {
 		return err
 	}
@@ -198,22 +201,15 @@ func (acct *account) ownedBy(owner string) bool {
 	return recorded == owner
 }
 
-// StreamsOf returns a client of the tenant's streams, nil when the account was never
-// made (nothing of it to reach). A client this process holds already is used without
-// reading the key Secret: the queue-depth loop asks for every tenant's streams on each
-// tick, and Close forgets the client of an account it closes.
-func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Client, error) {
-	a.mu.Lock()
-	held := a.clients[code]
-	a.mu.Unlock()
-	if held != nil {
-		return held, nil
-	}
+// StreamsOf returns a client of the tenant's streams, a user of its account, nil when
+// the account was never made (nothing of it to reach), and the function that gives the
+// client back (natsaccountclients.go), which the caller calls once done with it.
+func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Client, func(), error) {
 	acct, err := a.account(ctx, code)
 	if err != nil || acct == nil {
-		return nil, err
+		return nil, func() {}, err
 	}
-	return a.client(code, acct.key)
+	return a.leaseClient(code, acct.key)
 }
 
 // issueWorkloadCreds issues credentials of a new user for the tenant's workloads,
@@ -469,44 +465,6 @@ func (a *Accounts) systemConn(ctx context.Context) (*nats.Conn, error) {
 	return nc, nil
 }
 
-// client returns the connection of the operator's user of the tenant's account.
-func (a *Accounts) client(code string, key nkeys.KeyPair) (*messaging.Client, error) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if c := a.clients[code]; c != nil {
-		return c, nil
-	}
-	creds, _, err := natsaccount.User(code, "eva-operator", key, a.now())
-	if err != nil {
-		return nil, err
-	}
-	nc, err := a.connect(creds, "eva-operator-"+code)
-	if err != nil {
-		// An account the server does not take (not signed by a key of its operator, or
-		// the resolver not a full one) refuses its users: say so.
-		return nil, fmt.Errorf("%w of %s: the server refuses its users (is %s's key one of the NATS operator's signing keys, and the resolver a full one?): %w",
-			errAccount, code, a.SignerSecret, err)
-	}
-	c, err := messaging.FromConn(nc, a.Config.Timeout)
-	if err != nil {
-		return nil, err
-	}
-	if a.clients == nil {
-		a.clients = map[string]*messaging.Client{}
-	}
-	a.clients[code] = c
-	return c, nil
-}
-
-func (a *Accounts) forgetClient(code string) {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	if c := a.clients[code]; c != nil {
-		c.Close()
-		delete(a.clients, code)
-	}
-}
-
 // connect connects with a creds file's content, failing at once on refusal.
 func (a *Accounts) connect(creds []byte, name string) (*nats.Conn, error) {
 	user, err := natsaccount.CredsOption(creds)
@@ -530,32 +488,16 @@ func (a *Accounts) now() time.Time {
 	return time.Now()
 }
 
-// Depth reads how many messages one of a tenant's streams holds, through the tenant's
-// account (the queue-depth loop's reader when each tenant has one).
-func (a *Accounts) Depth(ctx context.Context, stream string) (uint64, error) {
-	code, ok := streamCode(stream)
-	if !ok {
-		return 0, fmt.Errorf("%s is not a tenant's stream", stream)
-	}
-	c, err := a.StreamsOf(ctx, code)
+// DepthSnapshot reads how many messages every account's streams hold, as the system
+// user (the queue-depth loop's reader when each tenant has an account): one request a
+// page of 256 accounts, where reading each tenant's through its account took a
+// connection of each.
+func (a *Accounts) DepthSnapshot(ctx context.Context) (natsaccount.Depths, error) {
+	sys, err := a.systemConn(ctx)
 	if err != nil {
-		return 0, err
+		return natsaccount.Depths{}, err
 	}
-	if c == nil {
-		return 0, fmt.Errorf("%w: the account of %s is not made yet", messaging.ErrUnavailable, code)
-	}
-	return c.Depth(ctx, stream)
-}
-
-// streamCode is the capsule code of one of a tenant's two streams.
-func streamCode(stream string) (string, bool) {
-	for _, suffix := range []string{"-events", "-commands"} {
-		code, ok := strings.CutSuffix(strings.TrimPrefix(stream, "eva-"), suffix)
-		if ok && (tenant.EventsStream(code) == stream || tenant.CommandsStream(code) == stream) {
-			return code, true
-		}
-	}
-	return "", false
+	return natsaccount.ReadDepths(ctx, sys, a.Config.Timeout)
 }
 
 // copied reports whether this process wrote these credentials (by digest) into the

@@ -80,6 +80,9 @@ func FromConn(nc *nats.Conn, timeout time.Duration) (*Client, error) {
 // Close closes the connection.
 func (c *Client) Close() { c.nc.Close() }
 
+// IsClosed reports whether the connection is closed for good.
+func (c *Client) IsClosed() bool { return c.nc.IsClosed() }
+
 // StreamSpec is one stream to ensure.
 type StreamSpec struct {
 	Name     string

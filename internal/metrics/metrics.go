@@ -4,6 +4,7 @@ package metrics
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/tenant"
 )
 
@@ -129,11 +131,22 @@ type DepthReader interface {
 	Depth(ctx context.Context, stream string) (uint64, error)
 }
 
+// DepthSnapshotter reads how many messages every stream holds, at once, by the public
+// key of the NATS account it lives in (natsaccount.Depths).
+type DepthSnapshotter interface {
+	DepthSnapshot(ctx context.Context) (natsaccount.Depths, error)
+}
+
 // QueueDepthLoop refreshes capsule_queue_depth for every tenant at an interval; it is
-// a manager Runnable, so it runs beside the reconciler, never in it.
+// a manager Runnable, so it runs beside the reconciler, never in it. It reads the
+// streams of the one shared account through Streams or, when each tenant has an
+// account of its own (natsAccounts), all of them at once through Accounts, each
+// tenant's in the account its status records (status.natsAccount: a stream is the
+// tenant's only there, as any account may name a stream eva-<CODE>-events).
 type QueueDepthLoop struct {
 	Reader   client.Reader
 	Streams  DepthReader
+	Accounts DepthSnapshotter
 	Gauge    *prometheus.GaugeVec
 	Interval time.Duration
 	Log      logr.Logger
@@ -193,6 +206,7 @@ func (l *QueueDepthLoop) refresh(ctx context.Context, known map[[2]string]bool) 
 		l.Log.Error(err, "listing tenants for queue depth")
 		return
 	}
+	depthOf := l.depthReader(ctx)
 	seen := map[[2]string]bool{}
 	for _, t := range list.Items {
 		code := t.Spec.CapsuleCode
@@ -201,7 +215,7 @@ func (l *QueueDepthLoop) refresh(ctx context.Context, known map[[2]string]bool) 
 		}
 		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 			key := [2]string{code, stream}
-			depth, err := l.Streams.Depth(ctx, stream)
+			depth, err := depthOf(ctx, &t, stream)
 			if err != nil {
 				// A stream not created yet, or NATS away: keep the last value.
 				seen[key] = known[key]
@@ -223,6 +237,31 @@ func (l *QueueDepthLoop) refresh(ctx context.Context, known map[[2]string]bool) 
 		if ok {
 			known[key] = true
 		}
+	}
+}
+
+// errNotRead is a stream the refresh's snapshot did not report.
+var errNotRead = errors.New("not in the stream depths read")
+
+// depthReader returns how this refresh reads a tenant's stream: through Streams, or
+// from one snapshot of every account's (what it holds when part of it could not be
+// read: the others keep their last value).
+func (l *QueueDepthLoop) depthReader(ctx context.Context) func(context.Context, *evav1.EvaTenant, string) (uint64, error) {
+	if l.Accounts == nil {
+		return func(ctx context.Context, _ *evav1.EvaTenant, stream string) (uint64, error) {
+			return l.Streams.Depth(ctx, stream)
+		}
+	}
+	snapshot, err := l.Accounts.DepthSnapshot(ctx)
+	if err != nil {
+		l.Log.Error(err, "reading the tenants' stream depths")
+	}
+	return func(_ context.Context, t *evav1.EvaTenant, stream string) (uint64, error) {
+		depth, ok := snapshot[t.Status.NATSAccount][stream]
+		if !ok || t.Status.NATSAccount == "" {
+			return 0, errNotRead
+		}
+		return depth, nil
 	}
 }
 

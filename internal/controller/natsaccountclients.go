@@ -1,0 +1,159 @@
+package controller
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nkeys"
+
+	"github.com/aidonow/eva/internal/messaging"
+	"github.com/aidonow/eva/internal/natsaccount"
+)
+
+// The operator's connections to tenants' accounts. Each is a user of the tenant's
+// account, so it takes one of the connections of the tenant's tier, and holds a read
+// buffer and goroutines of its own (about 50 kB): kept for every tenant, 10,000 tenants
+// cost the operator half a gigabyte and each tenant a connection. They are leased to a
+// reconcile while it makes or deletes the tenant's streams, kept idle for a moment after
+// (the tenant's next reconcile comes soon while it provisions), and closed once idle for
+// longer than Accounts.clientIdle or when more than maxIdleClients are idle.
+const (
+	defaultClientIdle = 30 * time.Second
+	maxIdleClients    = 16
+)
+
+// pooledClient is one connection to a tenant's account.
+type pooledClient struct {
+	code    string
+	client  *messaging.Client
+	leases  int
+	idle    time.Time // when the last lease ended
+	retired bool      // out of the pool: closed when the last lease ends
+}
+
+// leaseClient returns a connection to the tenant's account (a user signed with its key)
+// and the function that gives it back, which the caller calls once done (an error
+// too returns one, doing nothing).
+func (a *Accounts) leaseClient(code string, key nkeys.KeyPair) (*messaging.Client, func(), error) {
+	if p := a.takeClient(code); p != nil {
+		return p.client, func() { a.giveBack(p) }, nil
+	}
+	c, err := a.dialAccount(code, key)
+	if err != nil {
+		return nil, func() {}, err
+	}
+	a.mu.Lock()
+	p := a.clients[code]
+	if p != nil && p.client.IsClosed() {
+		a.retire(p)
+		p = nil
+	}
+	if p == nil {
+		p = &pooledClient{code: code, client: c}
+		if a.clients == nil {
+			a.clients = map[string]*pooledClient{}
+		}
+		a.clients[code] = p
+	} else {
+		defer c.Close() // another reconcile connected first: one connection is enough
+	}
+	p.leases++
+	a.mu.Unlock()
+	return p.client, func() { a.giveBack(p) }, nil
+}
+
+// takeClient leases the pool's connection to the tenant's account, if it has one.
+func (a *Accounts) takeClient(code string) *pooledClient {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	p := a.clients[code]
+	if p == nil || p.client.IsClosed() {
+		return nil
+	}
+	p.leases++
+	return p
+}
+
+// dialAccount connects as a new user of the tenant's account.
+func (a *Accounts) dialAccount(code string, key nkeys.KeyPair) (*messaging.Client, error) {
+	creds, _, err := natsaccount.User(code, "eva-operator", key, a.now())
+	if err != nil {
+		return nil, err
+	}
+	nc, err := a.connect(creds, "eva-operator-"+code)
+	if err != nil {
+		// An account the server does not take (not signed by a key of its operator, or
+		// the resolver not a full one) refuses its users: say so.
+		return nil, fmt.Errorf("%w of %s: the server refuses its users (is %s's key one of the NATS operator's signing keys, and the resolver a full one?): %w",
+			errAccount, code, a.SignerSecret, err)
+	}
+	return messaging.FromConn(nc, a.Config.Timeout)
+}
+
+// giveBack ends a lease, closing what the pool no longer keeps.
+func (a *Accounts) giveBack(p *pooledClient) {
+	a.mu.Lock()
+	p.leases--
+	p.idle = a.now()
+	if p.retired && p.leases == 0 {
+		p.client.Close()
+	}
+	a.trimClients()
+	a.mu.Unlock()
+}
+
+// retireClient takes the tenant's connection out of the pool (its account is closed):
+// closed now, or when its last lease ends.
+func (a *Accounts) retireClient(code string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if p := a.clients[code]; p != nil {
+		a.retire(p)
+	}
+}
+
+// retire takes p out of the pool; a.mu is held.
+func (a *Accounts) retire(p *pooledClient) {
+	delete(a.clients, p.code)
+	p.retired = true
+	if p.leases == 0 {
+		p.client.Close()
+	}
+}
+
+// trimClients closes the connections idle for longer than clientIdle,
+// and the longest idle beyond maxIdleClients; a.mu is held. While any stays idle, it
+// looks again once that one's time is up.
+func (a *Accounts) trimClients() {
+	now, ttl := a.now(), a.clientIdle
+	if ttl <= 0 {
+		ttl = defaultClientIdle
+	}
+	var idle []*pooledClient
+	for _, p := range a.clients {
+		switch {
+		case p.leases > 0:
+		case now.Sub(p.idle) >= ttl || p.client.IsClosed():
+			a.retire(p)
+		default:
+			idle = append(idle, p)
+		}
+	}
+	if len(idle) > maxIdleClients {
+		slices.SortFunc(idle, func(x, y *pooledClient) int { return x.idle.Compare(y.idle) }) // the longest idle first
+		for _, p := range idle[:len(idle)-maxIdleClients] {
+			a.retire(p)
+		}
+		idle = idle[len(idle)-maxIdleClients:]
+	}
+	if len(idle) > 0 && !a.trimPending {
+		a.trimPending = true
+		time.AfterFunc(ttl, func() {
+			a.mu.Lock()
+			a.trimPending = false
+			a.trimClients()
+			a.mu.Unlock()
+		})
+	}
+}
