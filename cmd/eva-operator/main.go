@@ -321,7 +321,7 @@ func run(cfg config) error {
 	if accounts != nil && role != roleFleet {
 		// Every tenant's NACK Account orders its teardown; a tenant file's asks for its account.
 		files := &controller.NACKAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
-			Catalog: renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
+			Catalog: renderer.Catalog, Entitlements: env.Settings.Entitlements, Recorder: mgr.GetEventRecorder("eva-operator")}
 		if err := files.SetupWithManager(mgr); err != nil {
 			return err
 		}

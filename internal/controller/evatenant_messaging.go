@@ -110,6 +110,9 @@ func readyCondition(ok bool) *metav1.Condition {
 // nack): in GitOps mode the tenant's namespace may not be applied yet, which is said
 // and looked at again shortly, like NATS being away.
 func (r *EvaTenantReconciler) accountPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.awaitsPublish(s) {
+		return ctrl.Result{}, nil
+	}
 	if err := r.ensureAccount(ctx, s); err != nil {
 		s.log.Error(err, "ensuring the tenant's NATS account")
 		s.observed.MessagingError = err.Error()
@@ -118,13 +121,23 @@ func (r *EvaTenantReconciler) accountPhase(ctx context.Context, s *scope) (ctrl.
 	return ctrl.Result{}, nil
 }
 
+// awaitsPublish reports whether the tenant's account and streams wait for its files to
+// be published once (GitOps mode). Until then, the code's folder, namespace and
+// account may be another owner's: a tenant file's, which holds no claim in the
+// cluster, refuses this tenant's publish (publish.ErrOtherOwner), and would otherwise
+// see its account made with this tenant's tier, its credentials written by it, and its
+// account closed by this tenant's decommission.
+func (r *EvaTenantReconciler) awaitsPublish(s *scope) bool {
+	return r.GitOps != nil && s.tenant.Status.Revision == "" && s.observed.Applied.Revision == ""
+}
+
 // movePhase moves what the tenant's streams still hold in the shared account
 // (MoveFrom) into their namesakes in the tenant's own account, once those exist (made
 // by the operator in direct mode, by NACK otherwise), and deletes the emptied shared
 // streams. A move cut short goes on at the next reconcile where it stopped.
 func (r *EvaTenantReconciler) movePhase(ctx context.Context, s *scope) (ctrl.Result, error) {
-	if s.observed.MessagingError != "" {
-		return ctrl.Result{}, nil // the account is not there yet: said already
+	if s.observed.MessagingError != "" || r.awaitsPublish(s) {
+		return ctrl.Result{}, nil // the account is not there yet: said already, or waits
 	}
 	code := s.tenant.Spec.CapsuleCode
 	own, done, err := r.Accounts.StreamsOf(ctx, code)

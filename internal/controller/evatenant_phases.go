@@ -165,6 +165,9 @@ func (r *EvaTenantReconciler) delivered(s *scope, err error) (ctrl.Result, error
 
 // streamsPhase ensures the tenant's streams in JetStream (direct messaging mode).
 func (r *EvaTenantReconciler) streamsPhase(ctx context.Context, s *scope) (ctrl.Result, error) {
+	if r.Accounts != nil && r.awaitsPublish(s) {
+		return ctrl.Result{}, nil
+	}
 	r.ensureStreams(ctx, s)
 	if s.observed.MessagingError != "" {
 		return ctrl.Result{RequeueAfter: MessagingRetry}, nil // NATS away: back off, then look again

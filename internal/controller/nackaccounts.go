@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/entitlement"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/status"
@@ -44,7 +45,10 @@ type NACKAccounts struct {
 	Reader   client.Reader
 	Accounts *Accounts
 	Catalog  *tenant.Catalog
-	Recorder events.EventRecorder
+	// Entitlements are the environment's (nil: every tier): a tenant file's account
+	// gets only a tier they give its code.
+	Entitlements *entitlement.Rules
+	Recorder     events.EventRecorder
 }
 
 // SetupWithManager registers the reconciler for NACK Accounts.
@@ -116,8 +120,14 @@ func (f *NACKAccounts) refusal(code string, account *nackv1beta2.Account) string
 		return fmt.Sprintf("refused: a NACK Account of capsule %q in namespace %s, which is tenant %s's",
 			account.Labels[tenant.LabelCapsule], account.Namespace, code)
 	}
-	if _, ok := f.Catalog.Tiers[evav1.Tier(account.Labels[tenant.LabelTier])]; !ok {
-		return fmt.Sprintf("refused: label %s is %q, no tier of the catalog", tenant.LabelTier, account.Labels[tenant.LabelTier])
+	tier := evav1.Tier(account.Labels[tenant.LabelTier])
+	if _, ok := f.Catalog.Tiers[tier]; !ok {
+		return fmt.Sprintf("refused: label %s is %q, no tier of the catalog", tenant.LabelTier, tier)
+	}
+	if !f.Entitlements.TierAllowed(code, tier) {
+		// What evactl refuses of the file: its published objects say no more than it may.
+		return fmt.Sprintf("refused: label %s is %s, a tier the environment's entitlements do not give tenant %s",
+			tenant.LabelTier, tier, code)
 	}
 	return ""
 }

@@ -17,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/entitlement"
 	"github.com/aidonow/eva/internal/messaging"
 	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
 	"github.com/aidonow/eva/internal/natsaccount"
@@ -32,8 +33,10 @@ func startNACKAccounts(t *testing.T, n *testenv.OperatorNATS, signer, system str
 		accounts := &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
 			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second},
 			HoldCreds: true, ConsumerSubjects: consumerSubjects}
+		// Platform is given to no one: a file labelling its Account so gets no account.
 		files := &NACKAccounts{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Accounts: accounts,
-			Catalog: r.Renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator")}
+			Catalog: r.Renderer.Catalog, Recorder: mgr.GetEventRecorder("eva-operator"),
+			Entitlements: &entitlement.Rules{Tiers: []evav1.Tier{evav1.TierStarter, evav1.TierCustomer, evav1.TierEnterprise}}}
 		if err := files.SetupWithManager(mgr); err != nil {
 			t.Fatal(err)
 		}
@@ -166,6 +169,13 @@ func TestTenantFilesGetTheirAccounts(t *testing.T) {
 	applyFileFoundation(t, "FILEAD", func(ns, _ *unstructured.Unstructured) {
 		ns.SetAnnotations(map[string]string{tenant.AnnotationOwnerUID: "5f0c2e8a-0000-4000-8000-000000000001"})
 	})
+	// FILEAE's Account names a tier the entitlements give no one (a tree evactl would
+	// have refused, applied all the same). Seen minted before NACKAccounts read them.
+	applyFileFoundation(t, "FILEAE", func(_, account *unstructured.Unstructured) {
+		labels := account.GetLabels()
+		labels[tenant.LabelTier] = string(evav1.TierPlatform)
+		account.SetLabels(labels)
+	})
 	var aa, ab []byte
 	eventually(t, waitFor, "the tenant files' credentials written", func() error {
 		aa, ab = fileCreds(ctx, "FILEAA"), fileCreds(ctx, "FILEAB")
@@ -182,9 +192,9 @@ func TestTenantFilesGetTheirAccounts(t *testing.T) {
 		nc.Close()
 	}
 	time.Sleep(2 * time.Second) // what would have been written by now for the other two
-	for _, code := range []string{"FILEAC", "FILEAD"} {
+	for _, code := range []string{"FILEAC", "FILEAD", "FILEAE"} {
 		if fileCreds(ctx, code) != nil {
-			t.Errorf("%s got NATS credentials from a NACK Account that is not its tenant file's", code)
+			t.Errorf("%s got NATS credentials from a NACK Account that is not its tenant file's, or names a tier not its own", code)
 		}
 	}
 

@@ -134,7 +134,7 @@ func (r *Rules) Check(t *evav1.EvaTenant, source string) field.ErrorList {
 	g := r.grantOf(t)
 	var errs field.ErrorList
 	spec := field.NewPath("spec")
-	if !slices.Contains(r.Tiers, t.Spec.Tier) && !slices.Contains(g.Tiers, t.Spec.Tier) {
+	if !r.tierAllowed(t, t.Spec.Tier) {
 		errs = append(errs, field.Forbidden(spec.Child("tier"), fmt.Sprintf("tier %s is not %s's to take: the %s let every tenant take %s%s",
 			t.Spec.Tier, code, source, list(r.Tiers), granted(g.Tiers, code))))
 	}
@@ -147,6 +147,17 @@ func (r *Rules) Check(t *evav1.EvaTenant, source string) field.ErrorList {
 			code, source, list(r.freezers()))))
 	}
 	return errs
+}
+
+// TierAllowed reports whether the rules let the tenant file of code take tier (Check's
+// rule of spec.tier): the operator asks it of what a tenant file's published objects
+// say, such as the tier its NACK Account's label names. No rules: every tier.
+func (r *Rules) TierAllowed(code string, tier evav1.Tier) bool {
+	return r == nil || r.tierAllowed(&evav1.EvaTenant{Spec: evav1.EvaTenantSpec{CapsuleCode: code}}, tier)
+}
+
+func (r *Rules) tierAllowed(t *evav1.EvaTenant, tier evav1.Tier) bool {
+	return slices.Contains(r.Tiers, tier) || slices.Contains(r.grantOf(t).Tiers, tier)
 }
 
 // freezers are the codes granted freezing (every tenant's rule aside).
