@@ -87,7 +87,7 @@ func (r *EvaTenantReconciler) removeAll(ctx context.Context, s *scope, jetStream
 	// 1. Streams (in JetStream itself in direct mode; NATS away is recorded and the
 	// next steps still run).
 	if r.directMessaging() && jetStream {
-		record(r.deleteStreams(ctx, code))
+		record(r.deleteStreams(ctx, t))
 	}
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 		record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
+	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/messaging"
 	"github.com/aidonow/eva/internal/natsaccount"
 	"github.com/aidonow/eva/internal/status"
@@ -83,7 +84,16 @@ func (r *EvaTenantReconciler) ensureStreams(ctx context.Context, s *scope) {
 }
 
 // deleteStreams removes the tenant's streams from JetStream (saga step 1, direct mode).
-func (r *EvaTenantReconciler) deleteStreams(ctx context.Context, code string) error {
+// With an account per tenant its workloads' user is revoked first: their connections,
+// up to the tier's, would keep the operator out (Accounts.RevokeWorkloads).
+func (r *EvaTenantReconciler) deleteStreams(ctx context.Context, t *evav1.EvaTenant) error {
+	code := t.Spec.CapsuleCode
+	if r.Accounts != nil {
+		limits := natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier])
+		if err := r.Accounts.RevokeWorkloads(ctx, code, tenant.Owner(string(t.UID)), limits); err != nil {
+			return err
+		}
+	}
 	streams, done, err := r.streamsOf(ctx, code)
 	defer done()
 	if err != nil || streams == nil {

@@ -36,7 +36,7 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 	if d.Action == saga.Finish {
 		if mv != nil && r.directMessaging() {
 			// A move's removal of this cell's copy left the streams (direct messaging).
-			if err := r.deleteStreams(ctx, s.tenant.Spec.CapsuleCode); err != nil {
+			if err := r.deleteStreams(ctx, s.tenant); err != nil {
 				return ctrl.Result{}, err
 			}
 		}
@@ -71,7 +71,7 @@ func (r *EvaTenantReconciler) stepGitOps(ctx context.Context, s *scope, c *copyR
 	}
 	if d.DeleteStreams {
 		// Direct messaging: the streams live in JetStream only, the operator deletes them.
-		if err := r.deleteStreams(ctx, t.Spec.CapsuleCode); err != nil {
+		if err := r.deleteStreams(ctx, t); err != nil {
 			s.log.Error(err, "deleting the tenant's streams")
 			return saga.Decision{Action: saga.Wait, Message: "deleting the streams in JetStream failed: " + err.Error()}, nil
 		}

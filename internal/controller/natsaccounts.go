@@ -184,6 +184,37 @@ func (a *Accounts) Close(ctx context.Context, code, owner string) error {
 	return nil
 }
 
+// RevokeWorkloads revokes the user the tenant's workloads hold (decommission, direct
+// mode): they have no business on the bus any more, and their connections, up to the
+// tier's from wherever the credentials were taken, would keep the operator out of the
+// account whose streams it deletes. The server cuts them. The key Secret records the
+// revocation, so later pushes keep it, and no workload user: should the tenant be made
+// Active again, Ensure issues a new one.
+func (a *Accounts) RevokeWorkloads(ctx context.Context, code, owner string, limits natsaccount.Limits) error {
+	acct, err := a.account(ctx, code)
+	if err != nil || acct == nil || !acct.ownedBy(owner) {
+		return err
+	}
+	if acct.workload != "" {
+		acct.revoked[acct.workload] = a.now()
+		revoked, err := json.Marshal(unixTimes(acct.revoked))
+		if err != nil {
+			return err
+		}
+		acct.secret.Data[revokedKey] = revoked
+		delete(acct.secret.Annotations, annotationWorkloadUser)
+		delete(acct.secret.Data, workloadCredsKey)
+		acct.workload = ""
+		if err := a.Client.Update(ctx, acct.secret); err != nil {
+			a.forget(code)
+			return fmt.Errorf("%w of %s: recording its workloads' user revoked: %w", errAccount, code, err)
+		}
+		a.remember(code, acct)
+	}
+	pub, _ := acct.key.PublicKey()
+	return a.push(ctx, code, pub, limits, acct.revoked)
+}
+
 // Open reports whether owner's tenant has an account Close has not closed (its key
 // Secret).
 func (a *Accounts) Open(ctx context.Context, code, owner string) (bool, error) {
