@@ -169,7 +169,7 @@ func (r *EvaTenantReconciler) leftovers(ctx context.Context, t *evav1.EvaTenant)
 		left = append(left, "Namespace "+ns)
 	}
 	if r.directMessaging() {
-		streams, done, err := r.streamsOf(ctx, code)
+		streams, done, err := r.streamsOf(ctx, t)
 		defer done()
 		if err != nil {
 			return nil, err

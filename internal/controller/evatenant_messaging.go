@@ -24,12 +24,13 @@ func (r *EvaTenantReconciler) directMessaging() bool {
 
 // streamsOf returns the manager of the tenant's streams: the shared one, or a user of
 // the tenant's own account (nil when that account was never made: it holds nothing),
-// and the function to call once done with it.
-func (r *EvaTenantReconciler) streamsOf(ctx context.Context, code string) (StreamManager, func(), error) {
+// and the function to call once done with it. An account of the code made for another
+// owner (a tenant file beside an EvaTenant of its code) is not the tenant's to reach.
+func (r *EvaTenantReconciler) streamsOf(ctx context.Context, t *evav1.EvaTenant) (StreamManager, func(), error) {
 	if r.Accounts == nil {
 		return r.Streams, func() {}, nil
 	}
-	c, done, err := r.Accounts.StreamsOf(ctx, code)
+	c, done, err := r.Accounts.StreamsOf(ctx, t.Spec.CapsuleCode, tenant.Owner(string(t.UID)))
 	if err != nil || c == nil {
 		return nil, done, err
 	}
@@ -52,7 +53,7 @@ func (r *EvaTenantReconciler) ensureStreams(ctx context.Context, s *scope) {
 			return
 		}
 	}
-	streams, done, err := r.streamsOf(ctx, t.Spec.CapsuleCode)
+	streams, done, err := r.streamsOf(ctx, t)
 	defer done()
 	if err == nil && streams == nil {
 		err = fmt.Errorf("%w of %s: made, yet its key Secret is not found", errAccount, t.Spec.CapsuleCode)
@@ -94,7 +95,7 @@ func (r *EvaTenantReconciler) deleteStreams(ctx context.Context, t *evav1.EvaTen
 			return err
 		}
 	}
-	streams, done, err := r.streamsOf(ctx, code)
+	streams, done, err := r.streamsOf(ctx, t)
 	defer done()
 	if err != nil || streams == nil {
 		return err
@@ -150,7 +151,7 @@ func (r *EvaTenantReconciler) movePhase(ctx context.Context, s *scope) (ctrl.Res
 		return ctrl.Result{}, nil // the account is not there yet: said already, or waits
 	}
 	code := s.tenant.Spec.CapsuleCode
-	own, done, err := r.Accounts.StreamsOf(ctx, code)
+	own, done, err := r.Accounts.StreamsOf(ctx, code, tenant.Owner(string(s.tenant.UID)))
 	defer done()
 	for _, name := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 		found := false

@@ -278,6 +278,12 @@ func TestAnEvaTenantCannotTakeATenantFilesAccount(t *testing.T) {
 	if open, err := accounts.Open(ctx, code, intruder); open || err != nil {
 		t.Errorf("Open for the EvaTenant: %v, %v; want false", open, err)
 	}
+	// Nor may it reach the file's streams (its saga would delete them).
+	streams, done, err := accounts.StreamsOf(ctx, code, intruder)
+	done()
+	if streams != nil || err != nil {
+		t.Errorf("StreamsOf for the EvaTenant: %v, %v; want none", streams, err)
+	}
 	if err := accounts.Close(ctx, code, intruder); err != nil {
 		t.Fatal(err)
 	}

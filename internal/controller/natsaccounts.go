@@ -232,12 +232,13 @@ func (acct *account) ownedBy(owner string) bool {
 	return recorded == owner
 }
 
-// StreamsOf returns a client of the tenant's streams, a user of its account, nil when
-// the account was never made (nothing of it to reach), and the function that gives the
-// client back (natsaccountclients.go), which the caller calls once done with it.
-func (a *Accounts) StreamsOf(ctx context.Context, code string) (*messaging.Client, func(), error) {
+// StreamsOf returns a client of the streams of owner's tenant, a user of its account,
+// nil when the account was never made or was made for another owner (nothing of it is
+// this tenant's to reach), and the function that gives the client back
+// (natsaccountclients.go), which the caller calls once done with it.
+func (a *Accounts) StreamsOf(ctx context.Context, code, owner string) (*messaging.Client, func(), error) {
 	acct, err := a.account(ctx, code)
-	if err != nil || acct == nil {
+	if err != nil || acct == nil || !acct.ownedBy(owner) {
 		return nil, func() {}, err
 	}
 	return a.leaseClient(code, acct.key)
