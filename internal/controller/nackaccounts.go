@@ -94,6 +94,10 @@ func (f *NACKAccounts) Reconcile(ctx context.Context, req ctrl.Request) (ctrl.Re
 	if ns.Annotations[tenant.AnnotationOwnerUID] != tenant.FileOwner {
 		return ctrl.Result{}, nil // an EvaTenant's: its reconciler makes the account
 	}
+	if refusal := f.tierRefusal(code, &account); refusal != "" {
+		f.Recorder.Eventf(&account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "MintAccount", "%s", refusal)
+		return ctrl.Result{}, nil
+	}
 	return f.mint(ctx, code, &account)
 }
 
@@ -111,7 +115,7 @@ func (f *NACKAccounts) hold(ctx context.Context, account *nackv1beta2.Account) e
 }
 
 // refusal says why a NACK Account in the namespace of the tenant of code asks for no
-// account: another name, another capsule, no tier of the catalog.
+// account: another name, another capsule.
 func (f *NACKAccounts) refusal(code string, account *nackv1beta2.Account) string {
 	switch {
 	case account.Name != tenant.NATSAccountObject:
@@ -120,6 +124,13 @@ func (f *NACKAccounts) refusal(code string, account *nackv1beta2.Account) string
 		return fmt.Sprintf("refused: a NACK Account of capsule %q in namespace %s, which is tenant %s's",
 			account.Labels[tenant.LabelCapsule], account.Namespace, code)
 	}
+	return ""
+}
+
+// tierRefusal says why a tenant file's NACK Account gets no account of the tier its
+// label names: no tier of the catalog, or one the entitlements do not give the code,
+// checked as evactl checks the file (Rules.TierAllowed).
+func (f *NACKAccounts) tierRefusal(code string, account *nackv1beta2.Account) string {
 	tier := evav1.Tier(account.Labels[tenant.LabelTier])
 	if _, ok := f.Catalog.Tiers[tier]; !ok {
 		return fmt.Sprintf("refused: label %s is %q, no tier of the catalog", tenant.LabelTier, tier)

@@ -1,10 +1,12 @@
 package controller
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
 	"github.com/aidonow/eva/internal/messaging"
@@ -56,10 +58,10 @@ func (a *Accounts) leaseClient(code string, key nkeys.KeyPair) (*messaging.Clien
 		}
 		a.clients[code] = p
 	} else {
-		defer c.Close() // another reconcile connected first: one connection is enough
+		a.doomed = append(a.doomed, c) // another reconcile connected first: one connection is enough
 	}
 	p.leases++
-	a.mu.Unlock()
+	a.unlockClosing()
 	return p.client, func() { a.giveBack(p) }, nil
 }
 
@@ -82,6 +84,10 @@ func (a *Accounts) dialAccount(code string, key nkeys.KeyPair) (*messaging.Clien
 		return nil, err
 	}
 	nc, err := a.connect(creds, "eva-operator-"+code)
+	if errors.Is(err, nats.ErrMaxAccountConnectionsExceeded) {
+		return nil, fmt.Errorf("%w of %s: its workloads hold every connection its tier allows, the operator's included: %w",
+			errAccount, code, err)
+	}
 	if err != nil {
 		// An account the server does not take (not signed by a key of its operator, or
 		// the resolver not a full one) refuses its users: say so.
@@ -97,34 +103,46 @@ func (a *Accounts) giveBack(p *pooledClient) {
 	p.leases--
 	p.idle = a.now()
 	if p.retired && p.leases == 0 {
-		p.client.Close()
+		a.doomed = append(a.doomed, p.client)
 	}
 	a.trimClients()
-	a.mu.Unlock()
+	a.unlockClosing()
 }
 
 // retireClient takes the tenant's connection out of the pool (its account is closed):
 // closed now, or when its last lease ends.
 func (a *Accounts) retireClient(code string) {
 	a.mu.Lock()
-	defer a.mu.Unlock()
 	if p := a.clients[code]; p != nil {
 		a.retire(p)
 	}
+	a.unlockClosing()
 }
 
-// retire takes p out of the pool; a.mu is held.
+// retire takes p out of the pool, to be closed by unlockClosing unless it is leased;
+// a.mu is held.
 func (a *Accounts) retire(p *pooledClient) {
 	delete(a.clients, p.code)
 	p.retired = true
 	if p.leases == 0 {
-		p.client.Close()
+		a.doomed = append(a.doomed, p.client)
 	}
 }
 
-// trimClients closes the connections idle for longer than clientIdle,
-// and the longest idle beyond maxIdleClients; a.mu is held. While any stays idle, it
-// looks again once that one's time is up.
+// unlockClosing unlocks a.mu, then closes the connections retired meanwhile: a close
+// flushes to the socket, which must hold up no other tenant's reconcile.
+func (a *Accounts) unlockClosing() {
+	doomed := a.doomed
+	a.doomed = nil
+	a.mu.Unlock()
+	for _, c := range doomed {
+		c.Close()
+	}
+}
+
+// trimClients retires the connections idle for longer than clientIdle, and the longest
+// idle beyond maxIdleClients; a.mu is held. While any stays idle, it looks again when
+// the first of them has been idle for clientIdle.
 func (a *Accounts) trimClients() {
 	now, ttl := a.now(), a.clientIdle
 	if ttl <= 0 {
@@ -140,8 +158,8 @@ func (a *Accounts) trimClients() {
 			idle = append(idle, p)
 		}
 	}
+	slices.SortFunc(idle, func(x, y *pooledClient) int { return x.idle.Compare(y.idle) }) // the longest idle first
 	if len(idle) > maxIdleClients {
-		slices.SortFunc(idle, func(x, y *pooledClient) int { return x.idle.Compare(y.idle) }) // the longest idle first
 		for _, p := range idle[:len(idle)-maxIdleClients] {
 			a.retire(p)
 		}
@@ -149,11 +167,11 @@ func (a *Accounts) trimClients() {
 	}
 	if len(idle) > 0 && !a.trimPending {
 		a.trimPending = true
-		time.AfterFunc(ttl, func() {
+		time.AfterFunc(idle[0].idle.Add(ttl).Sub(now), func() {
 			a.mu.Lock()
 			a.trimPending = false
 			a.trimClients()
-			a.mu.Unlock()
+			a.unlockClosing()
 		})
 	}
 }

@@ -99,6 +99,7 @@ type Accounts struct {
 	copies      map[string]string        // code: digest of the workloads' credentials last written
 	clients     map[string]*pooledClient // code: the operator's connection to its account (natsaccountclients.go)
 	trimPending bool                     // a look at the idle connections is due
+	doomed      []*messaging.Client      // retired connections, closed by unlockClosing
 	accounts    map[string]cachedAccount // code: what the operator keeps of its account
 }
 

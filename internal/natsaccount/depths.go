@@ -37,6 +37,7 @@ type jszRequest struct {
 type jszAnswer struct {
 	Data *struct {
 		Disabled bool `json:"disabled"`
+		Total    int  `json:"total"`
 		Meta     *struct {
 			Size int `json:"cluster_size"`
 		} `json:"meta_cluster"`
@@ -58,73 +59,94 @@ type jszAnswer struct {
 
 // ReadDepths reads how many messages every account's streams hold, as a user of the
 // system account (conn): one JSZ request per page of accounts, answered by every server
-// with JetStream. A clustered server says how many servers the JetStream cluster has, so
-// a page is complete once that many have answered; a lone server's answer is the whole
-// page. Servers that have not all answered within timeout leave their streams out, and
-// the error says so; the depths read are returned with it.
+// with JetStream. A clustered server says how many servers its JetStream cluster has
+// (offline ones too); a lone server's answer is the whole page. A server that does not
+// answer a page within timeout is not waited for again on the next pages, and a server's
+// error is kept: the read goes on, its streams are left out (their depths keep their last
+// value), and the error says so with the depths read.
 func ReadDepths(ctx context.Context, conn *nats.Conn, timeout time.Duration) (Depths, error) {
 	if timeout <= 0 {
 		timeout = 5 * time.Second
 	}
 	depths := Depths{}
-	for offset := 0; ; offset += depthsPage {
-		full, err := readDepthsPage(ctx, conn, timeout, offset, depths)
-		if err != nil || !full {
-			return depths, err
+	var errs []error
+	page := jszPage{want: 1}
+	for offset := 0; ctx.Err() == nil; offset += depthsPage {
+		page.more = false
+		if err := page.read(ctx, conn, timeout, offset, depths); err != nil {
+			errs = append(errs, err)
+		}
+		if !page.more {
+			break
 		}
 	}
+	return depths, errors.Join(append(errs, ctx.Err())...)
 }
 
-// readDepthsPage reads one page of accounts from every server into depths, and reports
-// whether a server's page was full (there may be more).
-func readDepthsPage(ctx context.Context, conn *nats.Conn, timeout time.Duration, offset int, depths Depths) (bool, error) {
+// jszPage is what the pages of one ReadDepths learn: how many servers answer, and
+// whether a server holds accounts beyond the page read.
+type jszPage struct {
+	want int
+	more bool
+}
+
+// read reads one page of accounts from every server into depths.
+func (p *jszPage) read(ctx context.Context, conn *nats.Conn, timeout time.Duration, offset int, depths Depths) error {
 	req, err := json.Marshal(jszRequest{Accounts: true, Streams: true, StreamLeaderOnly: true, Offset: offset, Limit: depthsPage})
 	if err != nil {
-		return false, err
+		return err
 	}
 	inbox := conn.NewInbox()
 	answers, err := conn.SubscribeSync(inbox)
 	if err != nil {
-		return false, fmt.Errorf("reading stream depths: %w", err)
+		return fmt.Errorf("reading stream depths: %w", err)
 	}
 	defer func() { _ = answers.Unsubscribe() }()
 	if err := conn.PublishRequest(jszSubject, inbox, req); err != nil {
-		return false, fmt.Errorf("reading stream depths: %w", err)
+		return fmt.Errorf("reading stream depths: %w", err)
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	full, answered, want := false, 0, 1
-	for answered < want {
+	var errs []error
+	for answered := 0; answered < p.want; {
 		msg, err := answers.NextMsgWithContext(ctx)
 		if err != nil {
-			return full, fmt.Errorf("reading stream depths: %d of %d NATS server(s) answered %s within %s: %w",
-				answered, want, jszSubject, timeout, err)
+			// The servers that did not answer are not waited for on the next pages.
+			errs = append(errs, fmt.Errorf("reading stream depths: %d of %d NATS server(s) answered %s within %s: %w",
+				answered, p.want, jszSubject, timeout, err))
+			p.want = max(answered, 1)
+			break
 		}
 		var a jszAnswer
-		if err := json.Unmarshal(msg.Data, &a); err != nil {
-			return full, fmt.Errorf("reading stream depths: the answer to %s is not a JSZ report: %w", jszSubject, err)
-		}
-		switch {
+		switch err := json.Unmarshal(msg.Data, &a); {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("reading stream depths: the answer to %s is not a JSZ report: %w", jszSubject, err))
 		case a.Error != nil:
-			return full, fmt.Errorf("reading stream depths: %s (code %d)", a.Error.Description, a.Error.Code)
+			errs = append(errs, fmt.Errorf("reading stream depths: a server answered %s (code %d)", a.Error.Description, a.Error.Code))
 		case a.Data == nil:
-			return full, errors.New("reading stream depths: an answer to " + jszSubject + " without a report")
+			errs = append(errs, errors.New("reading stream depths: an answer to "+jszSubject+" without a report"))
 		case a.Data.Disabled:
 			continue // a server without JetStream holds no stream and is no peer
-		}
-		if a.Data.Meta != nil {
-			want = max(want, a.Data.Meta.Size)
+		default:
+			if a.Data.Meta != nil && offset == 0 {
+				p.want = max(p.want, a.Data.Meta.Size)
+			}
+			p.more = p.more || offset+depthsPage < a.Data.Total
+			a.record(depths)
 		}
 		answered++
-		full = full || len(a.Data.Accounts) == depthsPage
-		for _, acc := range a.Data.Accounts {
-			for _, s := range acc.Streams {
-				if depths[acc.ID] == nil {
-					depths[acc.ID] = map[string]uint64{}
-				}
-				depths[acc.ID][s.Name] = s.State.Msgs
+	}
+	return errors.Join(errs...)
+}
+
+// record adds the answer's streams to depths.
+func (a *jszAnswer) record(depths Depths) {
+	for _, acc := range a.Data.Accounts {
+		for _, s := range acc.Streams {
+			if depths[acc.ID] == nil {
+				depths[acc.ID] = map[string]uint64{}
 			}
+			depths[acc.ID][s.Name] = s.State.Msgs
 		}
 	}
-	return full, nil
 }
