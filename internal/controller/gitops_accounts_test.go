@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"os/exec"
 	"path"
 	"path/filepath"
 	"strings"
@@ -85,17 +84,7 @@ func TestARefusedEvaTenantMintsNoAccount(t *testing.T) {
 func publishFileFolder(t *testing.T, bare, code string) {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
-	run := func(dir string, args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-			"GIT_AUTHOR_NAME=evactl", "GIT_AUTHOR_EMAIL=evactl@example.com",
-			"GIT_COMMITTER_NAME=evactl", "GIT_COMMITTER_EMAIL=evactl@example.com")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
-	}
-	run(filepath.Dir(work), "init", "-q", "--initial-branch", "main", work)
+	runGit(t, filepath.Dir(work), "init", "-q", "--initial-branch", "main", work)
 	foundation := path.Join(render.TenantsDir, render.DirName(code), render.ManifestsFile)
 	if err := os.MkdirAll(filepath.Join(work, filepath.Dir(foundation)), 0o755); err != nil {
 		t.Fatal(err)
@@ -105,7 +94,7 @@ func publishFileFolder(t *testing.T, bare, code string) {
 	if err := os.WriteFile(filepath.Join(work, foundation), []byte(doc), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	run(work, "add", ".")
-	run(work, "commit", "-q", "-m", "tenant file "+code)
-	run(work, "push", "-q", bare, "main")
+	runGit(t, work, "add", ".")
+	runGit(t, work, "commit", "-q", "-m", "tenant file "+code)
+	runGit(t, work, "push", "-q", bare, "main")
 }

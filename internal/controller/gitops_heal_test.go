@@ -134,18 +134,22 @@ func TestGitOpsRepublishesWhatWentMissing(t *testing.T) {
 func forcePushWithout(t *testing.T, bare string, paths ...string) {
 	t.Helper()
 	work := filepath.Join(t.TempDir(), "work")
-	run := func(dir string, args ...string) {
-		cmd := exec.Command("git", args...)
-		cmd.Dir = dir
-		cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
-			"GIT_AUTHOR_NAME=someone", "GIT_AUTHOR_EMAIL=someone@example.com",
-			"GIT_COMMITTER_NAME=someone", "GIT_COMMITTER_EMAIL=someone@example.com")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("git %v: %v\n%s", args, err, out)
-		}
+	runGit(t, filepath.Dir(work), "clone", "-q", "--branch", "main", bare, work)
+	runGit(t, work, append([]string{"rm", "-r", "-q"}, paths...)...)
+	runGit(t, work, "commit", "-q", "--amend", "-m", "clean up by hand")
+	runGit(t, work, "push", "-q", "--force", "origin", "main")
+}
+
+// runGit runs the git command line in dir as someone editing the fleet repository by
+// hand, without the machine's git configuration.
+func runGit(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("git", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
+		"GIT_AUTHOR_NAME=someone", "GIT_AUTHOR_EMAIL=someone@example.com",
+		"GIT_COMMITTER_NAME=someone", "GIT_COMMITTER_EMAIL=someone@example.com")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git %v: %v\n%s", args, err, out)
 	}
-	run(filepath.Dir(work), "clone", "-q", "--branch", "main", bare, work)
-	run(work, append([]string{"rm", "-r", "-q"}, paths...)...)
-	run(work, "commit", "-q", "--amend", "-m", "clean up by hand")
-	run(work, "push", "-q", "--force", "origin", "main")
 }
