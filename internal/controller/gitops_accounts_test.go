@@ -30,9 +30,15 @@ import (
 // or write credentials into the file tenant's namespace, which would let its spec.tier
 // set the file tenant's limits and its decommission close them. Seen failing before
 // the account phase waited for a publish: "the refused EvaTenant made the key Secret
-// eva-nats-account-filaaa".
+// eva-nats-account-filaaa". Both ways an operator makes accounts: for NACK (the account
+// phase) and in direct mode (the streams phase; seen failing without its wait the same
+// way, for FILAAB).
 func TestARefusedEvaTenantMintsNoAccount(t *testing.T) {
-	const code = "FILAAA"
+	t.Run("nack", func(t *testing.T) { refusedEvaTenantMintsNoAccount(t, "FILAAA", false) })
+	t.Run("direct", func(t *testing.T) { refusedEvaTenantMintsNoAccount(t, "FILAAB", true) })
+}
+
+func refusedEvaTenantMintsNoAccount(t *testing.T, code string, direct bool) {
 	bare := newBare(t)
 	publishFileFolder(t, bare, code)
 	ctx := context.Background()
@@ -44,7 +50,7 @@ func TestARefusedEvaTenantMintsNoAccount(t *testing.T) {
 	}
 
 	n := testenv.StartNATSOperator(t, t.TempDir())
-	signer, system := platformNATSSecrets(t, n, "refused")
+	signer, system := platformNATSSecrets(t, n, "refused-"+strings.ToLower(code))
 	ensureFluxNamespace(t)
 	sink := &publish.GitRemote{URL: bare, Branch: "main", CacheDir: filepath.Join(t.TempDir(), "cache")}
 	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
@@ -52,6 +58,7 @@ func TestARefusedEvaTenantMintsNoAccount(t *testing.T) {
 		r.Renderer.Env.Settings.NATSAccounts = true
 		r.Accounts = &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
 			SignerSecret: signer, SystemSecret: system, Config: messaging.Config{URL: n.URL, Timeout: 2 * time.Second}}
+		r.DirectAccounts = direct
 	})
 	intruder := newTenant(newTestNamespace(t), code, evav1.TierPlatform)
 	createTenant(t, intruder)
