@@ -88,6 +88,8 @@ func (r *EvaTenantReconciler) removeAll(ctx context.Context, s *scope, jetStream
 	// next steps still run).
 	if r.directMessaging() && jetStream {
 		record(r.deleteStreams(ctx, t))
+	} else if jetStream {
+		record(r.cutOffWorkloads(ctx, t))
 	}
 	for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 		record(r.deleteRef(ctx, t, evav1.ObjectRef{APIVersion: nackv1beta2.GroupVersion.String(), Kind: "Stream",

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	ctrl "sigs.k8s.io/controller-runtime"
 
@@ -107,6 +108,29 @@ func (r *EvaTenantReconciler) deleteStreams(ctx context.Context, t *evav1.EvaTen
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// cutOffWorkloads cuts the tenant's workloads off the bus as its decommission begins
+// (NACK mode with natsAccounts: direct mode revokes them in deleteStreams), so that
+// NACK, which deletes its streams with the tenant's credentials' Secret, finds a
+// connection free: a new user is written there and the old one revoked
+// (Accounts.CutOffWorkloads). A namespace already gone, or terminating without the
+// Secret, has no NACK Account left to use it: nothing to write.
+func (r *EvaTenantReconciler) cutOffWorkloads(ctx context.Context, t *evav1.EvaTenant) error {
+	if r.Accounts == nil || r.DirectAccounts {
+		return nil
+	}
+	code := t.Spec.CapsuleCode
+	limits := natsaccount.LimitsOf(r.Renderer.Catalog.Tiers[t.Spec.Tier])
+	creds, err := r.Accounts.CutOffWorkloads(ctx, code, tenant.Owner(string(t.UID)), limits)
+	if err != nil || creds == nil {
+		return err
+	}
+	err = r.Accounts.WriteCreds(ctx, code, creds)
+	if apierrors.IsNotFound(err) || apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause) {
+		return nil
+	}
+	return err
 }
 
 func readyCondition(ok bool) *metav1.Condition {

@@ -33,6 +33,14 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 			return ctrl.Result{}, err
 		}
 	}
+	if mv == nil && d.Action == saga.Wait {
+		// Before Flux prunes the Streams, which NACK then deletes (NATS away is said
+		// while the saga waits, and tried again).
+		if err := r.cutOffWorkloads(ctx, s.tenant); err != nil {
+			s.log.Error(err, "cutting the tenant's workloads off the bus")
+			d.Message += "; cutting its workloads off the bus failed: " + err.Error()
+		}
+	}
 	if d.Action == saga.Finish {
 		if mv != nil && r.directMessaging() {
 			// A move's removal of this cell's copy left the streams (direct messaging).

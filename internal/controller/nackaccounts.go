@@ -165,6 +165,10 @@ func (f *NACKAccounts) release(ctx context.Context, code string, account *nackv1
 	if !controllerutil.ContainsFinalizer(account, nackAccountFinalizer) {
 		return ctrl.Result{}, nil
 	}
+	if err := f.cutOffWorkloads(ctx, code, account); err != nil {
+		f.Recorder.Eventf(account, nil, corev1.EventTypeWarning, status.ReasonMessagingDown, "CutOffWorkloads", "%v", err)
+		return ctrl.Result{RequeueAfter: MessagingRetry}, nil
+	}
 	if len(account.Finalizers) > 1 {
 		return ctrl.Result{RequeueAfter: WaitDeletion}, nil
 	}
@@ -188,6 +192,23 @@ func (f *NACKAccounts) release(ctx context.Context, code string, account *nackv1
 	base := account.DeepCopy()
 	controllerutil.RemoveFinalizer(account, nackAccountFinalizer)
 	return ctrl.Result{}, client.IgnoreNotFound(f.Patch(ctx, account, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})))
+}
+
+// cutOffWorkloads cuts a tenant file's workloads off the bus once its Account is being
+// deleted, before NACK deletes its streams with the Account's credentials
+// (Accounts.CutOffWorkloads; an EvaTenant's are cut by its decommission saga). The
+// Secret is written in a namespace that is going, as the Account is: it is there still,
+// held by natsCredsFinalizer.
+func (f *NACKAccounts) cutOffWorkloads(ctx context.Context, code string, account *nackv1beta2.Account) error {
+	tier, ok := f.Catalog.Tiers[evav1.Tier(account.Labels[tenant.LabelTier])]
+	if !ok {
+		return nil // never minted with the label (tierRefusal): nothing is signed with no limits
+	}
+	creds, err := f.Accounts.CutOffWorkloads(ctx, code, tenant.FileOwner, natsaccount.LimitsOf(tier))
+	if err != nil || creds == nil {
+		return err
+	}
+	return f.Accounts.WriteCreds(ctx, code, creds)
 }
 
 // close closes the tenant's account if a tenant file's was made (an EvaTenant's is its

@@ -97,7 +97,9 @@ func applyFileObjects(t *testing.T, code string, edit func(ns, account *unstruct
 // the credentials' Secret with the Streams. NACK deletes a stream with the credentials
 // its Account names then, so the operator holds the Secret until NACK has let the
 // Account go: the streams are deleted from the tenant's account, the account is closed,
-// and nothing is left held.
+// and nothing is left held. The tenant's workloads held every connection its tier
+// allows: cut off (a new user written for NACK, the old one revoked), they keep NACK
+// out no longer. Seen failing without the cut: the Streams kept NACK's finalizer.
 func TestTenantFilePrunedWholeClosesItsAccount(t *testing.T) {
 	n := testenv.StartNATSOperator(t, t.TempDir())
 	signer, system := platformNATSSecrets(t, n, "file-prune")
@@ -122,6 +124,7 @@ func TestTenantFilePrunedWholeClosesItsAccount(t *testing.T) {
 		}
 		return nil
 	})
+	held := holdEveryConnection(t, n.URL, creds, evav1.TierStarter)
 	// What the namespace controller does: every object of the namespace deleted at once.
 	ns := tenant.Namespace(code)
 	for _, obj := range []client.Object{&corev1.Secret{}, &nackv1beta2.Stream{}, &nackv1beta2.Account{}} {
@@ -143,6 +146,7 @@ func TestTenantFilePrunedWholeClosesItsAccount(t *testing.T) {
 		}
 		return nil
 	})
+	cutOff(t, held)
 }
 
 // TestTenantFilesGetTheirAccounts: a tenant file has no EvaTenant; the NACK Account of

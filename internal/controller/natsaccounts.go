@@ -149,7 +149,7 @@ func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsac
 	pub, _ := acct.key.PublicKey()
 	creds := acct.workloadCreds(rotation)
 	if creds == nil {
-		if creds, err = a.issueWorkloadCreds(ctx, code, acct, rotation); err != nil {
+		if creds, err = a.issueWorkloadCreds(ctx, code, acct, rotation, false); err != nil {
 			return pub, nil, err
 		}
 	}
@@ -157,63 +157,6 @@ func (a *Accounts) Ensure(ctx context.Context, code, owner string, limits natsac
 		return pub, nil, err
 	}
 	return pub, creds, nil
-}
-
-// Close shuts the account owner's tenant has (no connection, no JetStream, every user
-// revoked), then forgets its key: credentials anyone kept are refused from then on, and
-// a tenant created again with the code gets a new account. An account never made, or
-// made for another owner (another tenant of the code: an EvaTenant beside a tenant
-// file), is not owner's to close: done.
-func (a *Accounts) Close(ctx context.Context, code, owner string) error {
-	acct, err := a.account(ctx, code)
-	if err != nil || acct == nil || !acct.ownedBy(owner) {
-		return err
-	}
-	pub, _ := acct.key.PublicKey()
-	a.retireClient(code)
-	if err := a.push(ctx, code, pub, natsaccount.Closed, map[string]time.Time{jwt.All: a.now()}); err != nil {
-		return err
-	}
-	if err := a.Client.Delete(ctx, acct.secret); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("deleting the account key of %s: %w", code, err)
-	}
-	a.mu.Lock()
-	delete(a.pushed, code)
-	delete(a.copies, code)
-	delete(a.accounts, code)
-	a.mu.Unlock()
-	return nil
-}
-
-// RevokeWorkloads revokes the user the tenant's workloads hold (decommission, direct
-// mode): they have no business on the bus any more, and their connections, up to the
-// tier's from wherever the credentials were taken, would keep the operator out of the
-// account whose streams it deletes. The server cuts them. The key Secret records the
-// revocation, so later pushes keep it, and no workload user: should the tenant be made
-// Active again, Ensure issues a new one.
-func (a *Accounts) RevokeWorkloads(ctx context.Context, code, owner string, limits natsaccount.Limits) error {
-	acct, err := a.account(ctx, code)
-	if err != nil || acct == nil || !acct.ownedBy(owner) {
-		return err
-	}
-	if acct.workload != "" {
-		acct.revoked[acct.workload] = a.now()
-		revoked, err := json.Marshal(unixTimes(acct.revoked))
-		if err != nil {
-			return err
-		}
-		acct.secret.Data[revokedKey] = revoked
-		delete(acct.secret.Annotations, annotationWorkloadUser)
-		delete(acct.secret.Data, workloadCredsKey)
-		acct.workload = ""
-		if err := a.Client.Update(ctx, acct.secret); err != nil {
-			a.forget(code)
-			return fmt.Errorf("%w of %s: recording its workloads' user revoked: %w", errAccount, code, err)
-		}
-		a.remember(code, acct)
-	}
-	pub, _ := acct.key.PublicKey()
-	return a.push(ctx, code, pub, limits, acct.revoked)
 }
 
 // Open reports whether owner's tenant has an account Close has not closed (its key
@@ -246,8 +189,10 @@ func (a *Accounts) StreamsOf(ctx context.Context, code, owner string) (*messagin
 }
 
 // issueWorkloadCreds issues credentials of a new user for the tenant's workloads,
-// revokes the user they held before, and records both in the key Secret.
-func (a *Accounts) issueWorkloadCreds(ctx context.Context, code string, acct *account, rotation string) ([]byte, error) {
+// revokes the user they held before, and records both in the key Secret, with the new
+// user as the one a decommission cut them off with when cutOff says so
+// (CutOffWorkloads).
+func (a *Accounts) issueWorkloadCreds(ctx context.Context, code string, acct *account, rotation string, cutOff bool) ([]byte, error) {
 	creds, user, err := natsaccount.User(code, "workloads", acct.key, a.now())
 	if err != nil {
 		return nil, err
@@ -265,6 +210,9 @@ func (a *Accounts) issueWorkloadCreds(ctx context.Context, code string, acct *ac
 	}
 	acct.secret.Annotations[annotationWorkloadUser] = user
 	acct.secret.Annotations[annotationRotation] = rotation
+	if cutOff {
+		acct.secret.Annotations[annotationCutOff] = user
+	}
 	acct.secret.Data[workloadCredsKey] = creds
 	if err := a.Client.Update(ctx, acct.secret); err != nil {
 		a.forget(code)

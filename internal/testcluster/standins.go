@@ -42,14 +42,16 @@ func StandInScheme() *runtime.Scheme {
 // the generation it saw; a stream whose object is gone is deleted from JetStream. A
 // Stream naming a NACK Account (spec.account) is made, as NACK makes it, with the
 // credentials of that Account's Secret (in the Stream's namespace) on the server at url;
-// the others with js, NACK's own connection. Every Account is Ready, as NACK's are.
+// the others with js, NACK's own connection. A connection through an Account is closed
+// once its work is done, as NACK's pool closes one a grace period after its last use:
+// each time NACK has work it needs a connection the account allows. Every Account is
+// Ready, as NACK's are.
 // Streams made through an Account, and the Accounts, carry NACK's finalizers as NACK's
 // do: such a Stream's deletion deletes its stream with the credentials its Account names
 // then (none left: it stays, as with NACK), and an Account is let go once no Stream of
 // its namespace names it.
 func RunNACKStandIn(ctx context.Context, c client.Client, js *messaging.Client, url string) {
-	n := &nackStandIn{c: c, js: js, url: url, known: map[string]*messaging.Client{}, conns: map[string]*messaging.Client{}}
-	defer n.close()
+	n := &nackStandIn{c: c, js: js, url: url, known: map[string]bool{}}
 	for ctx.Err() == nil {
 		n.accounts(ctx)
 		n.streams(ctx)
@@ -57,20 +59,13 @@ func RunNACKStandIn(ctx context.Context, c client.Client, js *messaging.Client, 
 	}
 }
 
-// nackStandIn is the state of RunNACKStandIn: the connection each stream was made with
-// (known), and one connection per account's credentials (conns).
+// nackStandIn is the state of RunNACKStandIn: the streams made with NACK's own
+// connection (known), deleted from JetStream once their object is gone.
 type nackStandIn struct {
 	c     client.Client
 	js    *messaging.Client
 	url   string
-	known map[string]*messaging.Client
-	conns map[string]*messaging.Client
-}
-
-func (n *nackStandIn) close() {
-	for _, conn := range n.conns {
-		conn.Close()
-	}
+	known map[string]bool
 }
 
 // NACK's finalizers (nack's internal/controller/types.go).
@@ -133,9 +128,10 @@ func (n *nackStandIn) streams(ctx context.Context) {
 			MaxMsgs: st.Spec.MaxMsgs, MaxBytes: st.Spec.MaxBytes, MaxAge: metav1.Duration{Duration: maxAge}, Replicas: 1}}
 		ready := metav1.Condition{Type: "Ready", Status: metav1.ConditionTrue, Reason: "Created",
 			Message: "stream created in JetStream (NACK stand-in)", ObservedGeneration: st.Generation}
-		conn, err := n.connection(ctx, st)
+		conn, done, err := n.connection(ctx, st)
 		if err == nil {
 			_, err = conn.Ensure(ctx, spec)
+			done()
 		}
 		if err != nil {
 			// As NACK does: the object says why, and the next pass tries again.
@@ -143,16 +139,16 @@ func (n *nackStandIn) streams(ctx context.Context) {
 			if c := apimeta.FindStatusCondition(st.Status.Conditions, "Ready"); c != nil && c.Message == ready.Message {
 				continue
 			}
-		} else {
-			n.known[st.Spec.Name] = conn
+		} else if !throughAccount {
+			n.known[st.Spec.Name] = true
 		}
 		base := st.DeepCopy()
 		st.Status.ObservedGeneration = st.Generation
 		apimeta.SetStatusCondition(&st.Status.Conditions, ready)
 		_ = n.c.Status().Patch(ctx, st, client.MergeFrom(base))
 	}
-	for name, conn := range n.known {
-		if !seen[name] && conn.Delete(ctx, name) == nil {
+	for name := range n.known {
+		if !seen[name] && n.js.Delete(ctx, name) == nil {
 			delete(n.known, name)
 		}
 	}
@@ -164,14 +160,14 @@ func (n *nackStandIn) deleteThroughAccount(ctx context.Context, st *nackv1beta2.
 	if !slices.Contains(st.Finalizers, nackStreamFinalizer) {
 		return
 	}
-	conn, err := n.connection(ctx, st)
+	conn, done, err := n.connection(ctx, st)
 	if err == nil {
 		err = conn.Delete(ctx, st.Spec.Name)
+		done()
 	}
 	if err != nil {
 		return
 	}
-	delete(n.known, st.Spec.Name)
 	n.setFinalizer(ctx, st, nackStreamFinalizer, false)
 }
 
@@ -189,11 +185,21 @@ func (n *nackStandIn) setFinalizer(ctx context.Context, obj client.Object, final
 	_ = n.c.Patch(ctx, obj, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})) // a conflict: next pass
 }
 
-// connection is what NACK makes the stream with: its own, or its Account's.
-func (n *nackStandIn) connection(ctx context.Context, st *nackv1beta2.Stream) (*messaging.Client, error) {
+// connection is what NACK makes the stream with, and the function to call once done
+// with it: its own, or a new one of its Account's.
+func (n *nackStandIn) connection(ctx context.Context, st *nackv1beta2.Stream) (*messaging.Client, func(), error) {
 	if st.Spec.Account == nil || *st.Spec.Account == "" {
-		return n.js, nil
+		return n.js, func() {}, nil
 	}
+	conn, err := n.dialAccount(ctx, st)
+	if err != nil {
+		return nil, nil, err
+	}
+	return conn, conn.Close, nil
+}
+
+// dialAccount connects with the credentials the Stream's Account names now.
+func (n *nackStandIn) dialAccount(ctx context.Context, st *nackv1beta2.Stream) (*messaging.Client, error) {
 	var account nackv1beta2.Account
 	if err := n.c.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: *st.Spec.Account}, &account); err != nil {
 		return nil, fmt.Errorf("get account %s: %w", *st.Spec.Account, err)
@@ -205,12 +211,7 @@ func (n *nackStandIn) connection(ctx context.Context, st *nackv1beta2.Stream) (*
 	if err := n.c.Get(ctx, client.ObjectKey{Namespace: st.Namespace, Name: account.Spec.Creds.Secret.Name}, &secret); err != nil {
 		return nil, fmt.Errorf("account %s: %w", account.Name, err)
 	}
-	creds := secret.Data[account.Spec.Creds.File]
-	key := st.Namespace + "/" + string(creds)
-	if conn := n.conns[key]; conn != nil {
-		return conn, nil
-	}
-	user, err := natsaccount.CredsOption(creds)
+	user, err := natsaccount.CredsOption(secret.Data[account.Spec.Creds.File])
 	if err != nil {
 		return nil, fmt.Errorf("account %s: %w", account.Name, err)
 	}
@@ -223,7 +224,6 @@ func (n *nackStandIn) connection(ctx context.Context, st *nackv1beta2.Stream) (*
 		nc.Close()
 		return nil, err
 	}
-	n.conns[key] = conn
 	return conn, nil
 }
 
