@@ -147,7 +147,7 @@ func objectKey(v any, i int) string {
 // diffValues appends the leaves that differ under field (key is its last part, for the
 // redactor).
 func diffValues(field, key string, a, b any, redact Redactor, out *[]FieldChange) {
-	if redact != nil && (redact(key, a) != "" || redact(key, b) != "") {
+	if wholly(key, a, redact) || wholly(key, b, redact) {
 		// A container named as a secret is one value: nothing under it is shown.
 		leaf(field, key, a, b, redact, out)
 		return
@@ -176,6 +176,32 @@ func diffValues(field, key string, a, b any, redact Redactor, out *[]FieldChange
 		return
 	}
 	leaf(field, key, a, b, redact, out)
+}
+
+// wholly says whether v, under key, is redacted as one value: the redactor flags it
+// and, for a map or list, none of its children on its own (the key itself names a
+// secret: credentials: {user: admin}). A container flagged for a child is searched
+// for the flagged values themselves, as Redact searches a file: one secret-looking
+// value hides itself, never its neighbours.
+func wholly(key string, v any, redact Redactor) bool {
+	if redact == nil || redact(key, v) == "" {
+		return false
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		for k, child := range x {
+			if redact(k, child) != "" {
+				return false
+			}
+		}
+	case []any:
+		for _, item := range x {
+			if redact(key, item) != "" { // a list's items stand under its key
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // leaf appends field when its two values differ.

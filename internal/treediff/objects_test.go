@@ -4,6 +4,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/aidonow/eva/internal/tenant"
 )
 
 // TestObjectSummary: a changed file is reported object by object, with the fields that
@@ -73,5 +75,59 @@ metadata:
 				}
 			}
 		}
+	}
+}
+
+// TestObjectSummaryRedactsEachValue: one secret-looking value in a release hides itself,
+// never its neighbours: a replicaCount change beside a token is shown, the token's own
+// change is said without its value. Seen failing before: the whole object was one
+// "<redacted …> (redacted, changed)".
+func TestObjectSummaryRedactsEachValue(t *testing.T) {
+	old := `apiVersion: helm.toolkit.fluxcd.io/v2
+kind: HelmRelease
+metadata:
+  name: crm
+  namespace: eva-tenant-globex
+spec:
+  values:
+    replicaCount: 2
+    secretMounts:
+      - name: db
+        secretName: globex-db
+        revision: 0f3a9c2e71b4d856
+    integrations:
+      githubToken: ghp_0123456789abcdefghijABCDEFGHIJ012345
+      region: eu
+`
+	new := strings.NewReplacer("replicaCount: 2", "replicaCount: 3", "region: eu", "region: us",
+		"ghp_0123456789abcdefghijABCDEFGHIJ012345", "ghp_9876543210abcdefghijABCDEFGHIJ012345").Replace(old)
+	r := Compare(map[string][]byte{"tenants/globex/workloads/manifests.yaml": []byte(old)},
+		map[string][]byte{"tenants/globex/workloads/manifests.yaml": []byte(new)},
+		func(p string) string { return strings.Split(p, "/")[1] }, tenant.SecretReason)
+	if len(r.Objects) != 1 {
+		t.Fatalf("objects %+v, want the release", r.Objects)
+	}
+	got := map[string]string{}
+	for _, f := range r.Objects[0].Fields {
+		got[f.Field] = f.Old + " → " + f.New
+	}
+	want := map[string]string{
+		"spec.values.replicaCount":             "2 → 3",
+		"spec.values.integrations.region":      "eu → us",
+		"spec.values.integrations.githubToken": "",
+	}
+	for field, change := range want {
+		c, ok := got[field]
+		switch {
+		case !ok:
+			t.Errorf("field %s not shown; fields %v", field, got)
+		case change != "" && c != change:
+			t.Errorf("field %s: %s, want %s", field, c, change)
+		case change == "" && (!strings.Contains(c, "<redacted") || strings.Contains(c, "ghp_")):
+			t.Errorf("field %s: %s, want it redacted", field, c)
+		}
+	}
+	if len(got) != len(want) {
+		t.Errorf("fields %v, want only %v", got, want)
 	}
 }
