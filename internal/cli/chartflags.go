@@ -33,21 +33,15 @@ func (c *chartFlags) bind(f *pflag.FlagSet) {
 	f.BoolVar(&c.verify, "verify-charts", true, "check every tenant's module values against its chart with the Helm SDK")
 }
 
-// validateEnvironment stands in for an environment when validate runs without the
-// overlays folder: values depend on the environment only through the tenant's host.
-const validateEnvironment = `domain: validate.invalid
-chartSource: {name: charts}
-gitopsSource: {name: gitops}
-seedImage: validate.invalid/seeder:0
-`
-
 // check adds to res the problems the module charts find: in the tenants' values, and in
-// the chart versions the release files name.
-func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *tenantfile.Result, releases []*rolloutfile.File) error {
+// the chart versions the release files name, with the values of env (envErr: why there
+// is none).
+func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *tenantfile.Result, releases []*rolloutfile.File,
+	env *overlay.Environment, envErr error) error {
 	if !c.verify || !res.Valid() {
 		return nil
 	}
-	checker, env, err := c.load(cmd)
+	checker, err := c.load(cmd, env, envErr)
 	if err != nil || checker == nil {
 		return err
 	}
@@ -61,30 +55,23 @@ func (c *chartFlags) check(cmd *cobra.Command, catalog *tenant.Catalog, res *ten
 // load loads the module charts, with the environment's chart source for the versions
 // the folder does not hold. Defaults that do not exist (run outside a checkout of the
 // platform repository) skip the check with a note (a nil checker); folders named
-// explicitly must exist.
-func (c *chartFlags) load(cmd *cobra.Command) (*chartcheck.Checker, *overlay.Environment, error) {
-	flags := cmd.Flags()
-	if !hasCharts(cmd, c.charts) && !flags.Changed("charts") {
+// explicitly must exist. The values are checked in env: without one (envErr says why),
+// nothing stands in for it.
+func (c *chartFlags) load(cmd *cobra.Command, env *overlay.Environment, envErr error) (*chartcheck.Checker, error) {
+	if !hasCharts(cmd, c.charts) && !cmd.Flags().Changed("charts") {
 		fmt.Fprintf(cmd.ErrOrStderr(), "note: not checked against the module charts: no %s folder (pass --charts)\n", c.charts)
-		return nil, nil, nil
+		return nil, nil
+	}
+	if env == nil {
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w: the module values are checked as the environment renders them "+
+			"(pass --overlays and --env, or --verify-charts=false)", envErr)}
 	}
 	checker, err := loadCharts(cmd, c.charts)
 	if err != nil {
-		return nil, nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
-	}
-	env, err := loadEnvironment(cmd, c.overlays, c.env)
-	if err != nil {
-		if flags.Changed("overlays") || flags.Changed("env") {
-			return nil, nil, &ExitError{Code: ExitUsage, Err: err}
-		}
-		settings, serr := overlay.ParseSettings([]byte(validateEnvironment))
-		if serr != nil {
-			return nil, nil, serr
-		}
-		env = &overlay.Environment{Name: "validate", Settings: *settings}
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (or pass --verify-charts=false)", err)}
 	}
 	checker.SetFetcher(chartFetcher(cmd.Context(), env))
-	return checker, env, nil
+	return checker, nil
 }
 
 // chartFetcher pulls published chart versions the charts folder does not hold from the

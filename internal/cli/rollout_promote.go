@@ -49,7 +49,8 @@ func (o *releaseFileOptions) checkVersions(cmd *cobra.Command, catalog *tenant.C
 	if !o.charts.verify {
 		return nil
 	}
-	checker, _, err := o.charts.load(cmd)
+	env, envErr := loadEnvironment(cmd, o.charts.overlays, o.charts.env)
+	checker, err := o.charts.load(cmd, env, envErr)
 	if err != nil || checker == nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/rolloutfile"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/tenantfile"
@@ -33,7 +35,9 @@ Each tenant's module values are then merged as render merges them (catalog, tier
 capsule identity, helmValues, the --env overlay's patches) and checked against the
 module charts (values.schema.json and templates, with the Helm SDK), each failure
 pointed at the line that set the value: what validate accepts, render accepts. The
-chart check is skipped, with a note, when the default charts/ folder is absent.
+chart check is skipped, with a note, when the default charts/ folder is absent; it
+needs the environment (--overlays, --env), whose environment.yaml is checked as
+tenant files are, each problem at its line.
 
 Tenant files must be regular files of at most 256 KiB: symbolic links (inside or
 outside the folder) are refused without being read, as are custom YAML tags, server-set
@@ -69,8 +73,14 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			res.Problems = append(res.Problems, releaseProblems...)
 			tenantfile.SortProblems(res.Problems)
 			// Encrypted Secrets must be decryptable in the environment, when there is one
-			// to check against (validate also runs outside a platform checkout).
-			if env, err := loadEnvironment(cmd, charts.overlays, charts.env); err == nil {
+			// to check against (validate also runs outside a platform checkout). A
+			// settings file that is there but refused is a problem like a tenant's.
+			env, envErr := loadEnvironment(cmd, charts.overlays, charts.env)
+			var refused *overlay.SettingsError
+			if errors.As(envErr, &refused) {
+				res.Problems = append(res.Problems, refused.Problems...)
+				tenantfile.SortProblems(res.Problems)
+			} else if err := envErr; err == nil {
 				res.Problems = append(res.Problems, secretProblems(res, env)...)
 				res.Problems = append(res.Problems, reservedProblems(res, env)...)
 				res.Problems = append(res.Problems, entitlementProblems(res, env)...)
@@ -84,7 +94,7 @@ Exit status: 0 valid, 1 invalid, 2 usage error.`,
 			} else if len(res.Secrets) > 0 && (cmd.Flags().Changed("overlays") || cmd.Flags().Changed("env")) {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
-			if err := charts.check(cmd, catalog, res, releases); err != nil {
+			if err := charts.check(cmd, catalog, res, releases, env, envErr); err != nil {
 				return err
 			}
 			if err := writeProblems(cmd.OutOrStdout(), cmd.ErrOrStderr(), output, res); err != nil {

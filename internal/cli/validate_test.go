@@ -556,14 +556,54 @@ func TestEnvironmentReservesCodes(t *testing.T) {
 }
 
 // TestValidateRefusesAnEnvironmentItCannotLoad: --env names the environment to check
-// against; one that does not load (a setting this evactl does not know) is a usage
-// error, never a silent skip of its checks.
+// against; one that does not load (a setting this evactl does not know) is a problem
+// of its file, at its line, with the name it was meant to be, never a silent skip of
+// its checks.
 func TestValidateRefusesAnEnvironmentItCannotLoad(t *testing.T) {
 	overlays := devOverlaysWith(t, "reservedCodez: [ACMECO]\n")
+	envFile := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
+	data, _ := os.ReadFile(envFile)
+	line := strings.Count(string(data), "\n")
 	dir := writeFiles(t, map[string]string{"ACMECO.yaml": validTenant})
-	code, _, stderr := runValidate(t, dir, "--overlays", overlays, "--env", "dev", "--verify-charts=false")
-	if code != ExitUsage || !strings.Contains(stderr, "reservedCodez") {
-		t.Fatalf("exit %d, stderr:\n%s", code, stderr)
+	code, stdout, stderr := runValidate(t, dir, "--overlays", overlays, "--env", "dev", "--verify-charts=false")
+	want := fmt.Sprintf("%s:%d:1: reservedCodez: unknown field (did you mean \"reservedCodes\"?)", envFile, line)
+	if code != ExitInvalid || !strings.Contains(stdout, want) {
+		t.Fatalf("exit %d, want %d and %s; stdout:\n%s\nstderr:\n%s", code, ExitInvalid, want, stdout, stderr)
+	}
+}
+
+// TestValidateChecksTheFleetsEnvironment: in a fleet made by init, validate with no
+// flags checks overlays/dev/tenant/environment.yaml as it checks tenant files, and
+// render says the same at the same line. Seen failing before: a misspelt domain passed
+// validate (exit 0, the chart check run in a built-in environment) while render failed
+// with a JSON error and no line.
+func TestValidateChecksTheFleetsEnvironment(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	home := t.TempDir()
+	t.Chdir(home)
+	if code, out := runEvactl(t, "init", "fleet", "--domain", "dev.acme.test", "--owners", "@acme/platform"); code != ExitOK {
+		t.Fatalf("init: exit %d\n%s", code, out)
+	}
+	t.Chdir(filepath.Join(home, "fleet"))
+	envFile := filepath.Join("overlays", "dev", "tenant", "environment.yaml")
+	data, err := os.ReadFile(envFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := strings.Index(string(data), "\ndomain:")
+	if at < 0 {
+		t.Fatalf("no domain in %s:\n%s", envFile, data)
+	}
+	line := strings.Count(string(data[:at+1]), "\n") + 1
+	if err := os.WriteFile(envFile, []byte(strings.Replace(string(data), "\ndomain:", "\ndomian:", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	want := fmt.Sprintf("%s:%d:1: domian: unknown field (did you mean \"domain\"?)", envFile, line)
+	if code, out := runEvactl(t, "validate"); code != ExitInvalid || !strings.Contains(out, want) {
+		t.Fatalf("validate: exit %d, want %d and %s:\n%s", code, ExitInvalid, want, out)
+	}
+	if code, out := runEvactl(t, "render", "--out", filepath.Join(t.TempDir(), "out"), "--git=false", "-q"); code == ExitOK || !strings.Contains(out, want) {
+		t.Fatalf("render: exit %d, want %s:\n%s", code, want, out)
 	}
 }
 

@@ -254,7 +254,7 @@ func load(dir *overlayDir, name string) (*Environment, error) {
 	}
 	settings, err := ParseSettings(data)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", dir.join(SettingsFile), err)
+		return nil, settingsError(dir.join(SettingsFile), data, err)
 	}
 	sum := sha256.New()
 	writeDigestPart(sum, []byte(name))

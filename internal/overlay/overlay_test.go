@@ -1,6 +1,7 @@
 package overlay
 
 import (
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -127,4 +128,35 @@ func TestPatchErrors(t *testing.T) {
 
 func resID(kind, name string) resid.ResId {
 	return resid.ResId{Gvk: resid.Gvk{Kind: kind}, Name: name}
+}
+
+// TestSettingsErrorsSayWhere: a refused environment.yaml is reported as tenant files are,
+// file:line:col: field: message, a misspelt key with the name it was meant to be, a
+// refused value at its own line, a required one at its object. Seen failing before:
+// "decoding: error unmarshaling JSON: … unknown field \"domian\"", no line.
+func TestSettingsErrorsSayWhere(t *testing.T) {
+	const valid = "domain: a.com\nseedImage: x\nchartSource: {name: c}\ngitopsSource: {name: g}\n"
+	cases := map[string]struct{ yaml, want string }{
+		"misspelt key":   {strings.Replace(valid, "domain:", "domian:", 1), `environment.yaml:1:1: domian: unknown field (did you mean "domain"?)`},
+		"wrong type":     {valid + "natsAccounts: yes please\n", `environment.yaml:5:15: natsAccounts: expected true or false`},
+		"duplicate key":  {valid + "seedImage: y\n", `environment.yaml:5:1: seedImage: duplicate key (first set on line 2)`},
+		"refused value":  {valid + "releaseTimeout: 5s\n", `environment.yaml:5:17: releaseTimeout: 5s: must be between 10s and 1h`},
+		"nested value":   {valid + "natsAccounts: true\nnatsConsumer:\n  subjects: [events.>, orders.>]\n", `environment.yaml:7:24: natsConsumer.subjects[1]: `},
+		"required value": {strings.Replace(valid, "seedImage: x\n", "", 1), `environment.yaml:1:1: seedImage: required`},
+	}
+	for name, tc := range cases {
+		root := t.TempDir()
+		dir := filepath.Join(root, "dev", "tenant")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, SettingsFile), []byte(tc.yaml), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err := Load(root, "dev")
+		var se *SettingsError
+		if !errors.As(err, &se) || !strings.Contains(err.Error(), filepath.Join(dir, tc.want)) {
+			t.Errorf("%s: err = %v, want %s", name, err, tc.want)
+		}
+	}
 }

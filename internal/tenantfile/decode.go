@@ -190,6 +190,17 @@ func (d *decoder) decode(n *yaml.Node, t reflect.Type, p *field.Path) (any, bool
 			return nil, false
 		}
 		return v, true
+	case reflect.Float32, reflect.Float64:
+		// Tenant files hold none; the other files DecodeStrict reads may.
+		if n.Kind != yaml.ScalarNode || n.Tag != "!!int" && n.Tag != "!!float" {
+			d.fail(n, p, "expected a number, got %s", describe(n))
+			return nil, false
+		}
+		v, ok := scalarValue(n)
+		if !ok {
+			d.fail(n, p, "%s", unreadable(n))
+		}
+		return v, ok
 	case reflect.Interface:
 		return d.decodeAny(n, p, 0)
 	}

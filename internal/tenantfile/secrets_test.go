@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/testenv"
 )
@@ -185,26 +184,4 @@ func TestLoadRequiresTheSecretsMountsName(t *testing.T) {
 	write(dir, "ACMECO.yaml", string(tenantFile))
 	write(dir, "GLOBEX.crm-database.sops.yaml", strings.ReplaceAll(strings.ReplaceAll(fixture(t), "acmeco", "globex"), "ACMECO", "GLOBEX"))
 	want(load(dir), "", 0, "belongs to tenant GLOBEX")
-}
-
-func TestCheckRecipients(t *testing.T) {
-	s, problems := ParseSecret("tenants/ACMECO.crm-database.sops.yaml", []byte(fixture(t)))
-	if len(problems) > 0 {
-		t.Fatal(problems)
-	}
-	own := func(recipients ...string) func(string, []string) string {
-		return (&overlay.Secrets{KeySecretPrefix: "sops-age-", Recipients: map[string][]string{"ACMECO": recipients}}).CheckFor
-	}
-	if p := CheckRecipients([]*SecretFile{s}, own(s.Recipients...), "dev"); len(p) > 0 {
-		t.Errorf("its own recipient: %v", p)
-	}
-	other := "age1" + strings.Repeat("q", 58)
-	if p := CheckRecipients([]*SecretFile{s}, own(other), "prod"); len(p) != 1 ||
-		!strings.Contains(p[0].Message, "environment prod: not encrypted for any age recipient of tenant ACMECO") || p[0].Field != "sops.age" {
-		t.Errorf("another key of the tenant: %v", p)
-	}
-	globex := (&overlay.Secrets{KeySecretPrefix: "sops-age-", Recipients: map[string][]string{"ACMECO": {other}, "GLOBEX": s.Recipients}}).CheckFor
-	if p := CheckRecipients([]*SecretFile{s}, globex, "dev"); len(p) != 1 || !strings.Contains(p[0].Message, "a recipient of tenant GLOBEX") {
-		t.Errorf("encrypted for another tenant's key: %v", p)
-	}
 }
