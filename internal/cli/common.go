@@ -17,6 +17,7 @@ import (
 	"github.com/aidonow/eva/internal/chartcheck"
 	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/publish"
+	"github.com/aidonow/eva/internal/placement"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/rendercache"
 	"github.com/aidonow/eva/internal/rollout"
@@ -132,14 +133,26 @@ type job struct {
 	// allReused says no tenant file was read: each is unchanged on disk since the
 	// cached render.
 	allReused bool
-	// placed maps each tenant's code to its cell, in an environment with cells.
+	// placed maps each tenant's code to its cell, in an environment with cells; use is
+	// what each cell's tenants claim then.
 	placed map[string]string
+	use    map[string]*placement.Use
 	// cellTrees are the cells' published trees placement read, by cell name.
 	cellTrees map[string]map[string][]byte
 	// treeRevisions are the revisions the cells' trees were read at, by cell name.
 	treeRevisions map[string]string
 	// moves are the tenant files moving between cells, by code (cellmoves.go).
 	moves map[string]*fileMove
+}
+
+// filesRefused is what stopped a render: the files' problems (printed already), which
+// diff -o markdown shows in the preview.
+type filesRefused struct {
+	problems []tenantfile.Problem
+}
+
+func (e *filesRefused) Error() string {
+	return fmt.Sprintf("%d problem(s) in the tenant files; nothing was rendered", len(e.problems))
 }
 
 // prepare loads the catalog, the environment and the tenants, refusing (and printing
@@ -194,7 +207,8 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
-	j := &job{r: &render.Renderer{Catalog: catalog, Env: env, Charts: lock}, placed: placed.Cells, cellTrees: published.trees, treeRevisions: published.revisions, moves: moves}
+	j := &job{r: &render.Renderer{Catalog: catalog, Env: env, Charts: lock}, placed: placed.Cells, use: placed.Use,
+		cellTrees: published.trees, treeRevisions: published.revisions, moves: moves}
 	releases, problems, err := rolloutfile.Load(ri.rollouts, catalog)
 	if err != nil {
 		return nil, &ExitError{Code: ExitUsage, Err: err}
@@ -211,7 +225,7 @@ func prepareWith(cmd *cobra.Command, opts *options, ri *renderInputs, ru *reuse)
 	tenantfile.SortProblems(res.Problems)
 	if !res.Valid() {
 		printProblems(stderr, res.Problems)
-		return nil, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(res.Problems))}
+		return nil, &ExitError{Code: ExitInvalid, Err: &filesRefused{problems: res.Problems}}
 	}
 	j.files, j.stderr = res, stderr
 	// Files (res.Known) is filled in when the cache is saved: a render that changed

@@ -7,6 +7,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/aidonow/eva/internal/overlay"
+	"github.com/aidonow/eva/internal/prview"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/tenant"
 	"github.com/aidonow/eva/internal/treediff"
@@ -25,7 +26,10 @@ func newDiffCommand(opts *options) *cobra.Command {
 changed and removed, and for each the objects and fields that differ
 (HelmRelease eva-tenant-acmeco/crm: spec.values.replicaCount 3 → 4); --unified adds a unified
 diff of every file. Fields that are Eva's bookkeeping (spec digests, Flux reconcile
-requests) are counted, and listed with --bookkeeping.
+requests) are counted, and listed with --bookkeeping. -o markdown writes the preview a
+pull request shows (the workflow evactl init writes posts it): the tenants by wave and
+cell, the objects and fields by kind, each cell's room after the change, and what is
+refused, at its file and line.
 
 The checks publish runs against the published tree run here too: a render that removes
 a tenant whose published bundle is not Decommissioned, or most of the fleet, or that
@@ -45,7 +49,7 @@ command also exits 1 when something differs (for CI).`,
 			if targets != 1 {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("name exactly one of --dir, --repo or --ref")}
 			}
-			if err := checkOutput(output); err != nil {
+			if err := checkDiffOutput(output); err != nil {
 				return err
 			}
 			var g *publish.GitRemote
@@ -65,7 +69,7 @@ command also exits 1 when something differs (for CI).`,
 			}
 			j, err := prepare(cmd, opts, &inputs)
 			if err != nil {
-				return err
+				return writeRefusedPreview(cmd.OutOrStdout(), output, inputs.env, err)
 			}
 			if g != nil {
 				j.r.TreePath = g.Path // rendered as publish git renders it
@@ -73,7 +77,7 @@ command also exits 1 when something differs (for CI).`,
 			if j.hasCells() {
 				j.reportMoves(cmd.ErrOrStderr())
 				report, refused := diffCells(j, cellPaths, publish.Safety{AllowMassDelete: allowMassDelete})
-				return finishDiff(cmd, output, report, refused, unifiedDiff, showBookkeeping, exitCode)
+				return finishDiff(cmd, output, j, report, refused, unifiedDiff, showBookkeeping, exitCode)
 			}
 			files, _, err := j.renderAll()
 			if err != nil {
@@ -92,7 +96,7 @@ command also exits 1 when something differs (for CI).`,
 			report := treediff.Compare(published, rendered, publish.TenantOf, tenant.SecretReason)
 			// What publish would refuse after the merge, the pull request is refused now.
 			_, refused := publish.Preview(published, publish.FullUpdate(files), publish.Safety{AllowMassDelete: allowMassDelete})
-			return finishDiff(cmd, output, report, refused, unifiedDiff, showBookkeeping, exitCode)
+			return finishDiff(cmd, output, j, report, refused, unifiedDiff, showBookkeeping, exitCode)
 		},
 	}
 	f := cmd.Flags()
@@ -105,18 +109,20 @@ command also exits 1 when something differs (for CI).`,
 	f.BoolVar(&allowMassDelete, "allow-mass-delete", false, "as publish --allow-mass-delete: do not fail when the render removes most (or all) published tenants")
 	f.BoolVar(&unifiedDiff, "unified", false, "also print a unified diff of every file that differs")
 	f.BoolVar(&showBookkeeping, "bookkeeping", false, "also list the fields that are Eva's bookkeeping (spec digests, Flux reconcile requests)")
-	f.StringVarP(&output, "output", "o", "text", "output format: text, json or yaml")
+	f.StringVarP(&output, "output", "o", "text", "output format: text, json, yaml, or markdown (the pull-request preview: tenants by wave and cell, objects by kind, cells' room, refusals)")
 	return cmd
 }
 
 // finishDiff prints the report and decides the exit status: 1 when publish would refuse
 // the render, or (with exitCode) when something differs.
-func finishDiff(cmd *cobra.Command, output string, report *treediff.Report, refused error, unifiedDiff, showBookkeeping, exitCode bool) error {
+func finishDiff(cmd *cobra.Command, output string, j *job, report *treediff.Report, refused error, unifiedDiff, showBookkeeping, exitCode bool) error {
 	out := cmd.OutOrStdout()
 	if report == nil {
 		return refused
 	}
-	if output != "text" {
+	if output == "markdown" {
+		fmt.Fprint(out, prview.Markdown(previewOf(j, report, refused)))
+	} else if output != "text" {
 		if err := writeStructured(out, output, diffOutput{Report: report, PublishRefusal: errorText(refused)}); err != nil {
 			return err
 		}

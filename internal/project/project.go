@@ -153,7 +153,7 @@ var releaseRE = regexp.MustCompile(`^v?[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$
 func check(name string, root *yaml.Node, f *File) []tenantfile.Problem {
 	var problems []tenantfile.Problem
 	add := func(field, msg string) {
-		line, col := position(root, field)
+		line, col := tenantfile.Locate(root, field)
 		problems = append(problems, tenantfile.Problem{File: name, Line: line, Column: col, Field: field, Message: msg})
 	}
 	if f.APIVersion != APIVersion {
@@ -172,17 +172,6 @@ func check(name string, root *yaml.Node, f *File) []tenantfile.Problem {
 	}
 	tenantfile.SortProblems(problems)
 	return problems
-}
-
-// position is the line and column of key's value in the mapping root (its own when
-// it has none).
-func position(root *yaml.Node, key string) (int, int) {
-	for i := 0; i+1 < len(root.Content); i += 2 {
-		if root.Content[i].Value == key {
-			return root.Content[i+1].Line, root.Content[i+1].Column
-		}
-	}
-	return max(root.Line, 1), max(root.Column, 1)
 }
 
 // folder joins a folder of the project file (or its default) to the file's folder.

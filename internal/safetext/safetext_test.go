@@ -73,3 +73,21 @@ func FuzzEscape(f *testing.F) {
 		}
 	})
 }
+
+// TestMarkdown: text from a tenant file opens nothing in a pull-request comment: no
+// tag, link, code span, table cell, mention, issue reference or autolink.
+func TestMarkdown(t *testing.T) {
+	for in, want := range map[string]string{
+		"replicaCount":                  "replicaCount",
+		"spec.values.a/b-c, d":          "spec&#46;values&#46;a/b-c, d",
+		"<img src=x onerror=alert(1)>":  "&#60;img src&#61;x onerror&#61;alert&#40;1&#41;&#62;",
+		"[x](https://evil.example)":     "&#91;x&#93;&#40;https&#58;//evil&#46;example&#41;",
+		"a | b `c` @team #1 *e* _f_ ~g": "a &#124; b &#96;c&#96; &#64;team &#35;1 &#42;e&#42; &#95;f&#95; &#126;g",
+		"line\nbreak &amp;":             "line&#92;nbreak &#38;amp&#59;",
+		"www.evil.example":              "www&#46;evil&#46;example",
+	} {
+		if got := Markdown(in); got != want {
+			t.Errorf("Markdown(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
