@@ -47,7 +47,7 @@ command also exits 1 when something differs (for CI).`,
 				}
 			}
 			if targets != 1 {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("name exactly one of --dir, --repo or --ref")}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("name exactly one of --dir, --repo or --ref (or set publish: in eva.yaml)")}
 			}
 			if err := checkDiffOutput(output); err != nil {
 				return err

@@ -65,11 +65,59 @@ func useFleet(cmd *cobra.Command) error {
 			return fmt.Errorf("--%s from %s: %w", name, f.Path, err)
 		}
 	}
+	if err := useFleetTarget(cmd, f); err != nil {
+		return err
+	}
 	ctx := cmd.Context()
 	if ctx == nil {
 		ctx = context.Background()
 	}
 	cmd.SetContext(context.WithValue(ctx, fleetKey{}, f))
+	return nil
+}
+
+// targetFlags name where a command reads or writes the published render: the fleet's
+// publish target stands in for them only when none is given.
+var targetFlags = []string{"repo", "ref", "dir", "published"}
+
+// useFleetTarget makes the project file's environment and publish target the defaults
+// of --env and of --repo, --branch and --path (or --ref), as its folders are of the
+// folder flags: the pull-request workflow and a platform engineer run the same
+// commands without naming them.
+func useFleetTarget(cmd *cobra.Command, f *project.Fleet) error {
+	set := func(name, value string) error {
+		fl := cmd.Flags().Lookup(name)
+		if fl == nil || fl.Changed || value == "" {
+			return nil
+		}
+		if err := fl.Value.Set(value); err != nil {
+			return fmt.Errorf("--%s from %s: %w", name, f.Path, err)
+		}
+		return nil
+	}
+	if fl := cmd.Flags().Lookup("env"); fl != nil && fl.DefValue == "dev" {
+		if err := set("env", f.Environment); err != nil {
+			return err
+		}
+	}
+	p := f.Publish
+	if p == nil || slices.ContainsFunc(targetFlags, func(name string) bool {
+		fl := cmd.Flags().Lookup(name)
+		return fl != nil && fl.Changed
+	}) {
+		return nil
+	}
+	if cmd.Flags().Lookup("repo") == nil && cmd.Flags().Lookup("ref") == nil {
+		return nil
+	}
+	for name, value := range map[string]string{"repo": p.Repo, "branch": p.Branch, "path": p.Path, "ref": p.Ref} {
+		if p.Ref != "" && name != "ref" || p.Repo != "" && name == "ref" {
+			continue // an OCI target sets no git flag, a git one no --ref
+		}
+		if err := set(name, value); err != nil {
+			return err
+		}
+	}
 	return nil
 }
 

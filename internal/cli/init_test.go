@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -150,5 +151,43 @@ func TestInitRefusesALinkedFolder(t *testing.T) {
 				t.Fatal("init wrote eva.yaml into a folder it refused")
 			}
 		})
+	}
+}
+
+// TestTheFleetsPublishTarget: eva.yaml's environment and publish target are what
+// publish git, diff and validate use when no flag names them; a target flag replaces
+// the whole target. Seen failing before: publish git without --repo was a usage error
+// in every fleet.
+func TestTheFleetsPublishTarget(t *testing.T) {
+	t.Setenv("XDG_CACHE_HOME", t.TempDir())
+	home := t.TempDir()
+	t.Chdir(home)
+	if code, out := runEvactl(t, "init", "fleet", "--env", "staging", "--domain", "staging.acme.test", "--owners", "@acme/platform"); code != ExitOK {
+		t.Fatalf("init: exit %d\n%s", code, out)
+	}
+	t.Chdir(filepath.Join(home, "fleet"))
+	bare := filepath.Join(t.TempDir(), "published.git")
+	if _, err := git.PlainInit(bare, true); err != nil {
+		t.Fatal(err)
+	}
+	project, _ := os.ReadFile("eva.yaml")
+	if !strings.Contains(string(project), "environment: staging\n") {
+		t.Fatalf("init wrote no environment into eva.yaml:\n%s", project)
+	}
+	project = append(project, fmt.Sprintf("publish:\n  repo: %s\n  path: clusters/staging\n", bare)...)
+	if err := os.WriteFile("eva.yaml", project, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if code, out := runEvactl(t, "publish", "git", "-q", "--cache-dir", filepath.Join(t.TempDir(), "cache")); code != ExitOK {
+		t.Fatalf("publish git with eva.yaml's target: exit %d\n%s", code, out)
+	}
+	if manifests := gitOut(t, bare, "show", "main:clusters/staging/tenants/exampl/workloads/manifests.yaml"); !strings.Contains(manifests, "exampl.staging.acme.test") {
+		t.Fatalf("not published in eva.yaml's environment below its path:\n%s", manifests)
+	}
+	if code, out := runEvactl(t, "diff", "--exit-code", "--cache-dir", filepath.Join(t.TempDir(), "cache")); code != ExitOK || !strings.Contains(out, "no changes") {
+		t.Fatalf("diff against eva.yaml's target: exit %d\n%s", code, out)
+	}
+	if code, out := runEvactl(t, "diff", "--dir", t.TempDir()); code != ExitOK || !strings.Contains(out, "+ EXAMPL (added)") {
+		t.Fatalf("diff --dir replaces eva.yaml's target: exit %d\n%s", code, out)
 	}
 }

@@ -117,7 +117,7 @@ func orDefault(v, def string) string {
 
 func (g *gitTarget) remote(author publish.Author, subject string) (*publish.GitRemote, error) {
 	if g.repo == "" {
-		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--repo is required")}
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--repo is required (or set publish: repo: in eva.yaml)")}
 	}
 	if safetext.HasCredentials(g.repo) {
 		// Arguments show in process lists, shell history and CI logs, and the URL would be
@@ -159,7 +159,7 @@ func (o *ociTarget) bind(f *pflag.FlagSet) {
 
 func (o *ociTarget) sink() (*publish.OCI, error) {
 	if o.ref == "" {
-		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--ref is required")}
+		return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--ref is required (or set publish: ref: in eva.yaml)")}
 	}
 	source, revision := o.source, o.revision
 	if source == "" || revision == "" {

@@ -52,6 +52,23 @@ type File struct {
 	Environments string `json:"environments,omitempty"`
 	Charts       string `json:"charts,omitempty"`
 	Rollouts     string `json:"rollouts,omitempty"`
+	// Environment is the environment the commands use when --env is not given.
+	Environment string `json:"environment,omitempty"`
+	// Publish is where the fleet's render is published: the target of publish, and what
+	// diff, validate and cells read, when no target flag is given.
+	Publish *Publish `json:"publish,omitempty"`
+}
+
+// Publish is where a fleet's render is published: a git repository's branch and
+// folder, or an OCI artifact.
+type Publish struct {
+	// Repo is the git repository's URL (https://, ssh:// or a local path), Branch its
+	// branch (default main), Path the folder holding the tree (default the root).
+	Repo   string `json:"repo,omitempty"`
+	Branch string `json:"branch,omitempty"`
+	Path   string `json:"path,omitempty"`
+	// Ref is the OCI artifact, oci://HOST/REPO:TAG, instead of a repository.
+	Ref string `json:"ref,omitempty"`
 }
 
 // Fleet is a loaded project file with its folders resolved.
@@ -64,6 +81,10 @@ type Fleet struct {
 	// Root, and relative to the working directory when inside it (as messages name
 	// them).
 	Tenants, Environments, Charts, Rollouts string
+	// Environment is the commands' default environment, "" for theirs (dev); Publish
+	// the fleet's publish target, nil for none.
+	Environment string
+	Publish     *Publish
 }
 
 // Error is a project file that cannot be used: each problem at its line and column.
@@ -134,6 +155,7 @@ func Load(path string) (*Fleet, error) {
 		Environments: folder(dir, f.Environments, DefaultEnvironments),
 		Charts:       folder(dir, f.Charts, DefaultCharts),
 		Rollouts:     folder(dir, f.Rollouts, DefaultRollouts),
+		Environment:  f.Environment, Publish: f.Publish,
 	}, nil
 }
 
@@ -170,9 +192,26 @@ func check(name string, root *yaml.Node, f *File) []tenantfile.Problem {
 			add(field, fmt.Sprintf("%q must be a folder inside the repository (relative, without ..)", dir))
 		}
 	}
+	if f.Environment != "" && !environmentRE.MatchString(f.Environment) {
+		add("environment", fmt.Sprintf("%q is not an environment name (lower-case letters, digits and '-')", f.Environment))
+	}
+	if p := f.Publish; p != nil {
+		switch {
+		case (p.Repo == "") == (p.Ref == ""):
+			add("publish", "names a git repository (repo) or an OCI artifact (ref), one of them")
+		case p.Ref != "" && !strings.HasPrefix(p.Ref, "oci://"):
+			add("publish.ref", fmt.Sprintf("%q is not an oci://HOST/REPO:TAG reference", p.Ref))
+		case p.Ref != "" && (p.Branch != "" || p.Path != ""):
+			add("publish", "branch and path are a git repository's: an OCI artifact (ref) has none")
+		case p.Path != "" && !filepath.IsLocal(p.Path):
+			add("publish.path", fmt.Sprintf("%q must be a folder inside the repository (relative, without ..)", p.Path))
+		}
+	}
 	tenantfile.SortProblems(problems)
 	return problems
 }
+
+var environmentRE = regexp.MustCompile(`^[a-z0-9][a-z0-9-]*$`)
 
 // folder joins a folder of the project file (or its default) to the file's folder.
 func folder(dir, name, def string) string {

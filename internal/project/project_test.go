@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/aidonow/eva/internal/docsection"
 )
 
 func write(t *testing.T, path, content string) {
@@ -95,5 +97,49 @@ func TestFindRefusesAnotherUsersProjectFile(t *testing.T) {
 	}
 	if f, err := Find(below); err == nil || !strings.Contains(err.Error(), "owned by another user (uid 65534)") {
 		t.Fatalf("Find: %+v, %v", f, err)
+	}
+}
+
+// TestTheDocumentedProjectFileLoads: the eva.yaml docs/fleet-repository.md shows is
+// read as evactl reads it, environment and publish target included.
+func TestTheDocumentedProjectFileLoads(t *testing.T) {
+	blocks, err := docsection.Blocks(filepath.Join("..", "..", "docs", "fleet-repository.md"), "eva.yaml", "yaml")
+	if err != nil || len(blocks) == 0 {
+		t.Fatalf("no eva.yaml block: %v", err)
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, FileName)
+	if err := os.WriteFile(path, []byte(blocks[0].Text), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f, err := Load(path)
+	if err != nil {
+		t.Fatalf("docs/fleet-repository.md's eva.yaml (block ending at line %d): %v", blocks[0].Line, err)
+	}
+	if f.Environment != "dev" || f.Publish == nil || f.Publish.Repo == "" || f.Publish.Path != "clusters/dev" {
+		t.Errorf("loaded %+v, publish %+v", f, f.Publish)
+	}
+}
+
+// TestPublishTargetIsOneOfTwo: a publish target names a repository or an artifact, a
+// folder inside it, and an environment is an environment name.
+func TestPublishTargetIsOneOfTwo(t *testing.T) {
+	for body, want := range map[string]string{
+		"publish: {repo: x, ref: oci://r/x:t}\n":        "publish: names a git repository (repo) or an OCI artifact (ref), one of them",
+		"publish: {branch: main}\n":                     "publish: names a git repository",
+		"publish: {ref: r/x:t}\n":                       `publish.ref: "r/x:t" is not an oci://HOST/REPO:TAG reference`,
+		"publish: {ref: oci://r/x:t, path: clusters}\n": "publish: branch and path are a git repository's",
+		"publish: {repo: x, path: ../out}\n":            `publish.path: "../out" must be a folder inside the repository`,
+		"environment: Prod\n":                           `environment: "Prod" is not an environment name`,
+		"publish: {repo: x, brnach: main}\n":            `publish.brnach: unknown field (did you mean "branch"?)`,
+	} {
+		dir := t.TempDir()
+		path := filepath.Join(dir, FileName)
+		if err := os.WriteFile(path, []byte("apiVersion: eva.aidonow.com/v1alpha1\nkind: Fleet\n"+body), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := Load(path); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("%q: %v, want %q", body, err, want)
+		}
 	}
 }

@@ -86,6 +86,15 @@ kind: Fleet
 environments: overlays   # <name>/tenant/environment.yaml and its kustomization (patches)
 charts: charts           # module charts of your own (none yet)
 rollouts: rollouts       # platform releases (evactl rollout promote)
+# The environment evactl uses when --env is not given, and where its render is
+# published: evactl publish git, diff, validate and the pull-request workflow read them
+# (flags still win). Uncomment publish once the repository Flux reads exists; for an
+# OCI artifact write ref: oci://HOST/REPO:TAG instead of repo, branch and path.
+environment: ` + o.Env + `
+# publish:
+#   repo: https://github.com/OWNER/fleet-published.git
+#   branch: main
+#   path: clusters/` + o.Env + `
 `
 }
 
@@ -180,44 +189,62 @@ func gitignore(o Options) string {
 }
 
 func workflow(o Options) string {
-	install := "go install github.com/aidonow/eva/cmd/evactl@latest"
-	if o.Release != "" {
-		install = "go install github.com/aidonow/eva/cmd/evactl@v" + strings.TrimPrefix(o.Release, "v")
-	}
-	return fmt.Sprintf(`# Checks every pull request as the publish after its merge will: evactl validate (tenant
-# and release files, values against the module charts, annotations at the offending
-# line), then evactl diff against the published branch, which fails where publish would.
-# Set the repository variable EVA_PUBLISH_REPO (and EVA_PUBLISH_BRANCH) to enable the diff,
-# and validate's reading of where each tenant was placed (environments with cells), with
-# a token that can read it in the secret EVA_GIT_TOKEN.
+	return `# Checks every pull request as the publish after its merge will: evactl validate (tenant
+# and release files, the environment, values against the module charts, annotations at
+# the offending line), then evactl diff against what is published, which fails where
+# publish would and posts its preview (tenants by wave and cell, fields by kind, cells'
+# room, refusals) as the job's summary and a comment. The evactl installed is the
+# release eva.yaml names; the environment and the publish target are eva.yaml's too
+# (environment:, publish:). A token that can read the published repository goes in the
+# secret EVA_GIT_TOKEN.
 name: validate-tenants
 on:
   pull_request:
     paths: ["tenants/**", "rollouts/**", "overlays/**", "charts/**", "eva.yaml"]
 permissions:
   contents: read
+  pull-requests: write
 jobs:
   validate:
     runs-on: ubuntu-latest
+    env:
+      EVA_GIT_TOKEN: ${{ secrets.EVA_GIT_TOKEN }}
     steps:
       - uses: actions/checkout@v4
       - uses: actions/setup-go@v5
         with:
           go-version: stable
-      - run: %[1]s
+      - name: Install the evactl release eva.yaml names
+        run: |
+          release=$(sed -n 's/^eva:[[:space:]]*v\{0,1\}\([^[:space:]#]*\).*/\1/p' eva.yaml)
+          case "$release" in
+            "") version=latest ;;
+            *-devel*) echo "::error file=eva.yaml::eva: names $release, a development build that cannot be installed: set it to a released version of Eva"; exit 1 ;;
+            *) version="v$release" ;;
+          esac
+          go install "github.com/aidonow/eva/cmd/evactl@$version"
       - name: evactl validate
-        # With the published branch, tenants stay on the cells it records them on.
-        env:
-          EVA_PUBLISH_REPO: ${{ vars.EVA_PUBLISH_REPO }}
-          EVA_PUBLISH_BRANCH: ${{ vars.EVA_PUBLISH_BRANCH || 'main' }}
-          EVA_GIT_TOKEN: ${{ secrets.EVA_GIT_TOKEN }}
-        run: evactl validate --output github --env %[2]s ${EVA_PUBLISH_REPO:+--repo "$EVA_PUBLISH_REPO" --branch "$EVA_PUBLISH_BRANCH"}
+        run: evactl validate --output github
       - name: evactl diff (fails where publish would)
-        if: ${{ vars.EVA_PUBLISH_REPO != '' }}
+        run: |
+          if ! grep -q '^publish:' eva.yaml; then
+            echo "::notice file=eva.yaml::no publish: target in eva.yaml: the change is not compared with what is published"
+            exit 0
+          fi
+          status=0
+          evactl diff --output markdown > preview.md || status=$?
+          cat preview.md >> "$GITHUB_STEP_SUMMARY"
+          # A pull request from a fork gets a token that cannot comment: the summary holds it.
+          if [ -s preview.md ] && [ "$HEAD_REPO" = "$GITHUB_REPOSITORY" ]; then
+            gh pr comment "$PR_NUMBER" --body-file preview.md --edit-last --create-if-none ||
+              echo "::warning::the preview could not be posted as a comment"
+          fi
+          exit $status
         env:
-          EVA_GIT_TOKEN: ${{ secrets.EVA_GIT_TOKEN }}
-        run: evactl diff --repo "${{ vars.EVA_PUBLISH_REPO }}" --branch "${{ vars.EVA_PUBLISH_BRANCH || 'main' }}" --env %[2]s
-`, install, o.Env)
+          GH_TOKEN: ${{ github.token }}
+          HEAD_REPO: ${{ github.event.pull_request.head.repo.full_name }}
+          PR_NUMBER: ${{ github.event.pull_request.number }}
+`
 }
 
 // codeOwners makes the platform team the owner of every file that decides how all the
