@@ -79,7 +79,7 @@ func TestWorkflowInstallsTheFleetsRelease(t *testing.T) {
 		t.Fatal("the workflow has no install step")
 	}
 	for evaYAML, want := range map[string]string{
-		"kind: Fleet\neva: 0.3.1\n":            "go install github.com/aidonow/eva/cmd/evactl@v0.3.1",
+		"kind: Fleet\neva: 0.3.1\n":             "go install github.com/aidonow/eva/cmd/evactl@v0.3.1",
 		"kind: Fleet\neva: v0.4.0   # pinned\n": "go install github.com/aidonow/eva/cmd/evactl@v0.4.0",
 		"kind: Fleet\n":                         "go install github.com/aidonow/eva/cmd/evactl@latest",
 	} {
