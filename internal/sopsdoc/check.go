@@ -91,6 +91,14 @@ func Check(data []byte, name, namespace string) (*Secret, []Issue) {
 	}
 	s := &Secret{Name: name}
 	fields := mapping(root)
+	if field, n := wholeFileEncrypted(fields); n != nil {
+		// One issue, not one per field: every rule below would fail, and none would
+		// say what to do.
+		at(n, field, "the whole file is encrypted; encrypt only data and stringData, as the "+
+			"fleet's .sops.yaml says (sops --encrypted-regex '^(data|stringData)$'), "+
+			"so that Eva and the cluster can read the Secret's name and namespace")
+		return nil, issues
+	}
 	for _, k := range keysOf(root) {
 		if !slices.Contains(topLevelKeys, k.Value) {
 			at(k, bounded(k.Value), "not allowed in a tenant Secret (allowed: %s)", strings.Join(topLevelKeys, ", "))
@@ -147,6 +155,17 @@ func Check(data []byte, name, namespace string) (*Secret, []Issue) {
 		return nil, issues
 	}
 	return s, nil
+}
+
+// wholeFileEncrypted returns the field of a document SOPS encrypted whole (no
+// --encrypted-regex, no .sops.yaml rule) that shows it: apiVersion or kind encrypted.
+func wholeFileEncrypted(fields map[string]*yaml.Node) (string, *yaml.Node) {
+	for _, key := range []string{"apiVersion", "kind"} {
+		if n := fields[key]; n != nil && n.Kind == yaml.ScalarNode && encryptedRE.MatchString(n.Value) {
+			return key, n
+		}
+	}
+	return "", nil
 }
 
 // single decodes exactly one YAML mapping, and returns its document node too (which

@@ -254,3 +254,24 @@ func FuzzCheckReadsAsKustomize(f *testing.F) {
 		assertKustomizeBuildsSecret(t, s)
 	})
 }
+
+// TestCheckSaysTheWholeFileIsEncrypted: a Secret encrypted whole (sops without the
+// fleet's .sops.yaml rule) gets one issue that says what to do, not one per field.
+func TestCheckSaysTheWholeFileIsEncrypted(t *testing.T) {
+	whole := `apiVersion: ` + encValue + `
+kind: ` + encValue + `
+metadata:
+    name: ` + encValue + `
+    namespace: ` + encValue + `
+stringData:
+    password: ` + encValue + `
+` + strings.Replace(sopsMeta, "    encrypted_regex: ^(data|stringData)$\n", "", 1)
+	s, issues := sopsdoc.Check([]byte(whole), secretName, secretNS)
+	if s != nil || len(issues) != 1 {
+		t.Fatalf("Check of a wholly encrypted Secret: %d issues %+v, want one", len(issues), issues)
+	}
+	if got := issues[0]; got.Line != 1 || got.Field != "apiVersion" ||
+		!strings.Contains(got.Message, "the whole file is encrypted") || !strings.Contains(got.Message, "--encrypted-regex") {
+		t.Errorf("the issue: %+v, want line 1, field apiVersion, saying the whole file is encrypted and how to encrypt it", got)
+	}
+}
