@@ -1,11 +1,12 @@
 // Package leaselock is a mutex shared by processes of one cluster, held as a
-// coordination.k8s.io Lease: whoever creates the Lease holds the lock, deleting it
-// releases it, and a Lease not renewed within its duration (its holder died) may be
-// taken over.
+// coordination.k8s.io Lease: whoever creates the Lease holds the lock, and renews it
+// while holding it; deleting it releases it, and a Lease not renewed within its
+// duration (its holder died) may be taken over.
 package leaselock
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"time"
@@ -27,8 +28,8 @@ type Lock struct {
 	Namespace, Name string
 	// Holder identifies this process in the Lease.
 	Holder string
-	// Duration after which a held lock counts as abandoned (default 2 minutes): longer
-	// than anything done while holding it.
+	// Duration within which a held lock not renewed counts as abandoned (default 2
+	// minutes). The holder renews it every quarter of it.
 	Duration time.Duration
 	// Log is told when a release fails: the Lease then stays until Duration passes, and
 	// every other holder waits that long (the zero Logger discards).
@@ -42,9 +43,11 @@ func (l *Lock) duration() time.Duration {
 	return l.Duration
 }
 
-// Acquire blocks until this process holds the lock or ctx ends. It returns a release
+// Acquire blocks until this process holds the lock or ctx ends. It returns a context
+// that ends when ctx does or the lock is lost (not renewed within its duration, or
+// taken over), which the work done while holding it runs under, and the release
 // function.
-func (l *Lock) Acquire(ctx context.Context) (release func(), err error) {
+func (l *Lock) Acquire(ctx context.Context) (context.Context, func(), error) {
 	for {
 		now := metav1.NewMicroTime(time.Now())
 		lease := &coordinationv1.Lease{
@@ -54,39 +57,102 @@ func (l *Lock) Acquire(ctx context.Context) (release func(), err error) {
 		}
 		err := l.Client.Create(ctx, lease)
 		if err == nil {
-			uid := lease.UID
-			return func() {
-				// Only our own Lease: a process that took over an abandoned one keeps it.
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := l.Client.Delete(ctx, lease, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-					l.Log.Error(err, "releasing the lock failed: others wait until it counts as abandoned",
-						"lease", l.Namespace+"/"+l.Name, "after", l.duration())
-				}
-			}, nil
+			held, release := l.hold(ctx, lease)
+			return held, release, nil
 		}
 		if !apierrors.IsAlreadyExists(err) {
-			return nil, fmt.Errorf("taking lock %s/%s: %w", l.Namespace, l.Name, err)
+			return nil, nil, fmt.Errorf("taking lock %s/%s: %w", l.Namespace, l.Name, err)
 		}
-		var held coordinationv1.Lease
-		switch err := l.Reader.Get(ctx, client.ObjectKeyFromObject(lease), &held); {
+		var other coordinationv1.Lease
+		switch err := l.Reader.Get(ctx, client.ObjectKeyFromObject(lease), &other); {
 		case apierrors.IsNotFound(err):
 			continue // released meanwhile
 		case err != nil:
-			return nil, fmt.Errorf("reading lock %s/%s: %w", l.Namespace, l.Name, err)
+			return nil, nil, fmt.Errorf("reading lock %s/%s: %w", l.Namespace, l.Name, err)
 		}
-		if renewed := held.Spec.RenewTime; renewed != nil && time.Since(renewed.Time) > l.duration() {
+		if renewed := other.Spec.RenewTime; renewed != nil && time.Since(renewed.Time) > l.duration() {
 			// Abandoned: remove exactly that Lease, then race for it again.
-			uid := held.UID
-			if err := l.Client.Delete(ctx, &held, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-				return nil, fmt.Errorf("taking over abandoned lock %s/%s: %w", l.Namespace, l.Name, err)
+			uid := other.UID
+			if err := l.Client.Delete(ctx, &other, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+				return nil, nil, fmt.Errorf("taking over abandoned lock %s/%s: %w", l.Namespace, l.Name, err)
 			}
 			continue
 		}
 		select {
 		case <-ctx.Done():
-			return nil, ctx.Err()
+			return nil, nil, ctx.Err()
 		case <-time.After(100*time.Millisecond + rand.N(100*time.Millisecond)):
 		}
 	}
+}
+
+// errReleased ends a held context once its lock is released.
+var errReleased = errors.New("lock released")
+
+// hold renews lease, just created, every quarter of the lock's duration until it is
+// released or lost, and returns the context the holder works under and the release.
+func (l *Lock) hold(ctx context.Context, lease *coordinationv1.Lease) (context.Context, func()) {
+	held, lose := context.WithCancelCause(ctx)
+	renewing := make(chan struct{})
+	go func() {
+		defer close(renewing)
+		tick := time.NewTicker(l.duration() / 4)
+		defer tick.Stop()
+		renewed := time.Now()
+		for {
+			select {
+			case <-held.Done():
+				return
+			case <-tick.C:
+			}
+			ok, err := l.renew(held, lease)
+			switch {
+			case ok:
+				renewed = time.Now()
+			case err != nil && held.Err() == nil:
+				lose(err)
+				return
+			case time.Since(renewed) > l.duration():
+				lose(fmt.Errorf("lock %s/%s not renewed for %s: others may hold it", l.Namespace, l.Name, l.duration()))
+				return
+			}
+		}
+	}()
+	uid := lease.UID
+	return held, func() {
+		lose(errReleased)
+		<-renewing
+		// Only our own Lease: a process that took over an abandoned one keeps it.
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := l.Client.Delete(ctx, lease, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			l.Log.Error(err, "releasing the lock failed: others wait until it counts as abandoned",
+				"lease", l.Namespace+"/"+l.Name, "after", l.duration())
+		}
+	}
+}
+
+// renew writes lease's renew time. It reports whether it did, and an error when the
+// lock is lost: its Lease deleted or another holder's. A renewal that failed otherwise
+// (the API server away) is tried again at the next tick.
+func (l *Lock) renew(ctx context.Context, lease *coordinationv1.Lease) (bool, error) {
+	now := metav1.NewMicroTime(time.Now())
+	lease.Spec.RenewTime = &now
+	err := l.Client.Update(ctx, lease)
+	if err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
+		return err == nil, nil
+	}
+	// A conflict may be our own renewal that the server made but whose answer was
+	// lost: the Lease read back says whose it is.
+	var current coordinationv1.Lease
+	switch err := l.Reader.Get(ctx, client.ObjectKeyFromObject(lease), &current); {
+	case apierrors.IsNotFound(err):
+		return false, fmt.Errorf("lock %s/%s lost: its Lease was deleted", l.Namespace, l.Name)
+	case err != nil:
+		return false, nil
+	case current.UID != lease.UID || ptr.Deref(current.Spec.HolderIdentity, "") != l.Holder:
+		return false, fmt.Errorf("lock %s/%s lost: taken over by %s", l.Namespace, l.Name, ptr.Deref(current.Spec.HolderIdentity, "another holder"))
+	}
+	current.DeepCopyInto(lease)
+	return false, nil
 }

@@ -45,7 +45,7 @@ func TestLockIsExclusiveAndSurvivesDeadHolders(t *testing.T) {
 			defer wg.Done()
 			l := lock(string(rune('a' + h)))
 			for range 10 {
-				release, err := l.Acquire(ctx)
+				_, release, err := l.Acquire(ctx)
 				if err != nil {
 					t.Error(err)
 					return
@@ -73,7 +73,7 @@ func TestLockIsExclusiveAndSurvivesDeadHolders(t *testing.T) {
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	release, err := lock("alive").Acquire(waitCtx)
+	_, release, err := lock("alive").Acquire(waitCtx)
 	if err != nil {
 		t.Fatalf("the dead holder's lock was not taken over: %v", err)
 	}
@@ -116,7 +116,7 @@ func TestFailedReleaseIsLogged(t *testing.T) {
 	deadline := time.Now().Add(10 * time.Second)
 	for release == nil {
 		// The binding reaches the authorizer a moment after it is created.
-		if release, err = l.Acquire(ctx); err != nil && time.Now().After(deadline) {
+		if _, release, err = l.Acquire(ctx); err != nil && time.Now().After(deadline) {
 			t.Fatal(err)
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -126,5 +126,63 @@ func TestFailedReleaseIsLogged(t *testing.T) {
 	defer mu.Unlock()
 	if len(logged) != 1 || !strings.Contains(logged[0], "releasing the lock failed") || !strings.Contains(logged[0], "forbidden") {
 		t.Errorf("logged %q, want the refused release", logged)
+	}
+}
+
+// TestHeldLockIsRenewed: a lock held past its duration is renewed, not taken over (a
+// publish may outlast the duration); a lock whose Lease is taken from its holder ends
+// the holder's context, so the work done under it stops.
+func TestHeldLockIsRenewed(t *testing.T) {
+	env, err := testenv.Start()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = env.Stop() })
+	ctx := context.Background()
+	if err := env.Client.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "locks"}}); err != nil {
+		t.Fatal(err)
+	}
+	lock := func(holder string) *Lock {
+		return &Lock{Client: env.Client, Reader: env.Client, Namespace: "locks", Name: "publish", Holder: holder, Duration: 2 * time.Second}
+	}
+	held, release, err := lock("long").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // past the duration
+	waitCtx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if _, other, err := lock("other").Acquire(waitCtx); err == nil {
+		other()
+		t.Fatal("another holder took the lock held past its duration: it was not renewed")
+	}
+	if held.Err() != nil {
+		t.Fatalf("the holder's context ended while it held the lock: %v", context.Cause(held))
+	}
+
+	// Taken from the holder (an operator that judged it abandoned): the holder stops.
+	var lease coordinationv1.Lease
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "locks", Name: "publish"}, &lease); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Client.Delete(ctx, &lease); err != nil {
+		t.Fatal(err)
+	}
+	_, taker, err := lock("taker").Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taker()
+	select {
+	case <-held.Done():
+		if cause := context.Cause(held); !strings.Contains(cause.Error(), "lost") {
+			t.Errorf("the holder's context ended with %v, want the lock lost", cause)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the holder's context did not end once its lock was taken")
+	}
+	release() // the taker's Lease stays
+	if err := env.Client.Get(ctx, client.ObjectKey{Namespace: "locks", Name: "publish"}, &lease); err != nil || ptr.Deref(lease.Spec.HolderIdentity, "") != "taker" {
+		t.Errorf("after the old holder's release, the Lease is %v (%v), want the taker's", ptr.Deref(lease.Spec.HolderIdentity, ""), err)
 	}
 }

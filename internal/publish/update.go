@@ -128,16 +128,21 @@ func merge(old gitrepo.Files, u Update, hash func([]byte) (gitrepo.Entry, error)
 // writers checking the tag at once could both push and one lose the other's tenants).
 type Locked struct {
 	Sink
-	// Acquire blocks until the lock is held and returns its release.
-	Acquire func(ctx context.Context) (release func(), err error)
+	// Acquire blocks until the lock is held and returns the context that ends if it is
+	// lost (a publish then stops) and its release.
+	Acquire func(ctx context.Context) (held context.Context, release func(), err error)
 }
 
 // Publish implements Sink.
 func (l *Locked) Publish(ctx context.Context, u Update, s Safety) (*Result, error) {
-	release, err := l.Acquire(ctx)
+	held, release, err := l.Acquire(ctx)
 	if err != nil {
 		return nil, err
 	}
 	defer release()
-	return l.Sink.Publish(ctx, u, s)
+	res, err := l.Sink.Publish(held, u, s)
+	if err != nil && ctx.Err() == nil && held.Err() != nil {
+		return nil, fmt.Errorf("%w: %w", err, context.Cause(held))
+	}
+	return res, err
 }
