@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
@@ -56,17 +57,27 @@ func (a *authorFlags) bind(f *pflag.FlagSet) {
 	f.StringVar(&a.email, "author-email", envOr("EVA_GIT_AUTHOR_EMAIL", publish.DefaultAuthor.Email), "commit author email")
 }
 
-func (a *authorFlags) author() publish.Author { return publish.Author{Name: a.name, Email: a.email} }
+// bindOnBehalf binds the author flags of a command that commits on its user's behalf
+// (rollout promote): left out, the commit names the user as git does (commitAuthor).
+func (a *authorFlags) bindOnBehalf(f *pflag.FlagSet) {
+	f.StringVar(&a.name, "author-name", envOr("EVA_GIT_AUTHOR_NAME", ""), "commit author name (default: your git identity in the repository, else "+publish.DefaultAuthor.Name+")")
+	f.StringVar(&a.email, "author-email", envOr("EVA_GIT_AUTHOR_EMAIL", ""), "commit author email (default: your git identity in the repository, else "+publish.DefaultAuthor.Email+")")
+}
+
+// author is the commit author the flags name, Eva for a flag left empty.
+func (a *authorFlags) author() publish.Author {
+	return publish.Author{Name: cmp.Or(a.name, publish.DefaultAuthor.Name), Email: cmp.Or(a.email, publish.DefaultAuthor.Email)}
+}
 
 // checkAuthor refuses the commit author of a command with author flags (or their
 // environment variables) that git would write as another author (publish.CheckAuthor).
 func checkAuthor(cmd *cobra.Command) error {
 	var a publish.Author
 	if f := cmd.Flags().Lookup("author-name"); f != nil {
-		a.Name = f.Value.String()
+		a.Name = cmp.Or(f.Value.String(), publish.DefaultAuthor.Name)
 	}
 	if f := cmd.Flags().Lookup("author-email"); f != nil {
-		a.Email = f.Value.String()
+		a.Email = cmp.Or(f.Value.String(), publish.DefaultAuthor.Email)
 	}
 	if err := publish.CheckAuthor(a); err != nil {
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (--author-name, --author-email, EVA_GIT_AUTHOR_NAME, EVA_GIT_AUTHOR_EMAIL)", err)}

@@ -399,7 +399,7 @@ someone else, such as a release bot.`,
 		},
 	}
 	o.bind(cmd.Flags())
-	author.bind(cmd.Flags())
+	author.bindOnBehalf(cmd.Flags())
 	cmd.Flags().BoolVar(&commit, "commit", true, "commit the release file in its git repository (--commit=false only writes it)")
 	return cmd
 }
