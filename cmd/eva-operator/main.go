@@ -376,6 +376,11 @@ func gitOpsFrom(cfg config, m *metrics.Metrics, c client.Client, reader client.R
 	argoCD := renderer.ArgoCD()
 	var sink publish.Sink
 	var revisions publish.Revisions
+	if cfg.publishMode == overlay.PublishGit || cfg.publishMode == overlay.PublishOCI {
+		if err := renderer.Env.Settings.CheckPublish(cfg.publishMode); err != nil {
+			return nil, fmt.Errorf("--publish=%s: environment %s: %w", cfg.publishMode, renderer.Env.Name, err)
+		}
+	}
 	switch cfg.publishMode {
 	case "none":
 		return nil, nil

@@ -216,6 +216,7 @@ func TestCellTreesMoveInOCIMode(t *testing.T) {
 	host := strings.TrimPrefix(srv.URL, "http://")
 	tenants, overlays := cellsFleet(t, 3, "")
 	us := startCellCluster(t)
+	asOCISource(t, overlays)
 	args := []string{"publish", "oci", "--ref", "oci://" + host + "/eva/tenants:dev", "--insecure", "--revision", "main@sha1:abc",
 		"--source", "https://example.com/t.git", "--tenants", tenants, "--overlays", overlays, "--verify-charts=false"}
 	publishOCI := func(want string, extra ...string) {

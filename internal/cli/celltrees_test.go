@@ -146,6 +146,7 @@ func TestCellTreesAsOCIArtifacts(t *testing.T) {
 	defer srv.Close()
 	host := strings.TrimPrefix(srv.URL, "http://")
 	tenants, overlays := cellsFleet(t, 4, "")
+	asOCISource(t, overlays)
 	args := []string{"publish", "oci", "--ref", "oci://" + host + "/eva/tenants:dev", "--insecure", "--revision", "main@sha1:abc", "--source", "https://example.com/t.git",
 		"--tenants", tenants, "--overlays", overlays, "--verify-charts=false"}
 	if code, msg := runEvactl(t, args...); code != ExitOK {

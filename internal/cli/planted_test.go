@@ -148,7 +148,7 @@ func TestPlantedSecretsNeverReachOutput(t *testing.T) {
 		defer srv.Close()
 		ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/eva/tenants:dev"
 		args := func(tenants string) []string {
-			return append([]string{"publish", "oci", "--ref", ref, "--insecure", "--revision", "main@sha1:abc", "--source", "https://example.com/t.git"}, common(tenants)...)
+			return append([]string{"publish", "oci", "--ref", ref, "--insecure", "--revision", "main@sha1:abc", "--source", "https://example.com/t.git"}, commonOCI(t, tenants)...)
 		}
 		if code, msg := runEvactl(t, args(good)...); code != ExitOK {
 			t.Fatalf("publish of the clean tenants: exit %d\n%s", code, msg)

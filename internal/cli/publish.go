@@ -298,6 +298,15 @@ func newPublishOCICommand(opts *options) *cobra.Command {
 	return cmd
 }
 
+// checkSourceKind refuses to publish with command (git or oci) for an environment
+// whose applier reads another kind of destination (overlay.Settings.CheckPublish).
+func checkSourceKind(env *overlay.Environment, command string) error {
+	if err := env.Settings.CheckPublish(command); err != nil {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("environment %s: %w", env.Name, err)}
+	}
+	return nil
+}
+
 // cellTarget is the destination of each cell's tree, for an environment with cells:
 // how its published tree is read, where it is published, and under which folder.
 type cellTarget struct {
@@ -314,6 +323,9 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 	pf.inputs.published = cells.read
 	j, err := prepare(cmd, opts, &pf.inputs)
 	if err != nil {
+		return err
+	}
+	if err := checkSourceKind(j.r.Env, cmd.Name()); err != nil {
 		return err
 	}
 	j.r.TreePath = treePath

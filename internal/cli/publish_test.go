@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"io"
@@ -14,10 +15,43 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/google/go-containerregistry/pkg/registry"
+
+	"github.com/aidonow/eva/internal/publish"
 )
 
 func common(tenants string) []string {
 	return []string{"--tenants", tenants, "--overlays", filepath.Join(repoRoot, "overlays"), "--charts", filepath.Join(repoRoot, "charts")}
+}
+
+// commonOCI is common for publish oci: the shipped dev environment, its gitopsSource an
+// OCIRepository (publish oci refuses an environment whose Flux source reads git).
+func commonOCI(t *testing.T, tenants string) []string {
+	t.Helper()
+	overlays := filepath.Join(t.TempDir(), "overlays")
+	if err := os.CopyFS(filepath.Join(overlays, "dev", "tenant"), os.DirFS(filepath.Join(repoRoot, "overlays", "dev", "tenant"))); err != nil {
+		t.Fatal(err)
+	}
+	asOCISource(t, overlays)
+	return []string{"--tenants", tenants, "--overlays", overlays, "--charts", filepath.Join(repoRoot, "charts")}
+}
+
+// asOCISource makes the dev environment under overlays read its published tree from an
+// OCIRepository.
+func asOCISource(t *testing.T, overlays string) {
+	t.Helper()
+	file := filepath.Join(overlays, "dev", "tenant", "environment.yaml")
+	data, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const git = "gitopsSource:\n  kind: GitRepository\n"
+	if !strings.Contains(string(data), git) {
+		t.Fatalf("%s names no GitRepository as its gitopsSource", file)
+	}
+	data = []byte(strings.Replace(string(data), git, "gitopsSource:\n  kind: OCIRepository\n", 1))
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestPublishGitAndDiff(t *testing.T) {
@@ -101,7 +135,8 @@ func TestPublishOCIAndDiff(t *testing.T) {
 	defer srv.Close()
 	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/eva/tenants:dev"
 	tenants := copyTenants(t)
-	args := append([]string{"publish", "oci", "--ref", ref, "--insecure", "--revision", "main@sha1:abc", "--source", "https://example.com/t.git"}, common(tenants)...)
+	inputs := commonOCI(t, tenants)
+	args := append([]string{"publish", "oci", "--ref", ref, "--insecure", "--revision", "main@sha1:abc", "--source", "https://example.com/t.git"}, inputs...)
 	code, out := runEvactl(t, args...)
 	if code != ExitOK || !strings.Contains(out, "sha256:") {
 		t.Fatalf("publish oci: exit %d\n%s", code, out)
@@ -111,7 +146,7 @@ func TestPublishOCIAndDiff(t *testing.T) {
 	if code != ExitOK || !strings.Contains(out, "nothing changed") || !strings.Contains(out, digest) {
 		t.Fatalf("republish: exit %d\n%s", code, out)
 	}
-	if code, out := runEvactl(t, append([]string{"diff", "--exit-code", "--ref", ref, "--insecure"}, common(tenants)...)...); code != ExitOK {
+	if code, out := runEvactl(t, append([]string{"diff", "--exit-code", "--ref", ref, "--insecure"}, inputs...)...); code != ExitOK {
 		t.Fatalf("diff against the artifact: exit %d\n%s", code, out)
 	}
 	missing := strings.Replace(ref, ":dev", ":prod", 1)
@@ -185,5 +220,40 @@ func TestPublishGitWithoutAHomeRefuses(t *testing.T) {
 	}
 	if entries, _ := os.ReadDir(tmp); len(entries) != 0 {
 		t.Fatalf("the temporary folder holds %d entries, want none", len(entries))
+	}
+}
+
+// TestPublishRefusesAnotherSourceKind: publish oci for an environment whose Flux
+// reads a GitRepository, and publish git for one that reads an OCIRepository, are
+// refused with the fix, and nothing is pushed: the tenants' Kustomizations would
+// name a source that never sees the tree.
+func TestPublishRefusesAnotherSourceKind(t *testing.T) {
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	tenants := copyTenants(t)
+	ref := "oci://" + strings.TrimPrefix(srv.URL, "http://") + "/eva/tenants:dev"
+	code, out := runEvactl(t, append([]string{"publish", "oci", "--ref", ref, "--insecure", "--revision", "main@sha1:abc", "--source", "https://example.com/t.git"}, common(tenants)...)...)
+	if code != ExitUsage || !strings.Contains(out, "GitRepository flux-system/eva-tenants (gitopsSource)") || !strings.Contains(out, "publish to git") {
+		t.Errorf("publish oci for a GitRepository environment: exit %d, want %d naming the source and publish git:\n%s", code, ExitUsage, out)
+	}
+	if tree, err := (&publish.OCI{Ref: ref, Insecure: true}).Pull(context.Background()); err != nil || len(tree) > 0 {
+		t.Errorf("after the refused publish oci, the tag holds %d files (%v), want none", len(tree), err)
+	}
+
+	bare := filepath.Join(t.TempDir(), "fleet.git")
+	if _, err := git.PlainInit(bare, true); err != nil {
+		t.Fatal(err)
+	}
+	args := append([]string{"publish", "git", "--repo", bare, "--branch", "main", "--cache-dir", t.TempDir()}, commonOCI(t, tenants)...)
+	code, out = runEvactl(t, args...)
+	if code != ExitUsage || !strings.Contains(out, "OCIRepository flux-system/eva-tenants (gitopsSource)") || !strings.Contains(out, "publish to oci") {
+		t.Errorf("publish git for an OCIRepository environment: exit %d, want %d naming the source and publish oci:\n%s", code, ExitUsage, out)
+	}
+	repo, err := git.PlainOpen(bare)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := repo.Reference("refs/heads/main", false); err == nil {
+		t.Error("the refused publish git pushed a branch")
 	}
 }

@@ -37,7 +37,7 @@ const (
 func TestFourOperatorsShareOneGitBranch(t *testing.T) {
 	parallel(t)
 	url := newGitRepository(t, "writers.git")
-	codes := startWriters(t, "e2e-git-writer", func(i int) []string {
+	codes := startWriters(t, "e2e-git-writer", "GitRepository", func(i int) []string {
 		return []string{"--publish=git", "--git-url=" + url, "--git-branch=main", "--git-cache=" + t.TempDir()}
 	})
 	repo, err := git.PlainOpen(filepath.Join(gitRoot, "writers.git"))
@@ -85,7 +85,7 @@ func TestFourOperatorsShareOneGitBranch(t *testing.T) {
 func TestFourOperatorsShareOneOCITag(t *testing.T) {
 	parallel(t)
 	ref := "oci://" + registry.Host() + "/eva/writers:e2e"
-	codes := startWriters(t, "e2e-oci-writer", func(int) []string {
+	codes := startWriters(t, "e2e-oci-writer", "OCIRepository", func(int) []string {
 		return []string{"--publish=oci", "--oci-ref=" + ref, "--oci-insecure"}
 	})
 	tree, err := (&publish.OCI{Ref: ref, Insecure: true}).Pull(context.Background())
@@ -99,17 +99,17 @@ func TestFourOperatorsShareOneOCITag(t *testing.T) {
 	assertTreeHolds(t, files, codes)
 }
 
-// startWriters starts the operators (args gives each its publishing flags), creates each
-// one's tenants in its own namespace, waits until every tenant has a published revision
-// and returns the codes.
-func startWriters(t *testing.T, prefix string, args func(i int) []string) []string {
+// startWriters starts the operators (args gives each its publishing flags, for an
+// environment whose Flux source is of kind), creates each one's tenants in its own
+// namespace, waits until every tenant has a published revision and returns the codes.
+func startWriters(t *testing.T, prefix, kind string, args func(i int) []string) []string {
 	t.Helper()
 	ctx := context.Background()
 	var codes []string
 	var namespaces []string
 	// A Flux source nobody created: nothing applies these tenants (the operators' requests
 	// to fetch fail and are only logged).
-	overlays := environment(t, gitOpsSource("GitRepository", prefix))
+	overlays := environment(t, gitOpsSource(kind, prefix))
 	for i := range writers {
 		ns := tenantNamespace(t, fmt.Sprintf("%s-%d", prefix, i))
 		namespaces = append(namespaces, ns)
