@@ -29,6 +29,7 @@ import (
 // the tenants' imports left out of their accounts (the consumer received nothing).
 func TestPlatformConsumerReceivesTenantEvents(t *testing.T) {
 	n := testenv.StartNATSOperator(t, t.TempDir())
+	dropConsumerCreds(t)
 	signer, system := platformNATSSecrets(t, n, "consumer")
 	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
 		accounts := &Accounts{Reader: mgr.GetAPIReader(), Client: mgr.GetClient(), Namespace: claimsNamespace,
@@ -39,9 +40,6 @@ func TestPlatformConsumerReceivesTenantEvents(t *testing.T) {
 	})
 	startStandIn(t)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: ConsumerCredsSecret}})
-	})
 	ns := newTestNamespace(t)
 	a, b := newTenant(ns, "CONSAA", evav1.TierStarter), newTenant(ns, "CONSBB", evav1.TierStarter)
 	createTenant(t, a)
@@ -97,6 +95,7 @@ func TestPlatformConsumerReceivesTenantEvents(t *testing.T) {
 // never written, until a restart.
 func TestSigningKeyRotationReachesTheConsumer(t *testing.T) {
 	n := testenv.StartNATSOperator(t, t.TempDir())
+	dropConsumerCreds(t)
 	signer, system := platformNATSSecrets(t, n, "rotation")
 	var clock atomic.Int64 // how far ahead of the real clock the operator's is
 	startOperatorWith(t, "", func(r *EvaTenantReconciler, mgr ctrl.Manager) {
@@ -108,9 +107,6 @@ func TestSigningKeyRotationReachesTheConsumer(t *testing.T) {
 	})
 	startStandIn(t)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: ConsumerCredsSecret}})
-	})
 	tn := newTenant(newTestNamespace(t), "ROTSGN", evav1.TierStarter)
 	createTenant(t, tn)
 	waitPhase(t, tn, evav1.PhaseActive)
@@ -184,13 +180,11 @@ func receives(t *testing.T, events *nats.Subscription, nc *nats.Conn, subject st
 // as an EvaTenant's does.
 func TestPlatformConsumerReceivesTenantFilesEvents(t *testing.T) {
 	n := testenv.StartNATSOperator(t, t.TempDir())
+	dropConsumerCreds(t)
 	signer, system := platformNATSSecrets(t, n, "consumer-files")
 	startNACKAccounts(t, n, signer, system, "events.>")
 	startStandIn(t)
 	ctx := context.Background()
-	t.Cleanup(func() {
-		_ = k8s.Delete(ctx, &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: ConsumerCredsSecret}})
-	})
 	applyFileFoundation(t, "FILECA", nil)
 	var creds corev1.Secret
 	var file []byte
@@ -213,4 +207,15 @@ func TestPlatformConsumerReceivesTenantFilesEvents(t *testing.T) {
 	}
 	defer nc.Close()
 	receives(t, events, nc, "capsule.FILECA.events.order")
+}
+
+// dropConsumerCreds deletes the consumer's credentials Secret once the test's operator
+// has stopped: registered before the operator starts, as cleanups run last-first. A
+// cleanup registered after it ran while the operator still wrote the Secret, which the
+// next test then read: credentials of another test's server ("Authorization
+// Violation", TestSigningKeyRotationReachesTheConsumer in a full run).
+func dropConsumerCreds(t *testing.T) {
+	t.Cleanup(func() {
+		_ = k8s.Delete(context.Background(), &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Namespace: claimsNamespace, Name: ConsumerCredsSecret}})
+	})
 }
