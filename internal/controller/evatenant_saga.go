@@ -33,14 +33,6 @@ func (r *EvaTenantReconciler) decommissionGitOps(ctx context.Context, s *scope) 
 			return ctrl.Result{}, err
 		}
 	}
-	if mv == nil && d.Action == saga.Wait {
-		// Before Flux prunes the Streams, which NACK then deletes (NATS away is said
-		// while the saga waits, and tried again).
-		if err := r.cutOffWorkloads(ctx, s.tenant); err != nil {
-			s.log.Error(err, "cutting the tenant's workloads off the bus")
-			d.Message += "; cutting its workloads off the bus failed: " + err.Error()
-		}
-	}
 	if d.Action == saga.Finish {
 		if mv != nil && r.directMessaging() {
 			// A move's removal of this cell's copy left the streams (direct messaging).
@@ -82,6 +74,16 @@ func (r *EvaTenantReconciler) stepGitOps(ctx context.Context, s *scope, c *copyR
 		if err := r.deleteStreams(ctx, t); err != nil {
 			s.log.Error(err, "deleting the tenant's streams")
 			return saga.Decision{Action: saga.Wait, Message: "deleting the streams in JetStream failed: " + err.Error()}, nil
+		}
+	}
+	if d.Step == evav1.StepStreamsRemoved && c == nil {
+		// NACK deletes the Streams Flux prunes with the credentials the workloads hold:
+		// they are cut off first, while the Account and the credentials' Secret are
+		// there and held. Not later: a Secret written after NACKAccounts let it go would
+		// hold the namespace for good.
+		if err := r.cutOffWorkloads(ctx, t); err != nil {
+			s.log.Error(err, "cutting the tenant's workloads off the bus")
+			return saga.Decision{Action: saga.Wait, Message: "cutting the workloads off the bus failed: " + err.Error()}, nil
 		}
 	}
 	if d.Message, err = r.publishStep(s, d.Step); err != nil {

@@ -163,8 +163,10 @@ func platformNATS(t *testing.T, n *testenv.OperatorNATS, prefix string) []string
 // tenant's NACK Account and Streams naming it, mints the account on the cluster's NATS
 // in operator mode and writes the credentials; Flux applies the foundation, NACK (the
 // stand-in, as the Account says) makes the streams in the tenant's account, and
-// helm-controller installs modules that mount the credentials. Deleted, the tenant
-// leaves the tree and its account is closed: its credentials are refused.
+// helm-controller installs modules that mount the credentials. Deleted while its
+// credentials hold every connection the tier allows, the tenant's workloads are cut off
+// the bus, NACK deletes the streams, the tenant leaves the tree and its account is
+// closed: its credentials are refused.
 func TestTenantAccountGitOps(t *testing.T) {
 	parallel(t)
 	ctx := context.Background()
@@ -214,6 +216,21 @@ func TestTenantAccountGitOps(t *testing.T) {
 		t.Errorf("the tenant's account holds the streams %v, want %v (made by NACK there)", streams, want)
 	}
 
+	// Credentials taken from a pod hold every other connection the tier allows: NACK,
+	// which deletes the streams with these credentials, is let in only because the
+	// decommission cuts them off first.
+	limit := tenant.DefaultCatalog().Tiers[evav1.TierStarter].Account.Connections
+	for i := int64(1); i < limit; i++ {
+		held, err := connectWith(n.URL, creds)
+		if err != nil {
+			t.Fatalf("connection %d of the tier's %d: %v", i+1, limit, err)
+		}
+		defer held.Close()
+	}
+	if beyond, err := connectWith(n.URL, creds); err == nil {
+		beyond.Close()
+		t.Fatalf("a connection beyond the tier's %d was taken", limit)
+	}
 	deleteAndWaitGone(t, 5*time.Minute, tn)
 	poll(t, "the decommissioned tenant's credentials refused", time.Minute, func() error {
 		if again, err := connectWith(n.URL, creds); err == nil {

@@ -212,14 +212,21 @@ func waitGone(t *testing.T, timeout time.Duration, tenants ...*unstructured.Unst
 	for _, tn := range tenants {
 		code := codeOf(tn)
 		poll(t, code+": tenant, namespace and streams gone", timeout, func() error {
+			var ns corev1.Namespace
+			nsErr := cluster.Client.Get(ctx, client.ObjectKey{Name: tenant.Namespace(code)}, &ns)
+			var why []string // the namespace controller says what holds it
+			for _, c := range ns.Status.Conditions {
+				if c.Status == corev1.ConditionTrue {
+					why = append(why, c.Message)
+				}
+			}
 			if got, err := current(ctx, tn); !apierrors.IsNotFound(err) {
 				step, _, _ := unstructured.NestedString(got.Object, "status", "decommissionStep")
-				return fmt.Errorf("tenant still there (%v): %v, step %q, Ready: %s", err, conditionsOf(got), step,
-					conditionOf(got, "Ready").Message)
+				return fmt.Errorf("tenant still there (%v): %v, step %q, Ready: %s; namespace: %v %s %s", err, conditionsOf(got), step,
+					conditionOf(got, "Ready").Message, nsErr, ns.Status.Phase, strings.Join(why, "; "))
 			}
-			var ns corev1.Namespace
-			if err := cluster.Client.Get(ctx, client.ObjectKey{Name: tenant.Namespace(code)}, &ns); !apierrors.IsNotFound(err) {
-				return fmt.Errorf("namespace still there: %v (phase %s)", err, ns.Status.Phase)
+			if !apierrors.IsNotFound(nsErr) {
+				return fmt.Errorf("namespace still there: %v (phase %s: %s)", nsErr, ns.Status.Phase, strings.Join(why, "; "))
 			}
 			for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
 				if ok, err := jetstream.Exists(ctx, stream); err != nil || ok {
