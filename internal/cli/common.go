@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/aidonow/eva/internal/chartcheck"
 	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/placement"
+	"github.com/aidonow/eva/internal/project"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/rendercache"
@@ -48,6 +50,16 @@ func (ri *renderInputs) bind(f *pflag.FlagSet) {
 	f.StringVar(&ri.charts, "charts", "charts", "folder of module charts (for --verify-charts)")
 	f.StringVar(&ri.rollouts, "rollouts", rolloutfile.DefaultDir, "folder of platform releases (EvaRollout files, see evactl rollout promote); none when it does not exist")
 	f.BoolVar(&ri.verifyCharts, "verify-charts", true, "render every release through its chart with the Helm SDK")
+}
+
+// files are the files and folders the inputs name, and the project file f (nil: none):
+// what a render reads.
+func (ri *renderInputs) files(f *project.Fleet) []string {
+	files := append(slices.Clone(ri.tenants), ri.overlays, ri.charts, ri.rollouts)
+	if f != nil {
+		files = append(files, f.Path)
+	}
+	return files
 }
 
 type authorFlags struct{ name, email string }

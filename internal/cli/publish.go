@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing/transport"
 	githttp "github.com/go-git/go-git/v5/plumbing/transport/http"
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
@@ -188,19 +187,10 @@ func (envKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 
 // gitProvenance describes the git repository holding dir: its origin URL without
 // credentials (a CI checkout's origin often holds a token) and "<branch>@sha1:<commit>",
-// as Flux writes revisions.
+// as Flux writes revisions (fleetCommit).
 func gitProvenance(dir string) (source, revision string) {
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
-	if err != nil {
-		return "", ""
-	}
-	if remote, err := repo.Remote("origin"); err == nil && len(remote.Config().URLs) > 0 {
-		source = safetext.RedactURL(remote.Config().URLs[0])
-	}
-	if head, err := repo.Head(); err == nil {
-		revision = fmt.Sprintf("%s@sha1:%s", head.Name().Short(), head.Hash())
-	}
-	return source, revision
+	s, _, _, _ := fleetCommit(dir)
+	return s.source, s.revision
 }
 
 func newPublishCommand(opts *options) *cobra.Command {
@@ -215,6 +205,7 @@ func newPublishCommand(opts *options) *cobra.Command {
 type publishFlags struct {
 	inputs          renderInputs
 	allowMassDelete bool
+	allowDirty      bool
 	quiet           bool
 	timeout         time.Duration
 	moves           moveFlags
@@ -224,6 +215,7 @@ func (p *publishFlags) bind(f *pflag.FlagSet) {
 	p.inputs.bind(f)
 	p.moves.bind(f)
 	f.BoolVar(&p.allowMassDelete, "allow-mass-delete", false, "allow removing most (or all) published tenants")
+	f.BoolVar(&p.allowDirty, "allow-dirty", false, "publish although the files read differ from the fleet repository's commit (the commit's trailer says how many)")
 	f.DurationVar(&p.timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.BoolVarP(&p.quiet, "quiet", "q", false, "print nothing but the published revision and errors")
 }
@@ -246,18 +238,21 @@ Credentials come from environment variables or files, never from the command lin
 				return err
 			}
 			var env string
+			var trailers []string
 			cells := cellTarget{
 				read: gitCells(&target),
 				sink: func(c overlay.Cell) (publish.Sink, error) {
 					r, err := target.cellRemote(c, author.author())
 					if err == nil {
 						r.Subject = fmt.Sprintf("eva: publish tenants for %s, cell %s", env, c.Name)
+						r.Trailers = trailers
 					}
 					return r, err
 				},
 				treePath: func(c overlay.Cell) string { return path.Join(g.Path, c.Path) },
 			}
-			return runPublish(cmd, opts, &pf, g, g.Path, cells, func(e string) { env, g.Subject = e, "eva: publish tenants for "+e })
+			return runPublish(cmd, opts, &pf, g, g.Path, cells, func(e string) { env, g.Subject = e, "eva: publish tenants for "+e },
+				func(f fleetState) { trailers = f.trailers(); g.Trailers = trailers })
 		},
 	}
 	pf.bind(cmd.Flags())
@@ -290,7 +285,7 @@ func newPublishOCICommand(opts *options) *cobra.Command {
 				},
 				treePath: ownRoot,
 			}
-			return runPublish(cmd, opts, &pf, o, "", cells, nil)
+			return runPublish(cmd, opts, &pf, o, "", cells, nil, nil)
 		},
 	}
 	pf.bind(cmd.Flags())
@@ -318,7 +313,7 @@ type cellTarget struct {
 // runPublish renders and publishes; treePath is the folder of the repository the tree
 // goes under, which the tenants' Flux Kustomizations must name. In an environment with
 // cells, each cell's tree goes to its own destination instead (cells).
-func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publish.Sink, treePath string, cells cellTarget, onEnv func(string)) error {
+func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publish.Sink, treePath string, cells cellTarget, onEnv func(string), onFleet func(fleetState)) error {
 	start := time.Now()
 	pf.inputs.published = cells.read
 	j, err := prepare(cmd, opts, &pf.inputs)
@@ -327,6 +322,16 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 	}
 	if err := checkSourceKind(j.r.Env, cmd.Name()); err != nil {
 		return err
+	}
+	fleet, err := readFleetState(pf.inputs.files(fleetOf(cmd)))
+	if err != nil {
+		return err
+	}
+	if err := fleet.checkClean(pf.allowDirty); err != nil {
+		return err
+	}
+	if onFleet != nil {
+		onFleet(fleet)
 	}
 	j.r.TreePath = treePath
 	if onEnv != nil {

@@ -47,6 +47,9 @@ type GitRemote struct {
 	Attempts int
 	// Subject is the first line of the commit message.
 	Subject string
+	// Trailers end the commit message ("Key: value" lines, as git interpret-trailers
+	// reads them): the fleet commit the tree was rendered from.
+	Trailers []string
 
 	// beforePush, in tests, runs between the merge and the push to stage a race.
 	beforePush func()
@@ -313,6 +316,9 @@ func (g *GitRemote) attempt(ctx context.Context, repo *git.Repository, u Update,
 	}
 	if sum := plan.Summary(); sum != "" {
 		msg += "\n\n" + sum
+	}
+	if len(g.Trailers) > 0 {
+		msg = strings.TrimRight(msg, "\n") + "\n\n" + strings.Join(g.Trailers, "\n") + "\n"
 	}
 	author := g.Author
 	if author.Name == "" {
