@@ -93,6 +93,7 @@ var errReleased = errors.New("lock released")
 // released or lost, and returns the context the holder works under and the release.
 func (l *Lock) hold(ctx context.Context, lease *coordinationv1.Lease) (context.Context, func()) {
 	held, lose := context.WithCancelCause(ctx)
+	uid := lease.UID // read before the renewals write lease
 	renewing := make(chan struct{})
 	go func() {
 		defer close(renewing)
@@ -118,7 +119,6 @@ func (l *Lock) hold(ctx context.Context, lease *coordinationv1.Lease) (context.C
 			}
 		}
 	}()
-	uid := lease.UID
 	return held, func() {
 		lose(errReleased)
 		<-renewing
