@@ -205,6 +205,14 @@ func TestTenantFilesGetTheirAccounts(t *testing.T) {
 	// Pruned while the operator runs.
 	deleteNACKAccount(t, "FILEAA")
 	eventually(t, waitFor, "FILEAA's credentials refused", func() error { return refused(n.URL, aa) })
+	// Refused already once its workloads are cut off; closed once its Account is let go.
+	eventually(t, waitFor, "FILEAA's account closed", func() error {
+		var key corev1.Secret
+		if err := k8s.Get(ctx, types.NamespacedName{Namespace: claimsNamespace, Name: accountKeySecret("FILEAA")}, &key); !apierrors.IsNotFound(err) {
+			return errNot("closed")
+		}
+		return nil
+	})
 	// Pruned while no operator runs: the operator's finalizer holds the NACK Account,
 	// and the account is closed when one starts.
 	op.stop()
