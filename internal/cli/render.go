@@ -50,12 +50,16 @@ The tenants are validated first; nothing is written if any is invalid. Each modu
 release is rendered through its chart with the Helm SDK (--verify-charts). The output
 folder is made a git repository if it is not one, and the render is committed
 (nothing is committed when nothing changed); --git=false writes a plain folder.
+--out - writes the manifests to standard output instead, as kustomize build does: each
+file's documents in path order after a "# Source:" comment, without the
+kustomization.yaml files.
 
 A render into a repository it rendered into before reads only the tenant files changed
 on disk, renders only the tenants whose inputs changed and commits them on top of the
 head; a change to the catalog, the environment, the charts or evactl itself renders
 everything again (what was rendered from what: .git/eva/render-cache).`,
-		Example: `  evactl render --tenants tenants/ --env dev --out out/gitops`,
+		Example: `  evactl render --tenants tenants/ --env dev --out out/gitops
+  evactl render --env dev --out - | kubectl apply --dry-run=server -f -`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			return runRender(cmd, opts, ro)
 		},
@@ -63,7 +67,7 @@ everything again (what was rendered from what: .git/eva/render-cache).`,
 	f := cmd.Flags()
 	ro.inputs.bind(f)
 	ro.author.bind(f)
-	f.StringVar(&ro.out, "out", "", "output folder (required)")
+	f.StringVar(&ro.out, "out", "", "output folder (required); - writes the manifests to standard output instead, as one YAML stream")
 	f.BoolVar(&ro.git, "git", true, "make the output a git repository and commit the render")
 	f.BoolVar(&ro.allowMassDelete, "allow-mass-delete", false, "allow removing most (or all) published tenants")
 	f.BoolVarP(&ro.quiet, "quiet", "q", false, "print nothing but errors")
@@ -75,6 +79,9 @@ everything again (what was rendered from what: .git/eva/render-cache).`,
 type sink interface{ Put(render.File) error }
 
 func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error) {
+	if ro.out == stdoutOut {
+		return renderToStdout(cmd, opts, ro)
+	}
 	start := time.Now()
 	// A render is a short batch job that allocates a lot and keeps little: trading
 	// memory for fewer garbage collections makes a large fleet render much faster, and
