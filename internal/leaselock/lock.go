@@ -72,8 +72,9 @@ func (l *Lock) Acquire(ctx context.Context) (context.Context, func(), error) {
 		}
 		if renewed := other.Spec.RenewTime; renewed != nil && time.Since(renewed.Time) > l.duration() {
 			// Abandoned: remove exactly that Lease, then race for it again.
-			uid := other.UID
-			if err := l.Client.Delete(ctx, &other, client.Preconditions{UID: &uid}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			// Its UID and version: a renewal since it was read keeps it its holder's.
+			uid, version := other.UID, other.ResourceVersion
+			if err := l.Client.Delete(ctx, &other, client.Preconditions{UID: &uid, ResourceVersion: &version}); err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 				return nil, nil, fmt.Errorf("taking over abandoned lock %s/%s: %w", l.Namespace, l.Name, err)
 			}
 			continue
@@ -90,31 +91,38 @@ func (l *Lock) Acquire(ctx context.Context) (context.Context, func(), error) {
 var errReleased = errors.New("lock released")
 
 // hold renews lease, just created, every quarter of the lock's duration until it is
-// released or lost, and returns the context the holder works under and the release.
+// released or lost (not renewed for three quarters of it, or taken), and returns the context the holder works under and the release.
 func (l *Lock) hold(ctx context.Context, lease *coordinationv1.Lease) (context.Context, func()) {
 	held, lose := context.WithCancelCause(ctx)
 	uid := lease.UID // read before the renewals write lease
 	renewing := make(chan struct{})
 	go func() {
 		defer close(renewing)
-		tick := time.NewTicker(l.duration() / 4)
+		quarter := l.duration() / 4
+		tick := time.NewTicker(quarter)
 		defer tick.Stop()
-		renewed := time.Now()
+		// Others time the lock from the renew time written; the holder gives it up three
+		// quarters of the duration after the last one it wrote, before any of them may
+		// take it over. Each renewal is bounded, so a hanging one cannot keep it.
+		written := lease.Spec.RenewTime.Time
 		for {
 			select {
 			case <-held.Done():
 				return
 			case <-tick.C:
 			}
-			ok, err := l.renew(held, lease)
+			at := time.Now()
+			attempt, cancel := context.WithTimeout(held, quarter)
+			ok, err := l.renew(attempt, lease, at)
+			cancel()
 			switch {
 			case ok:
-				renewed = time.Now()
+				written = at
 			case err != nil && held.Err() == nil:
 				lose(err)
 				return
-			case time.Since(renewed) > l.duration():
-				lose(fmt.Errorf("lock %s/%s not renewed for %s: others may hold it", l.Namespace, l.Name, l.duration()))
+			case time.Since(written) >= 3*quarter:
+				lose(fmt.Errorf("lock %s/%s not renewed for %s: others may take it", l.Namespace, l.Name, time.Since(written).Round(time.Millisecond)))
 				return
 			}
 		}
@@ -132,11 +140,11 @@ func (l *Lock) hold(ctx context.Context, lease *coordinationv1.Lease) (context.C
 	}
 }
 
-// renew writes lease's renew time. It reports whether it did, and an error when the
-// lock is lost: its Lease deleted or another holder's. A renewal that failed otherwise
-// (the API server away) is tried again at the next tick.
-func (l *Lock) renew(ctx context.Context, lease *coordinationv1.Lease) (bool, error) {
-	now := metav1.NewMicroTime(time.Now())
+// renew writes at as lease's renew time. It reports whether it did, and an error when
+// the lock is lost: its Lease deleted or another holder's. A renewal that failed
+// otherwise (the API server away) is tried again at the next tick.
+func (l *Lock) renew(ctx context.Context, lease *coordinationv1.Lease, at time.Time) (bool, error) {
+	now := metav1.NewMicroTime(at)
 	lease.Spec.RenewTime = &now
 	err := l.Client.Update(ctx, lease)
 	if err == nil || !apierrors.IsConflict(err) && !apierrors.IsNotFound(err) {
