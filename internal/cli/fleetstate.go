@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,6 +12,8 @@ import (
 
 	git "github.com/go-git/go-git/v5"
 	"github.com/go-git/go-git/v5/plumbing"
+	"github.com/go-git/go-git/v5/plumbing/filemode"
+	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/go-git/go-git/v5/plumbing/object"
 
 	"github.com/aidonow/eva/internal/safetext"
@@ -35,12 +38,12 @@ func readFleetState(inputs []string) (fleetState, error) {
 	if len(inputs) == 0 {
 		return fleetState{}, nil
 	}
-	s, root, tree, err := fleetCommit(inputs[0])
+	s, root, tree, ignored, err := openFleet(inputs[0])
 	if err != nil || root == "" {
 		return s, err
 	}
 	for _, in := range inputs {
-		changed, err := changedFiles(root, in, tree)
+		changed, err := changedFiles(root, in, tree, ignored)
 		if err != nil {
 			return fleetState{}, err
 		}
@@ -55,40 +58,58 @@ func readFleetState(inputs []string) (fleetState, error) {
 // root of its worktree ("" outside a repository, or for a bare one) and the tree of
 // its commit (nil before the first).
 func fleetCommit(dir string) (s fleetState, root string, tree *object.Tree, err error) {
-	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true})
+	s, root, tree, _, err = openFleet(dir)
+	return s, root, tree, err
+}
+
+// openFleet is fleetCommit and the matcher of the worktree's ignore rules (.gitignore
+// files and .git/info/exclude), nil outside a worktree.
+func openFleet(dir string) (s fleetState, root string, tree *object.Tree, ignored gitignore.Matcher, err error) {
+	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
-		return fleetState{}, "", nil, nil
+		return fleetState{}, "", nil, nil, nil
 	}
 	if err != nil {
-		return fleetState{}, "", nil, fmt.Errorf("reading the fleet repository of %s: %w", dir, err)
+		return fleetState{}, "", nil, nil, fmt.Errorf("reading the fleet repository of %s: %w", dir, err)
 	}
 	if remote, err := repo.Remote("origin"); err == nil && len(remote.Config().URLs) > 0 {
 		s.source = safetext.RedactURL(remote.Config().URLs[0])
 	}
-	if head, err := repo.Head(); err == nil {
+	switch head, err := repo.Head(); {
+	case errors.Is(err, plumbing.ErrReferenceNotFound):
+		// No commit yet: every file is added.
+	case err != nil:
+		return fleetState{}, "", nil, nil, fmt.Errorf("reading the fleet repository's HEAD: %w", err)
+	default:
 		s.revision = fmt.Sprintf("%s@sha1:%s", head.Name().Short(), head.Hash())
 		commit, err := repo.CommitObject(head.Hash())
 		if err == nil {
 			tree, err = commit.Tree()
 		}
 		if err != nil {
-			return fleetState{}, "", nil, fmt.Errorf("reading the fleet's commit %s: %w", head.Hash(), err)
+			return fleetState{}, "", nil, nil, fmt.Errorf("reading the fleet's commit %s: %w", head.Hash(), err)
 		}
 	}
 	wt, err := repo.Worktree()
 	if err != nil {
-		return s, "", tree, nil // bare: no files of its own on disk
+		return s, "", tree, nil, nil // bare: no files of its own on disk
 	}
 	if root, err = filepath.EvalSymlinks(wt.Filesystem.Root()); err != nil {
-		return fleetState{}, "", nil, err
+		return fleetState{}, "", nil, nil, err
 	}
-	return s, root, tree, nil
+	patterns, err := gitignore.ReadPatterns(wt.Filesystem, nil)
+	if err != nil {
+		return fleetState{}, "", nil, nil, fmt.Errorf("reading the fleet's ignore rules: %w", err)
+	}
+	return s, root, tree, gitignore.NewMatcher(patterns), nil
 }
 
 // changedFiles lists the files under in (a file or folder inside the worktree at root)
 // that differ from tree: modified, added, or deleted since (nil tree: no commit yet,
-// every file added). An input missing on disk and in the commit is no change.
-func changedFiles(root, in string, tree *object.Tree) ([]string, error) {
+// every file added). A file the ignore rules keep out of git and the commit does not
+// hold is no change, nor is a submodule; an input missing on disk and in the commit
+// is none either.
+func changedFiles(root, in string, tree *object.Tree, ignored gitignore.Matcher) ([]string, error) {
 	abs, err := filepath.Abs(in)
 	if err != nil {
 		return nil, err
@@ -101,17 +122,9 @@ func changedFiles(root, in string, tree *object.Tree) ([]string, error) {
 		return nil, nil // another repository's, or none
 	}
 	prefix := filepath.ToSlash(rel)
-	committed := map[string]plumbing.Hash{}
-	if tree != nil {
-		err := tree.Files().ForEach(func(f *object.File) error {
-			if f.Name == prefix || prefix == "." || strings.HasPrefix(f.Name, prefix+"/") {
-				committed[f.Name] = f.Hash
-			}
-			return nil
-		})
-		if err != nil {
-			return nil, fmt.Errorf("reading the fleet's commit: %w", err)
-		}
+	committed, submodules, err := committedUnder(tree, prefix)
+	if err != nil {
+		return nil, err
 	}
 	var changed []string
 	err = filepath.WalkDir(abs, func(p string, d fs.DirEntry, err error) error {
@@ -121,21 +134,23 @@ func changedFiles(root, in string, tree *object.Tree) ([]string, error) {
 		if err != nil {
 			return err
 		}
+		name, _ := filepath.Rel(root, p)
+		name = filepath.ToSlash(name)
 		if d.IsDir() {
-			if d.Name() == ".git" {
+			if d.Name() == ".git" || submodules[name] {
 				return filepath.SkipDir
 			}
 			return nil
 		}
-		name, _ := filepath.Rel(root, p)
-		name = filepath.ToSlash(name)
-		hash, err := worktreeBlob(p, d)
-		if err != nil {
-			return err
-		}
 		want, ok := committed[name]
 		delete(committed, name)
+		if !ok && ignored.Match(strings.Split(name, "/"), false) {
+			return nil
+		}
+		hash, err := worktreeBlob(p, d)
 		switch {
+		case err != nil:
+			return err
 		case !ok:
 			changed = append(changed, name+" (added)")
 		case want != hash:
@@ -150,6 +165,58 @@ func changedFiles(root, in string, tree *object.Tree) ([]string, error) {
 		changed = append(changed, name+" (deleted)")
 	}
 	return changed, nil
+}
+
+// committedUnder lists the files tree holds at prefix (a file, or a folder: "." for
+// all) with their blob hashes, and the submodules there.
+func committedUnder(tree *object.Tree, prefix string) (map[string]plumbing.Hash, map[string]bool, error) {
+	files, submodules := map[string]plumbing.Hash{}, map[string]bool{}
+	if tree == nil {
+		return files, submodules, nil
+	}
+	sub := tree
+	if prefix != "." {
+		entry, err := tree.FindEntry(prefix)
+		if errors.Is(err, object.ErrEntryNotFound) || errors.Is(err, object.ErrDirectoryNotFound) {
+			return files, submodules, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the fleet's commit at %s: %w", prefix, err)
+		}
+		switch entry.Mode {
+		case filemode.Dir:
+			if sub, err = tree.Tree(prefix); err != nil {
+				return nil, nil, fmt.Errorf("reading the fleet's commit at %s: %w", prefix, err)
+			}
+		case filemode.Submodule:
+			submodules[prefix] = true
+			return files, submodules, nil
+		default:
+			files[prefix] = entry.Hash
+			return files, submodules, nil
+		}
+	}
+	walker := object.NewTreeWalker(sub, true, nil)
+	defer walker.Close()
+	for {
+		name, entry, err := walker.Next()
+		if errors.Is(err, io.EOF) {
+			return files, submodules, nil
+		}
+		if err != nil {
+			return nil, nil, fmt.Errorf("reading the fleet's commit at %s: %w", prefix, err)
+		}
+		if prefix != "." {
+			name = prefix + "/" + name
+		}
+		switch entry.Mode {
+		case filemode.Dir:
+		case filemode.Submodule:
+			submodules[name] = true
+		default:
+			files[name] = entry.Hash
+		}
+	}
 }
 
 // worktreeBlob is the git blob hash of the file at p as it is on disk (a symbolic

@@ -35,8 +35,8 @@ func commitFleet(t *testing.T, dir string) plumbing.Hash {
 
 // TestPublishGitNamesTheFleetCommit: the published commit names the fleet commit it
 // was rendered from in its trailers; a publish from tenant files that differ from that
-// commit is refused, naming them, and pushes nothing, unless --allow-dirty, whose
-// commit says so.
+// commit (files git ignores aside) is refused, naming them, and pushes nothing, unless
+// --allow-dirty, whose commit says so.
 func TestPublishGitNamesTheFleetCommit(t *testing.T) {
 	fleet := t.TempDir()
 	if _, err := git.PlainInit(fleet, false); err != nil {
@@ -45,7 +45,14 @@ func TestPublishGitNamesTheFleetCommit(t *testing.T) {
 	if err := os.CopyFS(filepath.Join(fleet, "tenants"), os.DirFS(copyTenants(t))); err != nil {
 		t.Fatal(err)
 	}
+	if err := os.WriteFile(filepath.Join(fleet, ".gitignore"), []byte("*.bak\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	commit := commitFleet(t, fleet)
+	// A file git ignores is no change of the fleet.
+	if err := os.WriteFile(filepath.Join(fleet, "tenants", "DEVUSR.yaml.bak"), []byte("# an editor's\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	bare := filepath.Join(t.TempDir(), "published.git")
 	if _, err := git.PlainInit(bare, true); err != nil {
 		t.Fatal(err)
