@@ -18,7 +18,8 @@ const stdoutOut = "-"
 
 // renderToStdout writes the render's manifests to standard output, as kustomize build
 // does: the tree's files in path order, each after a "# Source: <path>" comment,
-// without its kustomization.yaml files (kustomize's, not the cluster's). Nothing is
+// without its kustomization.yaml files (kustomize's, not the cluster's) and its
+// SOPS-encrypted Secrets (only a comment names them). Nothing is
 // written unless the whole render succeeded. An environment with cells has a tree per
 // cell: it renders into a folder.
 func renderToStdout(cmd *cobra.Command, opts *options, ro *renderOptions) error {
@@ -44,13 +45,18 @@ func renderToStdout(cmd *cobra.Command, opts *options, ro *renderOptions) error 
 }
 
 // manifestStream is files as one YAML stream, in path order, each document after the
-// comment naming its file; kustomization.yaml files are left out.
+// comment naming its file; kustomization.yaml files and encrypted Secrets are left out.
 func manifestStream(files []render.File) []byte {
 	files = slices.Clone(files)
 	slices.SortFunc(files, func(a, b render.File) int { return strings.Compare(a.Path, b.Path) })
 	var b bytes.Buffer
 	for _, f := range files {
 		if path.Base(f.Path) == "kustomization.yaml" {
+			continue
+		}
+		if path.Base(path.Dir(f.Path)) == render.SecretsDir {
+			// Encrypted: Flux decrypts it as it applies; kubectl could not.
+			fmt.Fprintf(&b, "# Source: %s: a SOPS-encrypted Secret, left out\n", f.Path)
 			continue
 		}
 		for _, doc := range strings.Split(strings.TrimPrefix(string(f.Data), "---\n"), "\n---\n") {

@@ -13,6 +13,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8syaml "k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/aidonow/eva/internal/render"
 )
 
 // streamObjects decodes a YAML stream as kubectl does, and names each object
@@ -37,8 +39,9 @@ func streamObjects(t *testing.T, stream []byte) []string {
 }
 
 // TestRenderToStdoutStreamsTheManifests: render --out - writes, to standard output
-// only, every object the tree holds but kustomize's own files, each after the comment
-// naming its file, in path order; no folder named "-" is made.
+// only, every object the tree holds but kustomize's own files and the encrypted Secrets
+// (named in a comment), each after the comment naming its file, in path order; no
+// folder named "-" is made.
 func TestRenderToStdoutStreamsTheManifests(t *testing.T) {
 	tenants := copyTenants(t)
 	folder := filepath.Join(t.TempDir(), "tree")
@@ -46,9 +49,14 @@ func TestRenderToStdoutStreamsTheManifests(t *testing.T) {
 		t.Fatalf("render into a folder: exit %d\n%s", code, out)
 	}
 	var want []string
+	encrypted := 0
 	err := filepath.WalkDir(folder, func(p string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() || d.Name() == "kustomization.yaml" {
 			return err
+		}
+		if filepath.Base(filepath.Dir(p)) == render.SecretsDir {
+			encrypted++
+			return nil
 		}
 		data, err := os.ReadFile(p)
 		want = append(want, streamObjects(t, data)...)
@@ -74,7 +82,10 @@ func TestRenderToStdoutStreamsTheManifests(t *testing.T) {
 			sources = append(sources, strings.TrimSpace(s))
 		}
 	}
-	if len(sources) != len(got) || !slices.IsSorted(sources) {
+	if left := strings.Count(stdout.String(), ": a SOPS-encrypted Secret, left out\n"); encrypted == 0 || left != encrypted {
+		t.Errorf("%d encrypted Secrets said to be left out, want the folder's %d", left, encrypted)
+	}
+	if len(sources) != len(got)+encrypted || !slices.IsSorted(sources) {
 		t.Errorf("%d \"# Source:\" comments for %d objects, sorted %v: %v", len(sources), len(got), slices.IsSorted(sources), sources)
 	}
 	if _, err := os.Stat("-"); !errors.Is(err, fs.ErrNotExist) {
