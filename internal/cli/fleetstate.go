@@ -253,7 +253,9 @@ func (s fleetState) trailers() []string {
 }
 
 // checkClean refuses a publish from files that differ from the fleet's commit, unless
-// allowed: the published tree would name a commit it was not rendered from.
+// allowed: the published tree would name a commit it was not rendered from. The file
+// names are escaped: a tenant's pull request names its files, and the message reaches
+// CI logs.
 func (s fleetState) checkClean(allowDirty bool) error {
 	if len(s.changed) == 0 || allowDirty {
 		return nil
@@ -267,5 +269,5 @@ func (s fleetState) checkClean(allowDirty bool) error {
 		at = "commit " + s.revision
 	}
 	return &ExitError{Code: ExitUsage, Err: fmt.Errorf("the fleet's files differ from %s: %s; commit them first, so that the published tree names the commit it was rendered from, or pass --allow-dirty",
-		at, strings.Join(shown, ", "))}
+		at, safetext.Escape(strings.Join(shown, ", ")))}
 }

@@ -111,3 +111,13 @@ func TestPublishGitNamesTheFleetCommit(t *testing.T) {
 		t.Errorf("the commit published from an edited fleet does not say so:\n%s", msg)
 	}
 }
+
+// TestDirtyFleetNamesAreEscaped: a file named to forge a CI log line (a newline, then a
+// workflow command) is named on one line in the refusal.
+func TestDirtyFleetNamesAreEscaped(t *testing.T) {
+	s := fleetState{revision: "main@sha1:abc", changed: []string{"tenants/x\n::error::forged (added)"}}
+	err := s.checkClean(false)
+	if err == nil || strings.Contains(err.Error(), "\n") || !strings.Contains(err.Error(), `tenants/x\n::error::forged (added)`) {
+		t.Errorf("refusal %q: want the file named on one line, its newline escaped", err)
+	}
+}
