@@ -38,10 +38,17 @@ func readFleetState(inputs []string) (fleetState, error) {
 	if len(inputs) == 0 {
 		return fleetState{}, nil
 	}
-	s, root, tree, ignored, err := openFleet(inputs[0])
+	s, root, tree, wt, err := fleetCommit(inputs[0])
 	if err != nil || root == "" {
 		return s, err
 	}
+	// Read here, not in fleetCommit: gitProvenance reads the commit alone, and the
+	// rules take a walk of the worktree.
+	patterns, err := gitignore.ReadPatterns(wt.Filesystem, nil)
+	if err != nil {
+		return fleetState{}, fmt.Errorf("reading the fleet's ignore rules: %w", err)
+	}
+	ignored := gitignore.NewMatcher(patterns)
 	for _, in := range inputs {
 		changed, err := changedFiles(root, in, tree, ignored)
 		if err != nil {
@@ -55,16 +62,9 @@ func readFleetState(inputs []string) (fleetState, error) {
 }
 
 // fleetCommit opens the git repository holding dir: its source and revision, the
-// root of its worktree ("" outside a repository, or for a bare one) and the tree of
-// its commit (nil before the first).
-func fleetCommit(dir string) (s fleetState, root string, tree *object.Tree, err error) {
-	s, root, tree, _, err = openFleet(dir)
-	return s, root, tree, err
-}
-
-// openFleet is fleetCommit and the matcher of the worktree's ignore rules (.gitignore
-// files and .git/info/exclude), nil outside a worktree.
-func openFleet(dir string) (s fleetState, root string, tree *object.Tree, ignored gitignore.Matcher, err error) {
+// root of its worktree ("" outside a repository, or for a bare one), the tree of its
+// commit (nil before the first) and the worktree.
+func fleetCommit(dir string) (s fleetState, root string, tree *object.Tree, wt *git.Worktree, err error) {
 	repo, err := git.PlainOpenWithOptions(dir, &git.PlainOpenOptions{DetectDotGit: true, EnableDotGitCommonDir: true})
 	if errors.Is(err, git.ErrRepositoryNotExists) {
 		return fleetState{}, "", nil, nil, nil
@@ -90,18 +90,13 @@ func openFleet(dir string) (s fleetState, root string, tree *object.Tree, ignore
 			return fleetState{}, "", nil, nil, fmt.Errorf("reading the fleet's commit %s: %w", head.Hash(), err)
 		}
 	}
-	wt, err := repo.Worktree()
-	if err != nil {
+	if wt, err = repo.Worktree(); err != nil {
 		return s, "", tree, nil, nil // bare: no files of its own on disk
 	}
 	if root, err = filepath.EvalSymlinks(wt.Filesystem.Root()); err != nil {
 		return fleetState{}, "", nil, nil, err
 	}
-	patterns, err := gitignore.ReadPatterns(wt.Filesystem, nil)
-	if err != nil {
-		return fleetState{}, "", nil, nil, fmt.Errorf("reading the fleet's ignore rules: %w", err)
-	}
-	return s, root, tree, gitignore.NewMatcher(patterns), nil
+	return s, root, tree, wt, nil
 }
 
 // changedFiles lists the files under in (a file or folder inside the worktree at root)

@@ -189,7 +189,7 @@ func (envKeychain) Resolve(authn.Resource) (authn.Authenticator, error) {
 // credentials (a CI checkout's origin often holds a token) and "<branch>@sha1:<commit>",
 // as Flux writes revisions (fleetCommit).
 func gitProvenance(dir string) (source, revision string) {
-	s, _, _, _ := fleetCommit(dir)
+	s, _, _, _, _ := fleetCommit(dir)
 	return s.source, s.revision
 }
 
