@@ -64,23 +64,26 @@ func renderCells(cmd *cobra.Command, j *job, ro *renderOptions, start time.Time)
 	if err != nil {
 		return err
 	}
+	rep := j.report(stats, start)
 	var results []string
 	for _, s := range shares {
 		dir := filepath.Join(ro.out, filepath.FromSlash(s.cell.Path))
-		result, err := writeShare(dir, s, ro, j.cellSafety(safety, s.cell.Name), j.r.Env.Name)
+		outcome, err := writeShare(dir, s, ro, j.cellSafety(safety, s.cell.Name), j.r.Env.Name)
 		if err != nil {
 			return fmt.Errorf("cell %s: %w", s.cell.Name, err)
 		}
-		results = append(results, s.cell.Name+" "+result)
+		rep.Cells = append(rep.Cells, cellOutcome{Cell: s.cell.Name, treeOutcome: *outcome})
+		text := outcome.commitSummary()
+		if !ro.git {
+			text = fmt.Sprintf("%d tenants written", outcome.Tenants)
+		}
+		results = append(results, s.cell.Name+" "+text)
 	}
-	if !ro.quiet {
-		fmt.Fprintf(cmd.ErrOrStderr(), "%s; cells: %s\n", j.summary(stats, start), strings.Join(results, "; "))
-	}
-	return nil
+	return rep.finish(cmd, ro.output, ro.quiet, fmt.Sprintf("%s; cells: %s", rep.summary(), strings.Join(results, "; ")))
 }
 
 // writeShare writes one cell's tree into dir and says what changed.
-func writeShare(dir string, s renderedShare, ro *renderOptions, safety publish.Safety, env string) (string, error) {
+func writeShare(dir string, s renderedShare, ro *renderOptions, safety publish.Safety, env string) (*treeOutcome, error) {
 	if !ro.git {
 		var codes []string
 		for _, t := range s.tenants {
@@ -88,30 +91,30 @@ func writeShare(dir string, s renderedShare, ro *renderOptions, safety publish.S
 		}
 		d, err := publish.OpenDir(dir, codes, safety)
 		if err != nil {
-			return "", err
+			return nil, err
 		}
 		for _, f := range s.files {
 			if err := d.Put(f); err != nil {
-				return "", err
+				return nil, err
 			}
 		}
-		return fmt.Sprintf("%d tenants written", len(codes)), d.Finish()
+		return &treeOutcome{Updated: true, Tenants: len(codes)}, d.Finish()
 	}
 	local, err := publish.OpenLocal(dir)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
 	for _, f := range s.files {
 		if err := local.Put(f); err != nil {
-			return "", err
+			return nil, err
 		}
 	}
 	result, err := local.Commit(safety, ro.author.author(),
 		fmt.Sprintf("eva: render %d tenant(s) for %s, cell %s", len(s.tenants), env, s.cell.Name))
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	return strings.TrimPrefix(commitSummary(result), "; "), nil
+	return outcomeOf(result), nil
 }
 
 // cellSink is where one cell's tree is published.
@@ -128,6 +131,7 @@ func publishCells(cmd *cobra.Command, j *job, pf *publishFlags, sinkFor cellSink
 	}
 	ctx, cancel := context.WithTimeout(cmd.Context(), pf.timeout)
 	defer cancel()
+	rep := j.report(stats, start)
 	var done []string
 	for _, s := range shares {
 		sink, err := sinkFor(s.cell)
@@ -139,17 +143,19 @@ func publishCells(cmd *cobra.Command, j *job, pf *publishFlags, sinkFor cellSink
 			return fmt.Errorf("cell %s: %w (published before it: %s)", s.cell.Name, err, noneIfEmpty(done))
 		}
 		done = append(done, s.cell.Name)
-		if res.Committed {
-			fmt.Fprintf(cmd.ErrOrStderr(), "cell %s: published %s (%s)\n", s.cell.Name, res.Revision, planCounts(res.Plan))
-		} else if !pf.quiet {
-			fmt.Fprintf(cmd.ErrOrStderr(), "cell %s: nothing changed, %s is current\n", s.cell.Name, res.Revision)
+		outcome := outcomeOf(res)
+		rep.Cells = append(rep.Cells, cellOutcome{Cell: s.cell.Name, treeOutcome: *outcome})
+		// Each cell is said as it is published: a later cell's failure leaves it so.
+		if res.Committed || !pf.quiet {
+			fmt.Fprintf(cmd.ErrOrStderr(), "cell %s: %s\n", s.cell.Name, outcome.publishSummary())
 		}
-		fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", s.cell.Name, res.Revision)
+		if pf.output == "text" {
+			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", s.cell.Name, res.Revision)
+		}
 	}
-	if !pf.quiet {
-		fmt.Fprintln(cmd.ErrOrStderr(), j.summary(stats, start))
-	}
-	return nil
+	rep.took = time.Since(start)
+	rep.Seconds = rep.took.Seconds()
+	return rep.finish(cmd, pf.output, pf.quiet, rep.summary())
 }
 
 // diffCells renders every cell's share as published under treePath and compares it

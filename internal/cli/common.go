@@ -330,15 +330,6 @@ func (j *job) renderFailed(err error) error {
 	return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d problem(s) in the tenant files; nothing was rendered", len(problems))}
 }
 
-func (j *job) summary(stats render.TreeStats, start time.Time) string {
-	s := fmt.Sprintf("rendered %d tenants, %d objects, %s in %s", stats.Tenants, stats.Objects,
-		humanBytes(stats.Bytes), time.Since(start).Round(time.Millisecond))
-	if j.checker != nil {
-		s += fmt.Sprintf("; %d releases verified against their charts (%d distinct renders)", j.checker.Checks, j.checker.Renders)
-	}
-	return s
-}
-
 // releaseChartProblems checks that every chart version a release names can be had: a
 // release of a version that does not exist is refused before any tenant reaches it.
 func releaseChartProblems(files []*rolloutfile.File, catalog *tenant.Catalog, checker *chartcheck.Checker) []tenantfile.Problem {

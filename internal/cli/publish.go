@@ -207,6 +207,7 @@ type publishFlags struct {
 	allowMassDelete bool
 	allowDirty      bool
 	quiet           bool
+	output          string
 	timeout         time.Duration
 	moves           moveFlags
 }
@@ -218,6 +219,7 @@ func (p *publishFlags) bind(f *pflag.FlagSet) {
 	f.BoolVar(&p.allowDirty, "allow-dirty", false, "publish although the files read differ from the fleet repository's commit (the commit's trailer says how many)")
 	f.DurationVar(&p.timeout, "timeout", 5*time.Minute, "give up after this long")
 	f.BoolVarP(&p.quiet, "quiet", "q", false, "print nothing but the published revision and errors")
+	f.StringVarP(&p.output, "output", "o", "text", outputFlagUsage)
 }
 
 func newPublishGitCommand(opts *options) *cobra.Command {
@@ -315,6 +317,9 @@ type cellTarget struct {
 // cells, each cell's tree goes to its own destination instead (cells).
 func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publish.Sink, treePath string, cells cellTarget, onEnv func(string), onFleet func(fleetState)) error {
 	start := time.Now()
+	if err := checkOutput(pf.output); err != nil {
+		return err
+	}
 	pf.inputs.published = cells.read
 	j, err := prepare(cmd, opts, &pf.inputs)
 	if err != nil {
@@ -370,14 +375,10 @@ func runPublish(cmd *cobra.Command, opts *options, pf *publishFlags, sink publis
 	if err != nil {
 		return err
 	}
-	summary := j.summary(stats, start)
-	if res.Committed {
-		summary += fmt.Sprintf("; published %s (%s)", res.Revision, planCounts(res.Plan))
-	} else {
-		summary += fmt.Sprintf("; nothing changed, %s is current", res.Revision)
-	}
-	if !pf.quiet {
-		fmt.Fprintln(cmd.ErrOrStderr(), summary)
+	rep := j.report(stats, start)
+	rep.Tree = outcomeOf(res)
+	if err := rep.finish(cmd, pf.output, pf.quiet, rep.summary()+"; "+rep.Tree.publishSummary()); err != nil || pf.output != "text" {
+		return err
 	}
 	fmt.Fprintln(cmd.OutOrStdout(), res.Revision)
 	return nil

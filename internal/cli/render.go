@@ -29,6 +29,7 @@ type renderOptions struct {
 	allowMassDelete bool
 	author          authorFlags
 	quiet           bool
+	output          string
 }
 
 func newRenderCommand(opts *options) *cobra.Command {
@@ -71,6 +72,7 @@ everything again (what was rendered from what: .git/eva/render-cache).`,
 	f.BoolVar(&ro.git, "git", true, "make the output a git repository and commit the render")
 	f.BoolVar(&ro.allowMassDelete, "allow-mass-delete", false, "allow removing most (or all) published tenants")
 	f.BoolVarP(&ro.quiet, "quiet", "q", false, "print nothing but errors")
+	f.StringVarP(&ro.output, "output", "o", "text", outputFlagUsage)
 	_ = cmd.MarkFlagRequired("out")
 	return cmd
 }
@@ -79,7 +81,13 @@ everything again (what was rendered from what: .git/eva/render-cache).`,
 type sink interface{ Put(render.File) error }
 
 func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error) {
+	if err := checkOutput(ro.output); err != nil {
+		return err
+	}
 	if ro.out == stdoutOut {
+		if ro.output != "text" {
+			return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--out - writes the manifests to standard output: -o %s has nowhere to go", ro.output)}
+		}
 		return renderToStdout(cmd, opts, ro)
 	}
 	start := time.Now()
@@ -145,7 +153,7 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 		if local.Head() != ru.head {
 			return fmt.Errorf("%s: the branch moved while the tenants were read; render again", ro.out)
 		}
-		return job.commitChanges(local, ru, ro, start)
+		return job.commitChanges(cmd, local, ru, ro, start)
 	}
 	bar := newProgress(stderr, len(job.tenants), ro.quiet)
 	emit := out.Put
@@ -171,7 +179,8 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 			return err
 		}
 	}
-	summary := job.summary(stats, start)
+	rep := job.report(stats, start)
+	summary := rep.summary()
 	switch {
 	case local != nil:
 		result, err := local.Commit(safety, ro.author.author(),
@@ -179,28 +188,24 @@ func runRender(cmd *cobra.Command, opts *options, ro *renderOptions) (err error)
 		if err != nil {
 			return err
 		}
-		summary += commitSummary(result)
+		rep.Tree = outcomeOf(result)
+		summary += "; " + rep.Tree.commitSummary()
 		job.saveCache(local, result, stderr)
 	case dir != nil:
 		if err := dir.Finish(); err != nil {
 			return err
 		}
+		rep.Tree = &treeOutcome{Updated: true, Tenants: stats.Tenants}
 	}
-	if !ro.quiet {
-		fmt.Fprintln(stderr, summary)
-	}
-	return nil
+	return rep.finish(cmd, ro.output, ro.quiet, summary)
 }
 
-func commitSummary(result *publish.Result) string {
-	if result.Committed {
-		return fmt.Sprintf("; committed %s (%s)", short(result.Revision), planCounts(result.Plan))
+// commitSummary says what a render committed.
+func (o *treeOutcome) commitSummary() string {
+	if o.Updated {
+		return fmt.Sprintf("committed %s (%s)", short(o.Revision), o.counts())
 	}
-	return "; nothing changed, nothing committed"
-}
-
-func planCounts(p *publish.Plan) string {
-	return fmt.Sprintf("%d added, %d changed, %d removed", len(p.Added), len(p.Changed), len(p.Removed))
+	return "nothing changed, nothing committed"
 }
 
 func short(rev string) string {

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/spf13/cobra"
+
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/chartrepo"
 	"github.com/aidonow/eva/internal/overlay"
@@ -164,7 +166,7 @@ func (td *tenantDigests) of(t *tenantfile.Tenant, admitted []*evav1.EvaRollout) 
 // commitChanges renders only the tenants whose inputs changed since the cached commit,
 // removes those no longer listed, and commits that on top of it (publish.PublishChanges:
 // the same safety checks as a full render). The cached commit must be the branch's head.
-func (j *job) commitChanges(local *publish.LocalRepo, ru *reuse, ro *renderOptions, start time.Time) error {
+func (j *job) commitChanges(cmd *cobra.Command, local *publish.LocalRepo, ru *reuse, ro *renderOptions, start time.Time) error {
 	stderr := j.stderr
 	var todo []*evav1.EvaTenant
 	for i, t := range j.tenants {
@@ -202,11 +204,10 @@ func (j *job) commitChanges(local *publish.LocalRepo, ru *reuse, ro *renderOptio
 		// Otherwise (nothing read, rendered or committed) the cache already says this.
 		j.saveCache(local, result, stderr)
 	}
-	if !ro.quiet {
-		fmt.Fprintf(stderr, "%s; %d tenant(s) unchanged since %s, not rendered again%s\n",
-			j.summary(stats, start), len(j.tenants)-len(todo), short(ru.head), commitSummary(result))
-	}
-	return nil
+	rep := j.report(stats, start)
+	rep.Tree = outcomeOf(result)
+	return rep.finish(cmd, ro.output, ro.quiet, fmt.Sprintf("%s; %d tenant(s) unchanged since %s, not rendered again; %s",
+		rep.summary(), len(j.tenants)-len(todo), short(ru.head), rep.Tree.commitSummary()))
 }
 
 // saveCache records what the committed render was made from. A cache that cannot be

@@ -39,7 +39,7 @@ func renderToStdout(cmd *cobra.Command, opts *options, ro *renderOptions) error 
 		return fmt.Errorf("writing the manifests: %w", err)
 	}
 	if !ro.quiet {
-		fmt.Fprintln(cmd.ErrOrStderr(), j.summary(stats, start))
+		fmt.Fprintln(cmd.ErrOrStderr(), j.report(stats, start).summary())
 	}
 	return nil
 }

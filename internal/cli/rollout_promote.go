@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -282,6 +283,7 @@ func firstLine(s string) string {
 
 func newRolloutPlanCommand(opts *options) *cobra.Command {
 	o := &releaseFileOptions{}
+	var output string
 	cmd := &cobra.Command{
 		Use:   "plan NAME",
 		Short: "Show the next step of a release kept as a file, without writing anything",
@@ -290,11 +292,17 @@ func newRolloutPlanCommand(opts *options) *cobra.Command {
 		Example: `  evactl rollout plan crm-1-5 --kubeconfig ~/.kube/config`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			st, err := decideStep(cmd, opts, o, args[0], time.Now())
 			if err != nil {
 				return err
 			}
 			out := cmd.OutOrStdout()
+			if output != "text" {
+				return writeStructured(out, output, st.report())
+			}
 			if len(st.changed) == 0 {
 				fmt.Fprintln(out, "nothing to promote")
 			} else {
@@ -305,6 +313,7 @@ func newRolloutPlanCommand(opts *options) *cobra.Command {
 		},
 	}
 	o.bind(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml (the step: admitted tenants, the release's status after it)")
 	return cmd
 }
 
@@ -312,6 +321,7 @@ func newRolloutPromoteCommand(opts *options) *cobra.Command {
 	o := &releaseFileOptions{}
 	var author authorFlags
 	var commit bool
+	var output string
 	cmd := &cobra.Command{
 		Use:   "promote NAME",
 		Short: "Take the next step of a release kept as a file, as one commit",
@@ -342,6 +352,9 @@ someone else, such as a release bot.`,
 			if !o.assumeReady && !o.cluster.named() {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("promote needs the tenants' health: --kubeconfig, --context or $KUBECONFIG (read from the cluster) or --assume-ready (vouched for, and said so in the commit)")}
 			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			if err := checkAuthor(cmd); err != nil {
 				return err
 			}
@@ -352,6 +365,9 @@ someone else, such as a release bot.`,
 			out := cmd.OutOrStdout()
 			status := st.target.Rollout.Status
 			if len(st.changed) == 0 {
+				if output != "text" {
+					return cmp.Or(writeStructured(out, output, st.report()), haltedError(st.target.Rollout))
+				}
 				fmt.Fprintf(out, "nothing to promote: %s, %s\n", status.Phase, safetext.Escape(status.Message))
 				return haltedError(st.target.Rollout)
 			}
@@ -381,6 +397,7 @@ someone else, such as a release bot.`,
 					return restore(err)
 				}
 			}
+			rep := st.report()
 			if fc != nil {
 				who, err := commitAuthor(cmd, fc, author)
 				if err != nil {
@@ -390,7 +407,13 @@ someone else, such as a release bot.`,
 				if err != nil {
 					return restore(err)
 				}
-				fmt.Fprintf(out, "committed %s: %s\n", short(rev), safetext.Escape(st.subject()))
+				rep.Commit = rev
+			}
+			if output != "text" {
+				return cmp.Or(writeStructured(out, output, rep), haltedError(st.target.Rollout))
+			}
+			if rep.Commit != "" {
+				fmt.Fprintf(out, "committed %s: %s\n", short(rep.Commit), safetext.Escape(st.subject()))
 			} else {
 				fmt.Fprintf(out, "wrote %s (not committed): %s\n", safetext.Escape(strings.Join(paths, ", ")), safetext.Escape(st.subject()))
 			}
@@ -400,6 +423,7 @@ someone else, such as a release bot.`,
 	}
 	o.bind(cmd.Flags())
 	author.bindOnBehalf(cmd.Flags())
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml (the step taken: admitted tenants, files written, the commit, the release's status)")
 	cmd.Flags().BoolVar(&commit, "commit", true, "commit the release file in its git repository (--commit=false only writes it)")
 	return cmd
 }
