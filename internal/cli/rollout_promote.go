@@ -371,43 +371,9 @@ someone else, such as a release bot.`,
 				fmt.Fprintf(out, "nothing to promote: %s, %s\n", status.Phase, safetext.Escape(status.Message))
 				return haltedError(st.target.Rollout)
 			}
-			paths := make([]string, len(st.changed))
-			for i, f := range st.changed {
-				paths[i] = f.Path
-			}
-			var fc *fileCommit
-			if commit {
-				// Refused before anything is written: a refusal leaves the files as they were.
-				if fc, err = prepareCommit(paths); err != nil {
-					return err
-				}
-			}
-			// All or nothing: a failure puts back the files already written, or the next
-			// run would take the uncommitted status for the release's own.
-			restore := func(err error) error {
-				for _, f := range st.changed {
-					if rerr := f.Restore(); rerr != nil {
-						return fmt.Errorf("%w (and %v)", err, rerr)
-					}
-				}
+			rep, err := st.take(cmd, commit, author)
+			if err != nil {
 				return err
-			}
-			for _, f := range st.changed {
-				if err := f.Save(); err != nil {
-					return restore(err)
-				}
-			}
-			rep := st.report()
-			if fc != nil {
-				who, err := commitAuthor(cmd, fc, author)
-				if err != nil {
-					return restore(err)
-				}
-				rev, err := fc.commit(st.subject()+"\n\n"+st.body(), who)
-				if err != nil {
-					return restore(err)
-				}
-				rep.Commit = rev
 			}
 			if output != "text" {
 				return cmp.Or(writeStructured(out, output, rep), haltedError(st.target.Rollout))
@@ -415,7 +381,7 @@ someone else, such as a release bot.`,
 			if rep.Commit != "" {
 				fmt.Fprintf(out, "committed %s: %s\n", short(rep.Commit), safetext.Escape(st.subject()))
 			} else {
-				fmt.Fprintf(out, "wrote %s (not committed): %s\n", safetext.Escape(strings.Join(paths, ", ")), safetext.Escape(st.subject()))
+				fmt.Fprintf(out, "wrote %s (not committed): %s\n", safetext.Escape(strings.Join(rep.Files, ", ")), safetext.Escape(st.subject()))
 			}
 			WriteRolloutStatus(out, st.target.Rollout)
 			return haltedError(st.target.Rollout)
@@ -426,6 +392,44 @@ someone else, such as a release bot.`,
 	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text, json or yaml (the step taken: admitted tenants, files written, the commit, the release's status)")
 	cmd.Flags().BoolVar(&commit, "commit", true, "commit the release file in its git repository (--commit=false only writes it)")
 	return cmd
+}
+
+// take writes the step's files and, with commit, commits them alone; all or nothing:
+// a failure puts back the files already written, or the next run would take the
+// uncommitted status for the release's own.
+func (st *step) take(cmd *cobra.Command, commit bool, author authorFlags) (stepReport, error) {
+	rep := st.report()
+	var fc *fileCommit
+	if commit {
+		// Refused before anything is written: a refusal leaves the files as they were.
+		var err error
+		if fc, err = prepareCommit(rep.Files); err != nil {
+			return rep, err
+		}
+	}
+	restore := func(err error) (stepReport, error) {
+		for _, f := range st.changed {
+			if rerr := f.Restore(); rerr != nil {
+				return rep, fmt.Errorf("%w (and %v)", err, rerr)
+			}
+		}
+		return rep, err
+	}
+	for _, f := range st.changed {
+		if err := f.Save(); err != nil {
+			return restore(err)
+		}
+	}
+	if fc != nil {
+		who, err := commitAuthor(cmd, fc, author)
+		if err != nil {
+			return restore(err)
+		}
+		if rep.Commit, err = fc.commit(st.subject()+"\n\n"+st.body(), who); err != nil {
+			return restore(err)
+		}
+	}
+	return rep, nil
 }
 
 // commitAuthor is who a step's commit names: the --author flags or

@@ -64,7 +64,7 @@ func NewRootCommand() *cobra.Command {
 		return &ExitError{Code: ExitUsage, Err: err}
 	})
 	root.PersistentFlags().StringVar(&opts.catalogPath, "catalog", "", "catalog YAML file replacing the built-in tiers and modules")
-	root.AddCommand(newValidateCommand(opts), newRenderCommand(opts), newPublishCommand(opts), newDiffCommand(opts), newImagesCommand(opts), newChartsCommand(), newRolloutCommand(opts), newVersionCommand(), newInitCommand(), newCellsCommand(opts), newOperatorCommand())
+	root.AddCommand(newValidateCommand(opts), newRenderCommand(opts), newPublishCommand(opts), newDiffCommand(opts), newImagesCommand(opts), newChartsCommand(), newRolloutCommand(opts), newVersionCommand(), newInitCommand(), newCellsCommand(opts), newOperatorCommand(), newSecretsCommand(opts))
 	refuseUndeclaredArgs(root)
 	addCompletions(root)
 	return root

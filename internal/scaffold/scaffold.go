@@ -9,6 +9,9 @@ import (
 	"path"
 	"regexp"
 	"strings"
+
+	"github.com/aidonow/eva/internal/tenantfile"
+	"github.com/aidonow/eva/internal/tenantkey"
 )
 
 // ExampleCode is the example tenant's capsule code.
@@ -174,13 +177,8 @@ spec:
 `
 
 func sopsRules(o Options) string {
-	return fmt.Sprintf(`# One creation rule per tenant: sops encrypts tenants/<CODE>.<name>.sops.yaml for that
-# tenant's own key only. Add a rule (and the key to the environment's secrets) per tenant.
-creation_rules:
-  - path_regex: ^tenants/%[1]s\.[a-z0-9-]+\.sops\.yaml$
-    encrypted_regex: ^(data|stringData)$
-    age: %[2]s
-`, ExampleCode, o.Recipient)
+	rule := tenantkey.NewRule(tenantfile.SecretPathRegex("tenants", ExampleCode), []string{o.Recipient})
+	return string(tenantkey.NewSopsConfig(rule))
 }
 
 func gitignore(o Options) string {

@@ -2,6 +2,7 @@ package tenantfile
 
 import (
 	"fmt"
+	"path"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -40,7 +41,21 @@ func IsSecretFile(path string) bool {
 	return strings.HasSuffix(strings.ToLower(filepath.Base(path)), SecretFileSuffix)
 }
 
-var secretFileRE = regexp.MustCompile(`^([A-Z]{6})\.([a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?)\.sops\.yaml$`)
+// secretNamePattern is the <name> of a Secret file: the Secret is <code>-<name>.
+const secretNamePattern = `[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?`
+
+var secretFileRE = regexp.MustCompile(`^([A-Z]{6})\.(` + secretNamePattern + `)\.sops\.yaml$`)
+
+// SecretPathRegex is the sops creation rule's path_regex for tenant code's Secret
+// files in dir (a slash path relative to the folder of .sops.yaml, "." for that folder
+// itself): exactly the names ParseSecret accepts.
+func SecretPathRegex(dir, code string) string {
+	prefix := ""
+	if dir = path.Clean(dir); dir != "." {
+		prefix = regexp.QuoteMeta(dir) + "/"
+	}
+	return "^" + prefix + regexp.QuoteMeta(code) + `\.` + secretNamePattern + `\.sops\.yaml$`
+}
 
 // ParseSecret checks one encrypted Secret file: named <CODE>.<name>.sops.yaml, and a
 // document sopsdoc.Check accepts for the Secret <code>-<name> of the tenant's namespace.
