@@ -98,3 +98,32 @@ func TestFlagsMeanOneThingEverywhere(t *testing.T) {
 		t.Fatalf("found %d flag names: the walk missed commands", len(byName))
 	}
 }
+
+// TestEveryReportingCommandTakesOutput: every command that says what it did takes -o
+// json|yaml for a program to read it, as kubectl and flux commands do. The tree is
+// walked; the commands left out say why.
+func TestEveryReportingCommandTakesOutput(t *testing.T) {
+	exempt := map[string]string{
+		"evactl init":            "it writes a new fleet's files and names each; nothing to report beyond them",
+		"evactl operator values": "its output is the values file itself",
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		for _, sub := range c.Commands() {
+			if sub.Hidden || sub.Name() == "help" || sub.Name() == "completion" {
+				continue
+			}
+			if sub.HasSubCommands() {
+				walk(sub)
+				continue
+			}
+			_, isExempt := exempt[sub.CommandPath()]
+			if f := sub.Flags().Lookup("output"); (f == nil) != isExempt {
+				t.Errorf("%s: --output %v, exempt %v", sub.CommandPath(), f != nil, isExempt)
+			} else if f != nil && !strings.Contains(f.Usage, "json") {
+				t.Errorf("%s: -o does not offer json: %s", sub.CommandPath(), f.Usage)
+			}
+		}
+	}
+	walk(NewRootCommand())
+}

@@ -25,7 +25,7 @@ by validate and render, and chart verification renders exactly those archives.`,
 }
 
 func newChartsPackageCommand() *cobra.Command {
-	var charts, out string
+	var charts, out, output string
 	cmd := &cobra.Command{
 		Use:   "package",
 		Short: "Package every chart reproducibly into <name>-<version>.tgz",
@@ -33,6 +33,9 @@ func newChartsPackageCommand() *cobra.Command {
 honoured) into a reproducible archive: the same folder always gives the same bytes, so a
 digest can be checked by anyone who packages the same commit.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			archives, err := chartrepo.PackageAll(charts)
 			if err != nil {
 				return &ExitError{Code: ExitInvalid, Err: err}
@@ -40,22 +43,28 @@ digest can be checked by anyone who packages the same commit.`,
 			if err := os.MkdirAll(out, 0o755); err != nil {
 				return err
 			}
+			var rep artifactReport
 			for _, a := range archives {
-				if err := os.WriteFile(filepath.Join(out, a.FileName()), a.Data, 0o644); err != nil {
+				file := filepath.Join(out, a.FileName())
+				if err := os.WriteFile(file, a.Data, 0o644); err != nil {
 					return err
 				}
-				fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s\n", filepath.Join(out, a.FileName()), a.Version, a.Digest)
+				rep.Items = append(rep.Items, artifact{Chart: a.Name, Version: a.Version, Ref: file, Digest: a.Digest})
+				if output == "text" {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s\n", file, a.Version, a.Digest)
+				}
 			}
-			return nil
+			return finishArtifacts(cmd, output, rep, nil)
 		},
 	}
 	cmd.Flags().StringVar(&charts, "charts", "charts", "folder of module charts")
 	cmd.Flags().StringVar(&out, "out", "dist/charts", "folder the archives are written to")
+	outputFlag(cmd, &output)
 	return cmd
 }
 
 func newChartsPushCommand() *cobra.Command {
-	var charts, to string
+	var charts, to, output string
 	var rf registryFlags
 	cmd := &cobra.Command{
 		Use:   "push",
@@ -69,6 +78,9 @@ is read back from the registry, then recorded in <charts>/` + chartrepo.LockFile
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--to is required (oci://host/path)")}
+			}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			if _, err := chartrepo.Repository(to, "x"); err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--to: %w", err)}
@@ -95,34 +107,41 @@ is read back from the registry, then recorded in <charts>/` + chartrepo.LockFile
 				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("nothing pushed:\n  %s", strings.Join(conflicts, "\n  "))}
 			}
 			reg := rf.registry()
+			rep := artifactReport{Lock: lockPath}
 			for _, a := range archives {
+				repo, _ := chartrepo.Repository(to, a.Name)
+				ref := repo + ":" + chartrepo.Tag(a.Version)
 				p, err := chartrepo.Push(cmd.Context(), to, a, reg)
 				if err != nil {
 					// What was pushed before stays recorded.
 					if werr := lock.Write(lockPath); werr != nil {
 						return werr
 					}
-					return &ExitError{Code: ExitInvalid, Err: err}
+					rep.Items = append(rep.Items, artifact{Chart: a.Name, Version: a.Version, Ref: ref, Error: err.Error()})
+					return finishArtifacts(cmd, output, rep, &ExitError{Code: ExitInvalid, Err: err})
 				}
 				lock.Add(a.Name, p)
-				repo, _ := chartrepo.Repository(to, a.Name)
-				fmt.Fprintf(cmd.OutOrStdout(), "%s:%s@%s\n", repo, chartrepo.Tag(a.Version), p.Digest)
+				rep.Items = append(rep.Items, artifact{Chart: a.Name, Version: a.Version, Ref: ref, Digest: p.Digest})
+				if output == "text" {
+					fmt.Fprintf(cmd.OutOrStdout(), "%s@%s\n", ref, p.Digest)
+				}
 			}
 			if err := lock.Write(lockPath); err != nil {
 				return err
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "pushed %d chart(s); digests recorded in %s\n", len(archives), lockPath)
-			return nil
+			return finishArtifacts(cmd, output, rep, nil)
 		},
 	}
 	cmd.Flags().StringVar(&charts, "charts", "charts", "folder of module charts (and of "+chartrepo.LockFile+")")
 	cmd.Flags().StringVar(&to, "to", "", "OCI chart source to push to, oci://host/path")
+	outputFlag(cmd, &output)
 	rf.bind(cmd)
 	return cmd
 }
 
 func newChartsMirrorCommand() *cobra.Command {
-	var charts, from, to string
+	var charts, from, to, output string
 	var rf registryFlags
 	cmd := &cobra.Command{
 		Use:   "mirror",
@@ -134,31 +153,39 @@ with ` + "`evactl images mirror`" + ` this is everything an air-gapped cluster p
 			if from == "" || to == "" {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--from and --to are required (oci://host/path)")}
 			}
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			lock, err := chartrepo.ReadLock(filepath.Join(charts, chartrepo.LockFile))
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%w (publish with evactl charts push first)", err)}
 			}
 			reg := rf.registry()
 			var failed []string
-			n := 0
+			var rep artifactReport
 			for _, chart := range lock.Names() {
 				for _, p := range lock.Charts[chart] {
-					n++
-					status := "ok"
+					status, item := "ok", artifact{Chart: chart, Version: p.Version, Digest: p.Digest}
+					item.From, _ = chartrepo.Repository(from, chart)
+					item.Ref, _ = chartrepo.Repository(to, chart)
 					if err := chartrepo.Copy(cmd.Context(), from, to, chart, p, reg); err != nil {
-						status = "FAILED"
+						status, item.Error = "FAILED", err.Error()
 						failed = append(failed, fmt.Sprintf("%s %s: %v", chart, p.Version, err))
 					}
-					fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s %s\n", chart, p.Version, p.Digest, status)
+					rep.Items = append(rep.Items, item)
+					if output == "text" {
+						fmt.Fprintf(cmd.OutOrStdout(), "%s %s %s %s\n", chart, p.Version, p.Digest, status)
+					}
 				}
 			}
 			if len(failed) > 0 {
-				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d of %d copies failed:\n  %s", len(failed), n, strings.Join(failed, "\n  "))}
+				return finishArtifacts(cmd, output, rep, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d of %d copies failed:\n  %s", len(failed), len(rep.Items), strings.Join(failed, "\n  "))})
 			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "mirrored %d chart version(s)\n", n)
-			return nil
+			fmt.Fprintf(cmd.ErrOrStderr(), "mirrored %d chart version(s)\n", len(rep.Items))
+			return finishArtifacts(cmd, output, rep, nil)
 		},
 	}
+	outputFlag(cmd, &output)
 	cmd.Flags().StringVar(&charts, "charts", "charts", "folder of module charts (and of "+chartrepo.LockFile+")")
 	cmd.Flags().StringVar(&from, "from", "", "OCI chart source to copy from, oci://host/path")
 	cmd.Flags().StringVar(&to, "to", "", "mirror to copy to, oci://host/path")

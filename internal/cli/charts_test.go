@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -55,8 +56,15 @@ func TestChartsPackagePushMirror(t *testing.T) {
 		t.Fatalf("lock %+v, output %s", lock, out)
 	}
 	before := mustRead(t, lockPath)
-	if code, _, errOut := runCLI(t, "charts", "push", "--charts", charts, "--to", source, "--insecure"); code != ExitOK {
-		t.Fatalf("pushing again: %d %s", code, errOut)
+	code, out, errOut = runCLI(t, "charts", "push", "--charts", charts, "--to", source, "--insecure", "-o", "json")
+	var pushed artifactReport
+	if code != ExitOK || json.Unmarshal([]byte(out), &pushed) != nil || len(pushed.Items) != 6 || pushed.Lock != lockPath {
+		t.Fatalf("pushing again, -o json: %d %s%s", code, out, errOut)
+	}
+	for _, it := range pushed.Items {
+		if p, ok := lock.Find(it.Chart, it.Version); !ok || it.Digest != p.Digest || !strings.HasSuffix(it.Ref, "/eva/charts/"+it.Chart+":"+it.Version) {
+			t.Errorf("push -o json says %+v; the lock %+v", it, p)
+		}
 	}
 	if !bytes.Equal(before, mustRead(t, lockPath)) {
 		t.Fatal("pushing the same charts again changed the lock")

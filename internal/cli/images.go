@@ -38,27 +38,31 @@ func (r *registryFlags) registry() airgap.Registry {
 }
 
 func newImagesPinCommand() *cobra.Command {
-	var file string
+	var file, output string
 	var airgapOverlays []string
 	var rf registryFlags
 	cmd := &cobra.Command{
 		Use:   "pin",
 		Short: "Resolve each image's tag to its digest, rewrite images.txt in place and sync the air-gap overlay",
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkOutput(output); err != nil {
+				return err
+			}
 			n, err := airgap.Pin(cmd.Context(), file, rf.registry())
 			if err != nil {
 				return &ExitError{Code: ExitInvalid, Err: err}
 			}
 			fmt.Fprintf(cmd.ErrOrStderr(), "pinned %d image(s) in %s\n", n, file)
-			if len(airgapOverlays) == 0 {
-				return nil
-			}
 			f, err := os.Open(file)
 			if err != nil {
 				return err
 			}
 			entries, _ := airgap.Parse(f)
 			f.Close()
+			var rep artifactReport
+			for _, e := range entries {
+				rep.Items = append(rep.Items, artifact{Ref: e.Ref, Digest: e.Digest})
+			}
 			for _, path := range airgapOverlays {
 				synced, err := airgap.SyncOverlay(path, entries)
 				if err != nil {
@@ -66,9 +70,10 @@ func newImagesPinCommand() *cobra.Command {
 				}
 				fmt.Fprintf(cmd.ErrOrStderr(), "set %d digest(s) in %s\n", synced, path)
 			}
-			return nil
+			return finishArtifacts(cmd, output, rep, nil)
 		},
 	}
+	outputFlag(cmd, &output)
 	cmd.Flags().StringVar(&file, "file", "images.txt", "the image list")
 	cmd.Flags().StringSliceVar(&airgapOverlays, "airgap-overlay", nil,
 		"file whose image digests follow images.txt (repeatable): overlays/airgap/kustomization.yaml, overlays/airgap/tenant/kustomization.yaml, overlays/airgap/tenant/environment.yaml")
@@ -77,7 +82,7 @@ func newImagesPinCommand() *cobra.Command {
 }
 
 func newImagesMirrorCommand() *cobra.Command {
-	var file, to string
+	var file, to, output string
 	var parallel int
 	var dryRun bool
 	var rf registryFlags
@@ -90,6 +95,9 @@ Copies run in parallel and continue past failures; the command exits 1 listing t
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if to == "" {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--to is required")}
+			}
+			if err := checkOutput(output); err != nil {
+				return err
 			}
 			f, err := os.Open(file)
 			if err != nil {
@@ -104,6 +112,9 @@ Copies run in parallel and continue past failures; the command exits 1 listing t
 				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("fix images.txt first (evactl images pin)")}
 			}
 			out := cmd.OutOrStdout()
+			if output != "text" {
+				out = cmd.ErrOrStderr() // progress; the report goes to standard output
+			}
 			done := 0
 			copies := airgap.Mirror(cmd.Context(), entries, to, rf.registry(), parallel, dryRun, func(c airgap.Copy) {
 				done++
@@ -113,24 +124,26 @@ Copies run in parallel and continue past failures; the command exits 1 listing t
 				}
 				fmt.Fprintf(out, "[%d/%d] %s -> %s %s\n", done, len(entries), c.From, c.To, status)
 			})
-			if dryRun {
-				for _, c := range copies {
-					fmt.Fprintf(out, "would copy %s -> %s\n", c.From, c.To)
-				}
-				return nil
-			}
+			rep := artifactReport{DryRun: dryRun}
 			var failed []string
 			for _, c := range copies {
+				item := artifact{From: c.From, Ref: c.To}
 				if c.Err != nil {
+					item.Error = c.Err.Error()
 					failed = append(failed, fmt.Sprintf("%s: %v", c.From, c.Err))
 				}
+				rep.Items = append(rep.Items, item)
+				if dryRun && output == "text" {
+					fmt.Fprintf(out, "would copy %s -> %s\n", c.From, c.To)
+				}
 			}
-			if len(failed) > 0 {
-				return &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d of %d copies failed:\n  %s", len(failed), len(copies), strings.Join(failed, "\n  "))}
+			if len(failed) > 0 && !dryRun {
+				return finishArtifacts(cmd, output, rep, &ExitError{Code: ExitInvalid, Err: fmt.Errorf("%d of %d copies failed:\n  %s", len(failed), len(copies), strings.Join(failed, "\n  "))})
 			}
-			return nil
+			return finishArtifacts(cmd, output, rep, nil)
 		},
 	}
+	outputFlag(cmd, &output)
 	cmd.Flags().StringVar(&file, "file", "images.txt", "the image list")
 	cmd.Flags().StringVar(&to, "to", "", "mirror registry (and optional path), e.g. registry.internal:5000/eva")
 	cmd.Flags().IntVar(&parallel, "parallel", 4, "copies at once")

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -77,5 +78,16 @@ func TestImagesPinAndMirrorCommands(t *testing.T) {
 	code, out := runEvactl(t, "images", "mirror", "--file", file, "--to", to, "--insecure")
 	if code != ExitInvalid || !strings.Contains(out, "1 of 2 copies failed") || !strings.Contains(out, "eva/gone") {
 		t.Fatalf("mirror with a missing image: exit %d\n%s", code, out)
+	}
+	// -o json says the same of each image, the failure included, on standard output alone.
+	code, stdout, all := runEvactlStdout(t, "images", "mirror", "--file", file, "--to", to, "--insecure", "-o", "json")
+	var rep artifactReport
+	if code != ExitInvalid || json.Unmarshal(stdout, &rep) != nil || len(rep.Items) != 2 {
+		t.Fatalf("mirror -o json with a missing image: exit %d\n%s", code, all)
+	}
+	for _, it := range rep.Items {
+		if gone := strings.Contains(it.From, "eva/gone"); gone == (it.Error == "") || !strings.HasPrefix(it.Ref, to+"/eva/") {
+			t.Errorf("mirror -o json: %+v", it)
+		}
 	}
 }
