@@ -44,7 +44,12 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 			retired = append(retired, code)
 		}
 	}
-	reqs := placement.Requests(objects, catalog, func(code string) string { return rec.cells[code] })
+	reqs := placement.Requests(objects, catalog, func(code string) (string, string) {
+		if m, moving := rec.moves[code]; moving {
+			return rec.cells[code], m.from
+		}
+		return rec.cells[code], ""
+	})
 	var redirected []string
 	for i, r := range reqs {
 		// A move goes on to its target whatever the placement now says: the tenant
@@ -54,19 +59,9 @@ func placeTenants(res *tenantfile.Result, env *overlay.Environment, catalog *ten
 			redirected = append(redirected, r.Code)
 		}
 	}
-	cells := env.Settings.PlacementCells()
-	claims := append(slices.Clone(reqs), leavingClaims(reqs, rec.moves)...)
-	placed := placement.Place(cells, claims)
-	if starting := startingMoves(placed.Moves, rec, env); len(starting) > 0 {
-		// A tenant whose move starts still holds its room on its source: placed again
-		// with that claim, no other tenant takes it meanwhile.
-		placed = placement.Place(cells, append(claims, leavingClaims(reqs, starting)...))
-	}
-	for code := range placed.Cells {
-		if _, ok := byCode[code]; !ok {
-			delete(placed.Cells, code) // a moving tenant's claim on its source
-		}
-	}
+	// A moving tenant, and one whose move this placement starts, holds its room on
+	// both cells (placement.Place).
+	placed := placement.Place(env.Settings.PlacementCells(), reqs)
 	for _, code := range retired {
 		if cell := rec.cells[code]; cell != "" {
 			placed.Cells[code] = cell
@@ -117,32 +112,6 @@ func fileMoves(placed *placement.Result, rec placementRecord, redirected []strin
 		delete(placed.Cells, code)
 	}
 	return moves
-}
-
-// startingMoves are the moves a placement starts (its Moves whose source cell is still
-// in the environment), by code.
-func startingMoves(codes []string, rec placementRecord, env *overlay.Environment) map[string]*fileMove {
-	out := map[string]*fileMove{}
-	for _, code := range codes {
-		from := rec.cells[code]
-		if _, moving := rec.moves[code]; !moving && slices.ContainsFunc(env.Settings.Cells, func(c overlay.Cell) bool { return c.Name == from }) {
-			out[code] = &fileMove{code: code, from: from}
-		}
-	}
-	return out
-}
-
-// leavingClaims are the claims moving tenants still hold on their source cells: the
-// source serves a tenant until its copy is out, so it counts there too. Each is a
-// request of its own, pinned to the source.
-func leavingClaims(reqs []placement.Request, moves map[string]*fileMove) []placement.Request {
-	var out []placement.Request
-	for _, r := range reqs {
-		if m, ok := moves[r.Code]; ok {
-			out = append(out, placement.Request{Code: r.Code + " leaving " + m.from, Claim: r.Claim, Cell: m.from, Previous: m.from})
-		}
-	}
-	return out
 }
 
 // cellLabels are the labels of the environment's cell name.

@@ -126,7 +126,7 @@ func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.R
 		byCode[t.Spec.CapsuleCode] = t
 	}
 	result := placement.Place(p.Env.Settings.PlacementCells(),
-		placement.Requests(tenants, p.Catalog, func(code string) string { return p.cellOf(byCode[code]) }))
+		placement.Requests(tenants, p.Catalog, func(code string) (string, string) { return p.where(byCode[code]) }))
 	problems := map[string]string{}
 	for _, pr := range result.Problems {
 		if pr.Code != "" {
@@ -228,6 +228,24 @@ func (p *CellPlacer) candidates(items []evav1.EvaTenant) []*evav1.EvaTenant {
 	return out
 }
 
+// where is what placement weighs of t's cells: the cell it is on or moves to, and the
+// other cell of its move while that cell still holds a copy of it (the source until
+// it has removed it; the target of a cancelled move until it has removed its own).
+func (p *CellPlacer) where(t *evav1.EvaTenant) (previous, holds string) {
+	mv := t.Status.Move
+	switch {
+	case mv == nil:
+		return p.cellOf(t), ""
+	case mv.Cancelled && mv.TargetRemovedAt == nil:
+		return mv.From, mv.To
+	case mv.Cancelled:
+		return mv.From, ""
+	case mv.SourceRemovedAt == nil:
+		return mv.To, mv.From
+	}
+	return mv.To, ""
+}
+
 // cellOf is the cell t is on: its status.cell, or the one this process wrote and the
 // cache does not show yet.
 func (p *CellPlacer) cellOf(t *evav1.EvaTenant) string {
@@ -235,7 +253,7 @@ func (p *CellPlacer) cellOf(t *evav1.EvaTenant) string {
 		return ""
 	}
 	if t.Status.Move != nil {
-		return t.Status.Move.To // where it will be; the source frees its room
+		return t.Status.Move.To // where it will be
 	}
 	if t.Status.Cell != "" {
 		delete(p.written, t.UID)

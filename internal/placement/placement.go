@@ -64,8 +64,13 @@ type Request struct {
 	// cell must carry. Both unset: any cell.
 	Cell   string
 	Labels map[string]string
-	// Previous is the cell the tenant was placed on before ("" for a new tenant).
+	// Previous is the cell the tenant was placed on before ("" for a new tenant); for a
+	// tenant moving between cells, the cell its move takes it to.
 	Previous string
+	// Holds is the other cell of a move under way: the cell a tenant moves away from
+	// (or, its move cancelled, the one it was moving to), which keeps its copy of the
+	// tenant until the move ends. The tenant's claim counts there too.
+	Holds string
 }
 
 // Allows says whether the request's constraint admits cell c.
@@ -116,6 +121,11 @@ type Result struct {
 // for it). The others, in code order, go to the allowed cell with room whose fullest
 // dimension after placing is least full, ties broken by name; a tenant with no allowed
 // cell, or none with room, is a problem naming each candidate and what it lacks.
+//
+// A moving tenant claims room on both of its cells until its move ends: on the cell a
+// move under way holds (Request.Holds), and on the cell a tenant placed anew leaves (its
+// Previous), so no other tenant takes the room a move has not freed yet, and a move
+// undone finds its room where it left it.
 func Place(cells []Cell, requests []Request) Result {
 	res := Result{Cells: map[string]string{}, Use: map[string]*Use{}}
 	byName := map[string]Cell{}
@@ -127,12 +137,21 @@ func Place(cells []Cell, requests []Request) Result {
 	sort.Slice(reqs, func(i, j int) bool { return reqs[i].Code < reqs[j].Code })
 	var pending []Request
 	for _, r := range reqs {
+		if c, ok := byName[r.Holds]; ok && r.Holds != r.Previous {
+			*res.Use[c.Name] = res.Use[c.Name].plus(r.Claim)
+		}
 		if c, ok := byName[r.Previous]; ok && r.Allows(c) {
 			res.Cells[r.Code] = c.Name
 			*res.Use[c.Name] = res.Use[c.Name].plus(r.Claim)
 			continue
 		}
 		pending = append(pending, r)
+	}
+	for _, r := range pending {
+		// It is still there, and stays until a move takes it elsewhere and ends.
+		if c, ok := byName[r.Previous]; ok && r.Holds == "" {
+			*res.Use[c.Name] = res.Use[c.Name].plus(r.Claim)
+		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(res.Use)) {
 		if lacks := lacking(byName[name], *res.Use[name]); len(lacks) > 0 {
@@ -186,12 +205,17 @@ func (r Request) constraint() string {
 	return "labels " + strings.Join(parts, ",")
 }
 
+// Where is what the fleet records of a tenant's cells: Previous and Holds of its
+// Request.
+type Where func(code string) (previous, holds string)
+
 // Requests are the placement requests of tenants, in the order given: one for each Active
 // tenant whose tier the catalog has (Decommissioned tenants claim nothing, and a tier the
 // catalog lacks is reported by its own check), claiming ClaimOf its tier, allowed where
-// its spec.placement says, and previously on previous(code) ("" for none). evactl and the
-// operator both build their requests here, so they place alike.
-func Requests(tenants []*evav1.EvaTenant, catalog *tenant.Catalog, previous func(code string) string) []Request {
+// its spec.placement says, previously on the cell where(code) gives ("" for none) and
+// holding the other cell of its move. evactl and the operator both build their
+// requests here, so they place alike.
+func Requests(tenants []*evav1.EvaTenant, catalog *tenant.Catalog, where Where) []Request {
 	var reqs []Request
 	for _, t := range tenants {
 		if t.Spec.LifecycleOrDefault() != evav1.LifecycleActive {
@@ -202,7 +226,8 @@ func Requests(tenants []*evav1.EvaTenant, catalog *tenant.Catalog, previous func
 			continue
 		}
 		code := t.Spec.CapsuleCode
-		req := Request{Code: code, Claim: ClaimOf(spec), Previous: previous(code)}
+		req := Request{Code: code, Claim: ClaimOf(spec)}
+		req.Previous, req.Holds = where(code)
 		if p := t.Spec.Placement; p != nil {
 			req.Cell, req.Labels = p.Cell, p.Labels
 		}

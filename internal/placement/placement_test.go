@@ -93,7 +93,8 @@ func TestPlaceKeepsWhereItPlaced(t *testing.T) {
 
 	cells[0].Capacity.CPU = resource.MustParse("2")
 	res = Place(cells, reqs)
-	if res.Cells["T00000"] != "eu-1" || res.Cells["T00001"] != "eu-1" || len(res.Problems) != 1 || !strings.Contains(res.Problems[0].Message, "cell eu-1 is over capacity: cpu (4 of 2)") {
+	// T00002 counts on eu-1 too until its move to us-1 ends.
+	if res.Cells["T00000"] != "eu-1" || res.Cells["T00001"] != "eu-1" || len(res.Problems) != 1 || !strings.Contains(res.Problems[0].Message, "cell eu-1 is over capacity: cpu (6 of 2)") {
 		t.Fatalf("shrunk cell: placed %v, problems %v", res.Cells, res.Problems)
 	}
 }
@@ -131,5 +132,45 @@ func TestClaimOf(t *testing.T) {
 	unbounded.Quota = nil
 	if e := ClaimOf(unbounded); e.CPU.String() != "240" || e.Memory.String() != "960Gi" || e.Pods != 60 {
 		t.Fatalf("Enterprise without a quota: %s %s %d", e.CPU.String(), e.Memory.String(), e.Pods)
+	}
+}
+
+// TestMovingTenantHoldsRoomOnBothCells is the capacity attack of a requester who moves
+// its tenant away and back: the room its move has not freed yet is never given to
+// another tenant, whether the move is starting (the tenant placed anew, still on its
+// source), under way (Holds its source) or cancelled (Holds the target until its copy
+// there is gone), so neither cell ends over capacity when the tenant returns.
+func TestMovingTenantHoldsRoomOnBothCells(t *testing.T) {
+	claim := starter(t) // 2 CPU
+	cells := []Cell{cell("a", "8", "64Gi", 0), cell("b", "8", "64Gi", 0)}
+	full := func(extra ...Request) []Request {
+		reqs := requests(4, claim)
+		for i := range reqs {
+			reqs[i].Previous = "a"
+		}
+		return append(reqs, extra...)
+	}
+	newcomer := Request{Code: "NEWONE", Claim: claim, Cell: "a"}
+	for name, mover := range map[string]Request{
+		"the move starts":       {Code: "T00000", Claim: claim, Cell: "b", Previous: "a"},
+		"the move is under way": {Code: "T00000", Claim: claim, Cell: "b", Previous: "b", Holds: "a"},
+		"the move is cancelled": {Code: "T00000", Claim: claim, Cell: "a", Previous: "a", Holds: "b"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			reqs := full(newcomer)
+			reqs[0] = mover
+			res := Place(cells, reqs)
+			if res.Cells["NEWONE"] != "" {
+				t.Errorf("the newcomer took room on a that T00000's move holds: %v", res.Cells)
+			}
+			for _, c := range cells {
+				if lacks := lacking(c, *res.Use[c.Name]); len(lacks) > 0 {
+					t.Errorf("cell %s over capacity: %v", c.Name, lacks)
+				}
+			}
+			if u := res.Use["b"]; u.Tenants != 1 || u.CPU.String() != "2" {
+				t.Errorf("b's use %+v: T00000 counts there while it moves", u)
+			}
+		})
 	}
 }
