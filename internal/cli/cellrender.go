@@ -79,6 +79,7 @@ func renderCells(cmd *cobra.Command, j *job, ro *renderOptions, start time.Time)
 		}
 		results = append(results, s.cell.Name+" "+text)
 	}
+	rep.timed(start) // writing and committing the cells' trees included
 	return rep.finish(cmd, ro.output, ro.quiet, fmt.Sprintf("%s; cells: %s", rep.summary(), strings.Join(results, "; ")))
 }
 
@@ -153,8 +154,7 @@ func publishCells(cmd *cobra.Command, j *job, pf *publishFlags, sinkFor cellSink
 			fmt.Fprintf(cmd.OutOrStdout(), "%s %s\n", s.cell.Name, res.Revision)
 		}
 	}
-	rep.took = time.Since(start)
-	rep.Seconds = rep.took.Seconds()
+	rep.timed(start)
 	return rep.finish(cmd, pf.output, pf.quiet, rep.summary())
 }
 

@@ -67,12 +67,18 @@ type cellOutcome struct {
 // report starts the run's report from the render's statistics.
 func (j *job) report(stats render.TreeStats, start time.Time) *runReport {
 	r := &runReport{Environment: j.r.Env.Name, Tenants: len(j.tenants), Rendered: stats.Tenants,
-		Objects: stats.Objects, Bytes: stats.Bytes, took: time.Since(start)}
-	r.Seconds = r.took.Seconds()
+		Objects: stats.Objects, Bytes: stats.Bytes}
+	r.timed(start)
 	if j.checker != nil {
 		r.Verified = &chartVerification{Releases: j.checker.Checks, Renders: j.checker.Renders}
 	}
 	return r
+}
+
+// timed records the run's time so far: a run that writes after rendering reports again.
+func (r *runReport) timed(start time.Time) {
+	r.took = time.Since(start)
+	r.Seconds = r.took.Seconds()
 }
 
 // summary is the report's first clause in text: what was rendered, how fast.

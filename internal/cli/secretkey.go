@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"errors"
 	"fmt"
@@ -11,12 +12,15 @@ import (
 	"strings"
 
 	"filippo.io/age"
+	"github.com/go-git/go-billy/v5"
+	"github.com/go-git/go-billy/v5/osfs"
 	"github.com/go-git/go-git/v5/plumbing/format/gitignore"
 	"github.com/spf13/cobra"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/project"
+	"github.com/aidonow/eva/internal/safetext"
 	"github.com/aidonow/eva/internal/tenantfile"
 	"github.com/aidonow/eva/internal/tenantkey"
 )
@@ -30,6 +34,7 @@ type addKeyOptions struct {
 	tenants                                 []string
 }
 
+// newSecretsCommand groups the commands for tenants' SOPS keys.
 func newSecretsCommand(opts *options) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "secrets",
@@ -39,6 +44,7 @@ func newSecretsCommand(opts *options) *cobra.Command {
 	return cmd
 }
 
+// newSecretsAddKeyCommand is evactl secrets add-key.
 func newSecretsAddKeyCommand(_ *options) *cobra.Command {
 	o := &addKeyOptions{}
 	cmd := &cobra.Command{
@@ -96,6 +102,7 @@ type addKeyReport struct {
 
 var capsuleCodeRE = regexp.MustCompile(evav1.CapsuleCodePattern)
 
+// runAddKey plans every edit, writes them, and says what the cluster needs.
 func runAddKey(cmd *cobra.Command, o *addKeyOptions, code string) error {
 	if err := checkOutput(o.output); err != nil {
 		return err
@@ -126,8 +133,12 @@ Next, the cluster's decryption Secret (then remove %[1]s, or keep it offline):
   kubectl -n %[4]s create secret generic %[3]s --from-file=identity.agekey=%[1]s   # pure-cluster mode
 Then encrypt the tenant's Secret files with the rule in %[5]s:
   sops --encrypt --in-place %[6]s
-`, rep.KeyFile, rep.Namespaces[0], rep.Secret, rep.Namespaces[1], rep.SopsConfig,
-		filepath.Join(o.tenants[0], code+".<name>"+tenantfile.SecretFileSuffix))
+`, safetext.Escape(rep.KeyFile), rep.Namespaces[0], rep.Secret, rep.Namespaces[1], safetext.Escape(rep.SopsConfig),
+		safetext.Escape(filepath.Join(o.tenants[0], code+".<name>"+tenantfile.SecretFileSuffix)))
+	if len(rep.Recipients) > 1 {
+		fmt.Fprintf(cmd.ErrOrStderr(), "and re-encrypt the files it has already for its keys in every environment:\n  sops updatekeys %s\n",
+			safetext.Escape(filepath.Join(o.tenants[0], code+".*"+tenantfile.SecretFileSuffix)))
+	}
 	return nil
 }
 
@@ -137,6 +148,8 @@ type addKeyPlan struct {
 	key               []byte
 	envFile, sops     string
 	envData, sopsData []byte
+	// envOld and sopsOld are the files as the edits were made from (nil: none).
+	envOld, sopsOld   []byte
 	envMode, sopsMode fs.FileMode
 }
 
@@ -154,7 +167,7 @@ func planAddKey(cmd *cobra.Command, o *addKeyOptions, code string) (*addKeyPlan,
 		// A link would have the private key written wherever it points.
 		return nil, usage(fmt.Errorf("%s is not a folder (a link?): the private key goes in a folder of the fleet's own", keys))
 	}
-	if err := refuseTracked(keyFile); err != nil {
+	if err := refuseTracked(keyFile, root, o.keys != ""); err != nil {
 		return nil, usage(err)
 	}
 	p.envFile = filepath.Join(o.overlays, o.env, "tenant", overlay.SettingsFile)
@@ -169,6 +182,7 @@ func planAddKey(cmd *cobra.Command, o *addKeyOptions, code string) (*addKeyPlan,
 		return nil, fmt.Errorf("making the age key: %w", err)
 	}
 	recipient := identity.Recipient().String()
+	p.envOld = data
 	if p.envData, err = tenantkey.AddRecipient(data, code, recipient); err != nil {
 		return nil, usage(fmt.Errorf("%s: %w", p.envFile, err))
 	}
@@ -195,9 +209,10 @@ func planAddKey(cmd *cobra.Command, o *addKeyOptions, code string) (*addKeyPlan,
 	if err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return nil, usage(err)
 	}
+	p.sopsOld = old
 	p.sopsMode = cmp.Or(sopsMode, 0o644)
 	sample := filepath.ToSlash(filepath.Join(rel, code+".example"+tenantfile.SecretFileSuffix))
-	if p.sopsData, err = tenantkey.SetRule(old, rule, sample); err != nil {
+	if p.sopsData, err = tenantkey.SetRule(old, code, rule, sample); err != nil {
 		return nil, usage(fmt.Errorf("%s: %w", p.sops, err))
 	}
 	p.report = addKeyReport{Code: code, Environment: o.env, Recipient: recipient, KeyFile: keyFile,
@@ -233,9 +248,26 @@ func (p *addKeyPlan) write() error {
 		return err
 	}
 	if err := writeNew(keyFile, p.key, 0o600); err != nil {
+		if !errors.Is(err, fs.ErrExist) {
+			err = errors.Join(err, os.Remove(keyFile)) // no half-written key stops a retry
+		}
 		return err
 	}
-	oldEnv, _, err := readKept(p.envFile)
+	// A file changed since it was read is not written over with an edit of its old text.
+	unchanged := func(path string, was []byte) error {
+		now, _, err := readKept(path)
+		if errors.Is(err, fs.ErrNotExist) && was == nil {
+			return nil
+		}
+		if err == nil && !bytes.Equal(now, was) {
+			err = fmt.Errorf("%s changed while add-key ran; nothing was written, run it again", path)
+		}
+		return err
+	}
+	err := unchanged(p.envFile, p.envOld)
+	if err == nil {
+		err = unchanged(p.sops, p.sopsOld)
+	}
 	if err == nil {
 		err = replaceFile(p.envFile, p.envData, p.envMode)
 	}
@@ -243,32 +275,51 @@ func (p *addKeyPlan) write() error {
 		return errors.Join(err, os.Remove(keyFile))
 	}
 	if err := replaceFile(p.sops, p.sopsData, p.sopsMode); err != nil {
-		return errors.Join(err, os.Remove(keyFile), replaceFile(p.envFile, oldEnv, p.envMode))
+		return errors.Join(err, os.Remove(keyFile), replaceFile(p.envFile, p.envOld, p.envMode))
 	}
 	return nil
 }
 
-// refuseTracked refuses a private key path git would not ignore, in a fleet
-// repository: the key would be one "git add -A" from being published.
-func refuseTracked(path string) error {
+// refuseTracked refuses a private key path git would not ignore, in the fleet
+// repository or, before it is one, by the fleet's .gitignore: the key would be one "git
+// add -A" from being published. Unless the folder was named (explicit), the key must
+// resolve into the fleet: a linked folder would have it written elsewhere unseen.
+func refuseTracked(path, fleetRoot string, explicit bool) error {
 	abs, existing, err := resolved(path)
 	if err != nil {
 		return err
 	}
-	_, root, _, wt, err := fleetCommit(existing)
-	if err != nil || root == "" {
+	root, _, err := resolved(filepath.Join(fleetRoot, "."))
+	if err != nil {
 		return err
 	}
 	rel, err := filepath.Rel(root, abs)
-	if err != nil || !filepath.IsLocal(rel) {
-		return nil // outside the repository
+	inFleet := err == nil && filepath.IsLocal(rel)
+	if !inFleet && !explicit {
+		return fmt.Errorf("%s resolves to %s, outside the fleet %s (a linked folder?): name the folder with --keys to keep the key there", path, abs, root)
 	}
-	patterns, err := gitignore.ReadPatterns(wt.Filesystem, nil)
+	_, repoRoot, _, wt, err := fleetCommit(existing)
+	if err != nil {
+		return err
+	}
+	var files billy.Filesystem
+	switch {
+	case repoRoot != "":
+		files = wt.Filesystem
+		if rel, err = filepath.Rel(repoRoot, abs); err != nil || !filepath.IsLocal(rel) {
+			return nil // outside the repository
+		}
+	case inFleet:
+		files = osfs.New(root) // not a repository yet: its .gitignore decides
+	default:
+		return nil
+	}
+	patterns, err := gitignore.ReadPatterns(files, nil)
 	if err != nil {
 		return fmt.Errorf("reading the fleet's ignore rules: %w", err)
 	}
 	if !gitignore.NewMatcher(patterns).Match(strings.Split(filepath.ToSlash(rel), "/"), false) {
-		return fmt.Errorf("%s is not ignored by git in %s: add /%s/ to .gitignore, or name another folder with --keys", path, root, filepath.ToSlash(filepath.Dir(rel)))
+		return fmt.Errorf("%s is not ignored by git in %s: add /%s/ to .gitignore, or name another folder with --keys", path, files.Root(), filepath.ToSlash(filepath.Dir(rel)))
 	}
 	return nil
 }

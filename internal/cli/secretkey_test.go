@@ -91,6 +91,16 @@ func TestSecretsAddKeyGivesATenantItsKey(t *testing.T) {
 	if code, out := runEvactl(t, "validate", "--verify-charts=false"); code != ExitOK || !strings.Contains(out, "2 tenant file(s) valid") {
 		t.Fatalf("validate with ACMECO's Secret: exit %d\n%s", code, out)
 	}
+	// The loader reads Secret files in folders below tenants/ too: so does the rule.
+	if err := os.Mkdir("tenants/team-a", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	nested := "tenants/team-a/ACMECO.crm-api.sops.yaml"
+	writeFile(t, nested, "apiVersion: v1\nkind: Secret\nmetadata:\n  name: acmeco-crm-api\n  namespace: eva-tenant-acmeco\ntype: Opaque\nstringData:\n  token: t0ken\n")
+	sopsCLI(t, "tenants/team-a", "--encrypt", "--in-place", "ACMECO.crm-api.sops.yaml")
+	if code, out := runEvactl(t, "validate", "--verify-charts=false"); code != ExitOK {
+		t.Fatalf("validate with ACMECO's Secret in a folder below tenants/: exit %d\n%s", code, out)
+	}
 	encrypted, _ := os.ReadFile(secretFile)
 	values, err := sopsdoc.Decrypt(encrypted, ids...)
 	if err != nil || string(values["password"]) != "correct-horse" {
@@ -115,9 +125,20 @@ func TestSecretsAddKeyGivesATenantItsKey(t *testing.T) {
 	if code, out := runEvactl(t, "secrets", "add-key", "GLOBEX"); code != ExitUsage || !strings.Contains(out, "keys is not a folder (a link?)") {
 		t.Errorf("a linked key folder: exit %d\n%s", code, out)
 	}
+	// Before the fleet is a repository, its .gitignore decides.
+	if err := os.RemoveAll(".git"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Remove("keys"); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, ".gitignore", "/out/\n")
+	if code, out := runEvactl(t, "secrets", "add-key", "GLOBEX"); code != ExitUsage || !strings.Contains(out, "is not ignored by git") {
+		t.Errorf("a key folder the fleet's .gitignore would let git commit: exit %d\n%s", code, out)
+	}
 	envNow, _ := os.ReadFile(envFile)
 	sopsLast, _ := os.ReadFile(".sops.yaml")
-	if _, err := os.Stat("elsewhere/GLOBEX.agekey"); err == nil || !bytes.Equal(envNow, envAfter) || !bytes.Equal(sopsNow, sopsLast) {
+	if _, err := os.Stat("elsewhere/GLOBEX.agekey"); err == nil || fileExists("keys/GLOBEX.agekey") || !bytes.Equal(envNow, envAfter) || !bytes.Equal(sopsNow, sopsLast) {
 		t.Errorf("a refused add-key wrote something (GLOBEX's key: %v)", err)
 	}
 }
@@ -127,4 +148,9 @@ func writeFile(t *testing.T, path, data string) {
 	if err := os.WriteFile(path, []byte(data), 0o644); err != nil {
 		t.Fatal(err)
 	}
+}
+
+func fileExists(path string) bool {
+	_, err := os.Lstat(path)
+	return err == nil
 }

@@ -47,14 +47,15 @@ const secretNamePattern = `[a-z0-9]([-a-z0-9]{0,30}[a-z0-9])?`
 var secretFileRE = regexp.MustCompile(`^([A-Z]{6})\.(` + secretNamePattern + `)\.sops\.yaml$`)
 
 // SecretPathRegex is the sops creation rule's path_regex for tenant code's Secret
-// files in dir (a slash path relative to the folder of .sops.yaml, "." for that folder
-// itself): exactly the names ParseSecret accepts.
+// files in dir or a folder below it, as Load reads them (dir: a slash path relative to
+// the folder of .sops.yaml, "." for that folder itself): exactly the names ParseSecret
+// accepts.
 func SecretPathRegex(dir, code string) string {
 	prefix := ""
 	if dir = path.Clean(dir); dir != "." {
 		prefix = regexp.QuoteMeta(dir) + "/"
 	}
-	return "^" + prefix + regexp.QuoteMeta(code) + `\.` + secretNamePattern + `\.sops\.yaml$`
+	return "^" + prefix + "([^/]+/)*" + regexp.QuoteMeta(code) + `\.` + secretNamePattern + `\.sops\.yaml$`
 }
 
 // ParseSecret checks one encrypted Secret file: named <CODE>.<name>.sops.yaml, and a

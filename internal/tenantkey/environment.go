@@ -9,6 +9,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"io"
 	"reflect"
 	"slices"
 	"strings"
@@ -40,11 +41,11 @@ func AddRecipient(data []byte, code, recipient string) ([]byte, error) {
 	if before.Secrets != nil && len(before.Secrets.RecipientsOf(code)) > 0 {
 		return nil, fmt.Errorf("%w: secrets.recipients.%s lists %s", ErrHasKey, code, strings.Join(before.Secrets.RecipientsOf(code), ", "))
 	}
-	var doc yaml.Node
-	if err := yaml.Unmarshal(data, &doc); err != nil {
+	doc, err := onlyDocument(data)
+	if err != nil {
 		return nil, err
 	}
-	edited, err := insertRecipient(data, &doc, code, recipient)
+	edited, err := insertRecipient(data, doc, code, recipient)
 	if err != nil {
 		return nil, err
 	}
@@ -109,6 +110,9 @@ func sameButRecipient(before *overlay.Settings, edited []byte, code, recipient s
 	if err != nil {
 		return fmt.Errorf("the edited environment does not read (nothing was written): %w", err)
 	}
+	if _, err := onlyDocument(edited); err != nil || after.Secrets == nil {
+		return fmt.Errorf("the edited environment holds no secrets settings (nothing was written)")
+	}
 	if got := after.Secrets.RecipientsOf(code); !slices.Equal(got, []string{recipient}) {
 		return fmt.Errorf("the edited environment lists %v for %s, not the new key (nothing was written)", got, code)
 	}
@@ -134,6 +138,24 @@ func maps(s *overlay.Settings) map[string][]string {
 		}
 	}
 	return out
+}
+
+// onlyDocument parses data as one YAML document, refusing a file of several: an edit
+// appended after a "---" would land in a document nobody reads.
+func onlyDocument(data []byte) (*yaml.Node, error) {
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	var doc yaml.Node
+	if err := dec.Decode(&doc); err != nil && !errors.Is(err, io.EOF) {
+		return nil, err
+	}
+	var next yaml.Node
+	if err := dec.Decode(&next); !errors.Is(err, io.EOF) {
+		return nil, fmt.Errorf("holds more than one YAML document: add the key by hand")
+	}
+	if bytes.Contains(data, []byte("\r\n")) {
+		return nil, fmt.Errorf("has Windows line endings: add the key by hand")
+	}
+	return &doc, nil
 }
 
 // documentMapping is the document's top mapping (nil for an empty document).
@@ -199,4 +221,5 @@ func replaceLine(lines []string, n int, text string) []string {
 	return out
 }
 
+// join puts lines back together.
 func join(lines []string) []byte { return []byte(strings.Join(lines, "")) }

@@ -14,8 +14,8 @@ import (
 // so that Eva reads the Secret's name, namespace and keys in the clear.
 const EncryptedRegex = "^(data|stringData)$"
 
-// Rule is a sops creation rule as sops reads it from .sops.yaml (the fields Eva
-// writes; others are kept as written).
+// Rule is a tenant's sops creation rule: the fields Eva writes. A tenant's rule
+// holding others (pgp, kms, key_groups...) is not Eva's to rewrite, and is refused.
 type Rule struct {
 	PathRegex      string `yaml:"path_regex"`
 	EncryptedRegex string `yaml:"encrypted_regex"`
@@ -49,12 +49,13 @@ func NewSopsConfig(rules ...Rule) []byte {
 	return []byte(b.String())
 }
 
-// SetRule returns .sops.yaml's data with the rule for rule.PathRegex: that rule is
-// rewritten in its place, or, when it is missing or a rule before it would match the
-// tenant's files first (sops takes the first rule that matches), written first.
-// sample is a path of one of the tenant's files, relative to .sops.yaml's folder. The
-// rest of the file is kept as written; the result is read back as sops reads it.
-func SetRule(data []byte, rule Rule, sample string) ([]byte, error) {
+// SetRule returns .sops.yaml's data with tenant code's rule (rule.PathRegex): that
+// rule is rewritten in its place when only other tenants' rules (rule.PathRegex with
+// another code) come before it, else it is removed and written first, since sops takes
+// the first rule that matches a file and any other rule before it might. sample is a
+// path of one of the tenant's files, relative to .sops.yaml's folder. The rest of the
+// file is kept as written; the result is read back as sops reads it.
+func SetRule(data []byte, code string, rule Rule, sample string) ([]byte, error) {
 	before, err := readRules(data)
 	if err != nil {
 		return nil, fmt.Errorf("does not read as sops' configuration: %w", err)
@@ -84,7 +85,7 @@ func SetRule(data []byte, rule Rule, sample string) ([]byte, error) {
 	case rules.Kind != yaml.SequenceNode || rules.Style&yaml.FlowStyle != 0:
 		return nil, fmt.Errorf("line %d: creation_rules is not written as an indented list: add the rule by hand", rules.Line)
 	default:
-		edited, err = placeRule(lines, rules, rule, sample)
+		edited, err = placeRule(lines, rules, code, rule)
 		if err != nil {
 			return nil, err
 		}
@@ -93,7 +94,7 @@ func SetRule(data []byte, rule Rule, sample string) ([]byte, error) {
 }
 
 // placeRule rewrites the tenant's rule in place, or removes it and writes it first.
-func placeRule(lines []string, rules *yaml.Node, rule Rule, sample string) ([]byte, error) {
+func placeRule(lines []string, rules *yaml.Node, code string, rule Rule) ([]byte, error) {
 	items := rules.Content
 	for _, it := range items {
 		if it.Kind != yaml.MappingNode || it.Style&yaml.FlowStyle != 0 || len(it.Content) == 0 {
@@ -106,31 +107,50 @@ func placeRule(lines []string, rules *yaml.Node, rule Rule, sample string) ([]by
 		_, re := lookup(it, "path_regex")
 		return re != nil && re.Value == rule.PathRegex
 	})
+	if own >= 0 {
+		if extra := otherKeys(items[own]); len(extra) > 0 {
+			return nil, fmt.Errorf("line %d: the tenant's rule also sets %s, which Eva does not write: edit it by hand", items[own].Line, strings.Join(extra, ", "))
+		}
+	}
 	earlier := items
 	if own >= 0 {
 		earlier = items[:own]
 	}
 	shadowed := slices.ContainsFunc(earlier, func(it *yaml.Node) bool {
 		_, re := lookup(it, "path_regex")
-		if re == nil || re.Value == "" {
-			return true
-		}
-		r, err := regexp.Compile(re.Value)
-		return err != nil || r.MatchString(sample)
+		return re == nil || !siblingRule(re.Value, code, rule.PathRegex)
 	})
 	out := slices.Clone(lines)
 	if own >= 0 {
 		first, last := items[own].Line, lastLine(items[own])
-		replacement := []string{text}
-		if shadowed {
-			replacement = nil
-		}
-		out = slices.Replace(out, first-1, last, replacement...)
 		if !shadowed {
-			return join(out), nil
+			return join(slices.Replace(out, first-1, last, text)), nil
 		}
+		out = slices.Delete(out, first-1, last)
 	}
 	return join(slices.Insert(out, items[0].Line-1, text)), nil
+}
+
+// siblingRule reports whether pathRegex is another tenant's rule: own (tenant code's)
+// with another capsule code in its place, which matches none of code's files.
+func siblingRule(pathRegex, code, own string) bool {
+	i := strings.LastIndex(own, code)
+	if i < 0 || len(pathRegex) != len(own) || pathRegex[:i] != own[:i] || pathRegex[i+len(code):] != own[i+len(code):] {
+		return false
+	}
+	other := pathRegex[i : i+len(code)]
+	return other != code && strings.Trim(other, "ABCDEFGHIJKLMNOPQRSTUVWXYZ") == ""
+}
+
+// otherKeys are the keys of a rule Eva does not write.
+func otherKeys(rule *yaml.Node) []string {
+	var out []string
+	for i := 0; i+1 < len(rule.Content); i += 2 {
+		if k := rule.Content[i].Value; k != "path_regex" && k != "encrypted_regex" && k != "age" {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // ruleYAML writes a rule as an item of creation_rules, its dash at indent.

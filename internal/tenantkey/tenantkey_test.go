@@ -99,46 +99,56 @@ func TestAddRecipientRefuses(t *testing.T) {
 	if _, err := AddRecipient(shipped, "ACMECO", newRecipient(t)); !errors.Is(err, ErrHasKey) {
 		t.Errorf("a second key for ACMECO: %v, want ErrHasKey", err)
 	}
+	withoutSecrets := regexp.MustCompile(`(?s)secrets:\n.*?\n#`).ReplaceAllString(string(shipped), "#")
+	if _, err := AddRecipient([]byte(withoutSecrets+"---\nkind: Other\n"), "NEWTEN", newRecipient(t)); err == nil || !strings.Contains(err.Error(), "more than one YAML document") {
+		t.Errorf("a file of two documents: %v", err)
+	}
 	flow := regexp.MustCompile(`(?s)  recipients:\n.*?\n#`).ReplaceAllString(string(shipped), "  recipients: {ACMECO: ["+newRecipient(t)+"]}\n#")
 	if _, err := AddRecipient([]byte(flow), "NEWTEN", newRecipient(t)); err == nil || !strings.Contains(err.Error(), "secrets.recipients is not written as an indented block") {
 		t.Errorf("flow-style recipients: %v", err)
 	}
 }
 
-// TestSetRulePutsTheTenantsRuleWhereSopsFindsIt: the rule is written first when it is
-// new or a rule before it would match the tenant's files, rewritten in place
-// otherwise; the other rules and the comments stay.
+// TestSetRulePutsTheTenantsRuleWhereSopsFindsIt: the rule is rewritten in place when
+// only other tenants' rules come before it, and written first when it is new or any
+// other rule comes before it (sops takes the first that matches); the other rules and
+// the comments stay. A tenant's rule holding keys Eva does not write is refused.
 func TestSetRulePutsTheTenantsRuleWhereSopsFindsIt(t *testing.T) {
-	re := `^tenants/NEWTEN\.[a-z0-9]+\.sops\.yaml$`
+	re := `^tenants/([^/]+/)*NEWTEN\.[a-z0-9]+\.sops\.yaml$`
+	sibling := strings.Replace(re, "NEWTEN", "EXAMPL", 1)
 	sample := "tenants/NEWTEN.db.sops.yaml"
 	r1, r2 := newRecipient(t), newRecipient(t)
-	other := "# the team's rules\ncreation_rules:\n  # the example\n  - path_regex: ^tenants/EXAMPL\\.\n    age: " + r2 + "\n"
-	catchAll := "creation_rules:\n  - path_regex: ''\n    age: " + r2 + "\n  - path_regex: " + re + "\n    encrypted_regex: x\n    age: " + r2 + "\n"
+	own := "  - path_regex: '" + re + "'\n    age: " + r2 + "\n"
+	other := "# the team's rules\ncreation_rules:\n  # the example\n  - path_regex: '" + sibling + "'\n    age: " + r2 + "\n"
 	for name, tc := range map[string]struct {
 		data, first string
 	}{
-		"no file":                 {"", SopsConfigHeader},
-		"another tenant's":        {other, "# the team's rules\ncreation_rules:\n  # the example\n  - path_regex: '" + re + "'"},
-		"its own, in place":       {other + "  - path_regex: '" + re + "'\n    age: " + r2 + "\n", "# the team's rules\ncreation_rules:\n  # the example\n  - path_regex: ^tenants/EXAMPL"},
-		"shadowed by a catch-all": {catchAll, "creation_rules:\n  - path_regex: '" + re + "'"},
+		"no file":                      {"", SopsConfigHeader},
+		"another tenant's":             {other, "# the team's rules\ncreation_rules:\n  # the example\n  - path_regex: '" + re + "'"},
+		"its own, in place":            {other + own, other + "  - path_regex: '" + re + "'\n    encrypted_regex: '^(data|stringData)$'\n    age: " + r1 + "\n"},
+		"shadowed by a catch-all":      {"creation_rules:\n  - path_regex: ''\n    age: " + r2 + "\n" + own, "creation_rules:\n  - path_regex: '" + re + "'"},
+		"shadowed by a name-only rule": {"creation_rules:\n  - path_regex: db\\.sops\\.yaml$\n    age: " + r2 + "\n" + own, "creation_rules:\n  - path_regex: '" + re + "'"},
 	} {
 		t.Run(name, func(t *testing.T) {
-			out, err := SetRule([]byte(tc.data), NewRule(re, []string{r1}), sample)
+			out, err := SetRule([]byte(tc.data), "NEWTEN", NewRule(re, []string{r1}), sample)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if !strings.HasPrefix(string(out), tc.first) {
 				t.Fatalf("want the file to start %q:\n%s", tc.first, out)
 			}
-			if strings.Count(string(out), re) != 1 || strings.Contains(string(out), "encrypted_regex: x") {
+			if strings.Count(string(out), re) != 1 || strings.Contains(string(out), "age: "+r2+"\n"+own) {
 				t.Errorf("the tenant's rule is not there exactly once, rewritten:\n%s", out)
 			}
 		})
 	}
-	if _, err := SetRule([]byte("creation_rules: [{path_regex: x}]\n"), NewRule(re, []string{r1}), sample); err == nil {
-		t.Error("flow-style creation rules were edited")
-	}
-	if _, err := SetRule([]byte(filepath.Join("a", "b")), NewRule(re, []string{r1}), sample); err == nil {
-		t.Error("a file that is no mapping was edited")
+	for name, data := range map[string]string{
+		"flow style":             "creation_rules: [{path_regex: x}]\n",
+		"no mapping":             filepath.Join("a", "b"),
+		"a rule of its own keys": "creation_rules:\n  - path_regex: '" + re + "'\n    pgp: ABCDEF\n    age: " + r2 + "\n",
+	} {
+		if _, err := SetRule([]byte(data), "NEWTEN", NewRule(re, []string{r1}), sample); err == nil {
+			t.Errorf("%s: edited", name)
+		}
 	}
 }
