@@ -1,9 +1,12 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
+	"os"
 	"path"
 	"strings"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -18,6 +21,7 @@ import (
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/claim"
 	"github.com/aidonow/eva/internal/controller"
+	"github.com/aidonow/eva/internal/leaselock"
 	"github.com/aidonow/eva/internal/overlay"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/shard"
@@ -150,9 +154,25 @@ func joinFleet(mgr ctrl.Manager, fleet cluster.Cluster, cfg config, r *controlle
 	r.Claims = &claim.Store{Client: fleet.GetClient(), Reader: fleet.GetAPIReader(), Namespace: cfg.claimsNS}
 }
 
-// setupPlacer registers the fleet operator's placer.
-func setupPlacer(mgr ctrl.Manager, r *controller.EvaTenantReconciler) error {
-	p := &controller.CellPlacer{Client: mgr.GetClient(), Recorder: mgr.GetEventRecorder("eva-operator"),
+// setupPlacer registers the fleet operator's placer, which acts while it holds the
+// placer's Lease beside the claims (one placer across the fleet operator's versions),
+// and reads the API server before it books a cell's room.
+func setupPlacer(mgr ctrl.Manager, r *controller.EvaTenantReconciler, cfg config) error {
+	host, err := os.Hostname()
+	if err != nil {
+		return fmt.Errorf("naming this process in the placer's Lease: %w", err)
+	}
+	lease := &controller.PlacerLease{Lock: &leaselock.Lock{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(),
+		Namespace: cfg.claimsNS, Name: controller.PlacerLeaseName, Holder: host + "/" + cmp.Or(cfg.operatorVersion, "unversioned"),
+		Duration: placerLeaseDuration, Retry: placerLeaseDuration / 4, Log: ctrl.Log.WithName("placer-lease")}}
+	if err := mgr.Add(lease); err != nil {
+		return err
+	}
+	p := &controller.CellPlacer{Client: mgr.GetClient(), Reader: mgr.GetAPIReader(), Lease: lease, Recorder: mgr.GetEventRecorder("eva-operator"),
 		Catalog: r.Renderer.Catalog, Env: r.Renderer.Env, TenantNamespaces: r.TenantNamespaces, Claims: r.Claims}
 	return p.SetupWithManager(mgr)
 }
+
+// placerLeaseDuration is how long a placer's Lease outlives its holder's last renewal:
+// the time placement waits when the fleet operator holding it dies.
+const placerLeaseDuration = 30 * time.Second

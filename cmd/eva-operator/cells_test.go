@@ -1,8 +1,12 @@
 package main
 
 import (
+	"os"
+	"strings"
 	"testing"
 
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/aidonow/eva/internal/shard"
@@ -42,5 +46,41 @@ func TestLeaderElectionIDs(t *testing.T) {
 		if again := leaderElectionID(c.r, c.cell, c.version, c.shards); again != id {
 			t.Errorf("%+v: %q then %q", c, id, again)
 		}
+	}
+}
+
+// TestChartRefusesAShardedFleetOperator: on the fleet cluster of an environment with
+// cells (cell unset), the chart refuses shards, as the operator refuses --shard in the
+// fleet role: each shard's placer would count the cells' room for its own tenants only.
+// A cell's operator may be sharded.
+func TestChartRefusesAShardedFleetOperator(t *testing.T) {
+	chrt, err := loader.Load("../../deploy/charts/eva-operator")
+	if err != nil {
+		t.Fatal(err)
+	}
+	env, err := os.ReadFile("../../overlays/dev/tenant/environment.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kustomization, err := os.ReadFile("../../overlays/dev/tenant/kustomization.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cells := string(env) + "cells:\n  - {name: eu-1, path: cells/eu-1, capacity: {cpu: \"8\", memory: 16Gi}}\n"
+	render := func(values map[string]any) error {
+		install := action.NewInstall(&action.Configuration{})
+		install.ReleaseName, install.Namespace, install.ClientOnly, install.DryRun = "eva-operator", "eva-system", true, true
+		values["environmentFiles"] = map[string]any{"environment.yaml": cells, "kustomization.yaml": string(kustomization)}
+		_, err := install.Run(chrt, values)
+		return err
+	}
+	if err := render(map[string]any{"shards": []any{"a"}}); err == nil || !strings.Contains(err.Error(), "cannot be sharded") {
+		t.Errorf("a sharded fleet operator: %v", err)
+	}
+	if err := render(map[string]any{}); err != nil {
+		t.Errorf("the fleet operator unsharded: %v", err)
+	}
+	if err := render(map[string]any{"shards": []any{"a"}, "cell": "eu-1", "fleetKubeconfigSecret": "fleet"}); err != nil && strings.Contains(err.Error(), "cannot be sharded") {
+		t.Errorf("a cell's sharded operator: %v", err)
 	}
 }

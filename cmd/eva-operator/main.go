@@ -159,6 +159,11 @@ func run(cfg config) error {
 	if err != nil {
 		return err
 	}
+	if role == roleFleet && shards.Sharded() {
+		// Each shard would place its own tenants against whole cells: a cell's room
+		// counted once per shard, and a tenant refused for room relabelled into another.
+		return fmt.Errorf("--shard %s: the fleet operator places every tenant of the fleet against the cells' whole capacity, and cannot be sharded (shard the cells' operators instead; docs/cells.md)", shards)
+	}
 	if cell != nil {
 		publishToCell(&cfg, cell)
 	}
@@ -304,7 +309,7 @@ func run(cfg config) error {
 	if role == roleFleet {
 		// The fleet operator places tenants on cells and runs the releases; each
 		// cell's operator delivers.
-		if err := setupPlacer(mgr, r); err != nil {
+		if err := setupPlacer(mgr, r, cfg); err != nil {
 			return err
 		}
 	} else if err := r.SetupWithManager(ctx, mgr, cfg.concurrency); err != nil {

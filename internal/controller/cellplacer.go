@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,11 @@ type CellPlacer struct {
 	// Claims are the capsule-code claims, which the fleet operator alone writes
 	// (claimCodes).
 	Claims *claim.Store
+	// Reader reads the tenants from the API server, uncached, before a pass books a
+	// cell's room (nil: the client's reads only, for tests of one process).
+	Reader client.Reader
+	// Lease, when set, is the placer's Lease: the placer acts only while it holds it.
+	Lease *PlacerLease
 
 	mu sync.Mutex
 	// written holds the cells this process recorded, by tenant UID, until the cache
@@ -105,68 +111,114 @@ func (p *CellPlacer) SetupWithManager(mgr ctrl.Manager) error {
 		Complete(p)
 }
 
+// placerWait is how often a placer that does not hold the placer's Lease looks again.
+const placerWait = 10 * time.Second
+
+// placerPass is one pass's view of the fleet: every tenant listed, those the placer
+// weighs, where placement puts them and what it refuses, by code.
+type placerPass struct {
+	items    []evav1.EvaTenant
+	tenants  []*evav1.EvaTenant
+	result   placement.Result
+	problems map[string]string
+}
+
 // Reconcile places every tenant that has no cell yet, starts a move for a placed tenant
 // whose placement no longer allows its cell (when another has room), advances the moves
 // under way, reports the tenants that cannot be placed, and keeps each tenant's cell
-// labels in line with its status.
+// labels in line with its status. It acts only while it holds the placer's Lease (one
+// placer across operator versions), and books a cell's room only against the tenants
+// as the API server has them: when a pass would place a tenant or start a move, the
+// tenants are listed again, uncached, and the pass decided again from them.
 func (p *CellPlacer) Reconcile(ctx context.Context, _ reconcile.Request) (ctrl.Result, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var list evav1.EvaTenantList
-	if err := p.List(ctx, &list); err != nil {
-		return ctrl.Result{}, fmt.Errorf("listing tenants: %w", err)
+	if p.Lease != nil {
+		held := p.Lease.Held()
+		if held == nil {
+			return ctrl.Result{RequeueAfter: placerWait}, nil
+		}
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(held, cancel)()
 	}
-	tenants := p.candidates(list.Items)
-	var errs []error
-	if err := p.claimCodes(ctx, list.Items, tenants); err != nil {
-		errs = append(errs, err)
+	pass, err := p.pass(ctx, p.Client)
+	if err != nil {
+		return ctrl.Result{}, err
 	}
-	byCode := map[string]*evav1.EvaTenant{}
-	for _, t := range tenants {
-		byCode[t.Spec.CapsuleCode] = t
-	}
-	result := placement.Place(p.Env.Settings.PlacementCells(),
-		placement.Requests(tenants, p.Catalog, func(code string) (string, string) { return p.where(byCode[code]) }))
-	problems := map[string]string{}
-	for _, pr := range result.Problems {
-		if pr.Code != "" {
-			problems[pr.Code] = pr.Message
+	if p.Reader != nil && p.books(pass) {
+		if pass, err = p.pass(ctx, p.Reader); err != nil {
+			return ctrl.Result{}, err
 		}
 	}
-	for i := range list.Items {
+	errs := []error{p.claimCodes(ctx, pass.items, pass.tenants)}
+	for i := range pass.items {
 		// A tenant deleted during its move: its cells finish their parts (the target
 		// removes its copy once labelled), and the move is cleared.
-		if t := &list.Items[i]; t.DeletionTimestamp != nil && t.Status.Move != nil && namespaceAccepted(p.TenantNamespaces, t.Namespace) {
+		if t := &pass.items[i]; t.DeletionTimestamp != nil && t.Status.Move != nil && namespaceAccepted(p.TenantNamespaces, t.Namespace) {
 			errs = append(errs, p.advanceMove(ctx, t))
 		}
 	}
-	for _, t := range tenants {
-		code := t.Spec.CapsuleCode
-		var err error
-		switch msg, refused := problems[code]; {
-		case t.Status.Move != nil:
-			err = p.advanceMove(ctx, t)
-		case refused:
-			p.report(t, msg)
-			err = p.labelCells(ctx, t, t.Status.Cell)
-		case t.Status.Cell != "" && result.Cells[code] != "" && result.Cells[code] != t.Status.Cell:
-			err = p.startMove(ctx, t, result.Cells[code])
-		default:
-			delete(p.reported, t.UID)
-			if cell := p.cellOf(t); cell != "" {
-				err = p.labelCells(ctx, t, cell)
-			} else if cell := result.Cells[code]; cell != "" {
-				err = p.record(ctx, t, cell)
-			}
-		}
-		if err != nil {
-			errs = append(errs, err)
-		}
+	for _, t := range pass.tenants {
+		errs = append(errs, p.act(ctx, pass, t))
 	}
-	if len(errs) > 0 {
-		return ctrl.Result{}, fmt.Errorf("placing tenants: %w", errors.Join(errs...))
+	if err := errors.Join(errs...); err != nil {
+		return ctrl.Result{}, fmt.Errorf("placing tenants: %w", err)
 	}
 	return ctrl.Result{}, nil
+}
+
+// pass lists the tenants with reader and places them.
+func (p *CellPlacer) pass(ctx context.Context, reader client.Reader) (*placerPass, error) {
+	var list evav1.EvaTenantList
+	if err := reader.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing tenants: %w", err)
+	}
+	pass := &placerPass{items: list.Items, tenants: p.candidates(list.Items), problems: map[string]string{}}
+	byCode := map[string]*evav1.EvaTenant{}
+	for _, t := range pass.tenants {
+		byCode[t.Spec.CapsuleCode] = t
+	}
+	pass.result = placement.Place(p.Env.Settings.PlacementCells(),
+		placement.Requests(pass.tenants, p.Catalog, func(code string) (string, string) { return p.where(byCode[code]) }))
+	for _, pr := range pass.result.Problems {
+		if pr.Code != "" {
+			pass.problems[pr.Code] = pr.Message
+		}
+	}
+	return pass, nil
+}
+
+// books reports whether the pass would take a cell's room: place a tenant, or start a
+// move.
+func (p *CellPlacer) books(pass *placerPass) bool {
+	return slices.ContainsFunc(pass.tenants, func(t *evav1.EvaTenant) bool {
+		cell := pass.result.Cells[t.Spec.CapsuleCode]
+		_, refused := pass.problems[t.Spec.CapsuleCode]
+		return t.Status.Move == nil && !refused && cell != "" && p.cellOf(t) != cell
+	})
+}
+
+// act does what the pass decides for one tenant.
+func (p *CellPlacer) act(ctx context.Context, pass *placerPass, t *evav1.EvaTenant) error {
+	code := t.Spec.CapsuleCode
+	switch msg, refused := pass.problems[code]; {
+	case t.Status.Move != nil:
+		return p.advanceMove(ctx, t)
+	case refused:
+		p.report(t, msg)
+		return p.labelCells(ctx, t, t.Status.Cell)
+	case t.Status.Cell != "" && pass.result.Cells[code] != "" && pass.result.Cells[code] != t.Status.Cell:
+		return p.startMove(ctx, t, pass.result.Cells[code])
+	}
+	delete(p.reported, t.UID)
+	if cell := p.cellOf(t); cell != "" {
+		return p.labelCells(ctx, t, cell)
+	} else if cell := pass.result.Cells[code]; cell != "" {
+		return p.record(ctx, t, cell)
+	}
+	return nil
 }
 
 // claimCodes keeps the fleet's capsule-code claims, which the cells' operators only read

@@ -34,6 +34,18 @@ type Lock struct {
 	// Log is told when a release fails: the Lease then stays until Duration passes, and
 	// every other holder waits that long (the zero Logger discards).
 	Log logr.Logger
+	// Retry is how long a process waiting for the lock waits between tries (default
+	// 100 to 200 ms, for locks held briefly; a lock held for a process's life wants
+	// about a quarter of Duration).
+	Retry time.Duration
+}
+
+// retry is the wait before the next try, jittered.
+func (l *Lock) retry() time.Duration {
+	if l.Retry <= 0 {
+		return 100*time.Millisecond + rand.N(100*time.Millisecond)
+	}
+	return l.Retry + rand.N(l.Retry/2+1)
 }
 
 func (l *Lock) duration() time.Duration {
@@ -82,7 +94,7 @@ func (l *Lock) Acquire(ctx context.Context) (context.Context, func(), error) {
 		select {
 		case <-ctx.Done():
 			return nil, nil, ctx.Err()
-		case <-time.After(100*time.Millisecond + rand.N(100*time.Millisecond)):
+		case <-time.After(l.retry()):
 		}
 	}
 }
