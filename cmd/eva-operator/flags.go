@@ -6,7 +6,7 @@ import (
 
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
-	"github.com/aidonow/eva/internal/controller"
+	"github.com/aidonow/eva/internal/saga"
 	"github.com/aidonow/eva/internal/status"
 )
 
@@ -56,7 +56,7 @@ func bindFlags(fs *flag.FlagSet, cfg *config) (printVersion *bool, logOpts *zap.
 	fs.DurationVar(&cfg.blockedGrace, "blocked-grace", status.DefaultBlockedGrace, "how long a module release may wait on something only a person can fix (a chart version its source lacks, missing values) before its tenant is Failed")
 	fs.StringVar(&cfg.cell, "cell", "", "in an environment with cells: the cell this operator delivers, the tenants the fleet operator placed on it (docs/cells.md); empty: this is the fleet operator, which places tenants and delivers none")
 	fs.StringVar(&cfg.fleetKubeconfig, "fleet-kubeconfig", "", "with --cell: kubeconfig of the fleet cluster, which holds the EvaTenants, their claims and EvaRollouts")
-	fs.DurationVar(&cfg.moveDrain, "move-drain", controller.DefaultMoveDrain, "with --cell: how long a move between cells waits, after taking a tenant's traffic off this cell, before removing the tenant here")
+	fs.DurationVar(&cfg.moveDrain, "move-drain", saga.DefaultMoveDrain, "with --cell: how long a move between cells waits, after taking a tenant's traffic off this cell, before removing the tenant here")
 	printVersion = fs.Bool("version", false, "print the version and exit")
 	logOpts = &zap.Options{}
 	logOpts.BindFlags(fs)

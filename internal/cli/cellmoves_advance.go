@@ -31,10 +31,6 @@ import (
 	"github.com/aidonow/eva/internal/tenant"
 )
 
-// DefaultMoveDrain is how long a moving tenant's source keeps its workloads once its
-// traffic is seen gone, unless --move-drain says otherwise (the operator's default).
-const DefaultMoveDrain = time.Minute
-
 // moveFlags are the flags of the publishes that advance moves of tenant files.
 type moveFlags struct {
 	// kubeconfigs are the cells' clusters, by cell name.
@@ -44,7 +40,7 @@ type moveFlags struct {
 
 func (m *moveFlags) bind(f *pflag.FlagSet) {
 	f.StringToStringVar(&m.kubeconfigs, "cell-kubeconfig", nil, "NAME=FILE: the kubeconfig of cell NAME's cluster, read to take a tenant file moving between cells one step further (repeat the flag per cell; docs/cells.md#moves)")
-	f.DurationVar(&m.drain, "move-drain", DefaultMoveDrain, "how long a moving tenant's source cell keeps its workloads once its traffic (Ingress) is seen gone")
+	f.DurationVar(&m.drain, "move-drain", saga.DefaultMoveDrain, "how long a moving tenant's source cell keeps its workloads once its traffic (Ingress) is seen gone")
 }
 
 // cellRevisions reads what a cell's destination holds (publish.Revisions).
@@ -123,12 +119,19 @@ func (j *job) advance(ctx context.Context, m *fileMove, read func(string) (*cell
 	if err != nil {
 		return fmt.Errorf("reading cell %s: %w", target.name, err)
 	}
+	step := evav1.MoveProvisioningTarget
+	if m.record.Step != "" {
+		step = evav1.MoveRemovingSource
+	}
+	// A file move is neither undone nor redirected, and its source is taken apart only
+	// while the target serves the tenant (the clusters are read again at each publish).
+	d := saga.NextMove(saga.MoveObserved{Move: evav1.Move{From: m.from, To: m.record.To, Step: step}, TargetActive: active, AllowsTarget: true},
+		saga.MovePolicy{TargetServesThroughout: true})
 	if !active {
-		// The source is taken apart only while the target serves the tenant.
-		m.message = fmt.Sprintf("at step %s, waiting for it to be Active on cell %s: %s", stepName(m.record.Step), target.name, why)
+		m.message = fmt.Sprintf("at step %s, %s: %s", stepName(m.record.Step), d.Message, why)
 		return nil
 	}
-	if m.record.Step == "" {
+	if d.Action == saga.MoveRemoveSource {
 		if d := saga.Next(saga.Observed{Moving: true, EverPublished: true}); d.Action == saga.Publish {
 			m.next.Step = d.Step
 		}

@@ -10,6 +10,7 @@ import (
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
 	"github.com/aidonow/eva/internal/placement"
+	"github.com/aidonow/eva/internal/saga"
 	"github.com/aidonow/eva/internal/status"
 )
 
@@ -52,21 +53,20 @@ func (p *CellPlacer) advanceMove(ctx context.Context, t *evav1.EvaTenant) error 
 		return err
 	}
 	base := t.DeepCopy()
-	retired := retiring(t)
-	switch {
-	case mv.TargetRemovedAt != nil && (mv.Cancelled || retired):
+	d := saga.NextMove(saga.MoveObserved{Move: *mv, TargetActive: mv.TargetPhase == evav1.PhaseActive, Retired: retiring(t),
+		AllowsSource: p.allows(t, mv.From), AllowsTarget: p.allows(t, mv.To)}, saga.MovePolicy{Cancellable: true})
+	switch d.Action {
+	case saga.MoveClear:
 		t.Status.Move = nil
 		if mv.Cancelled {
 			defer p.event(t, corev1.EventTypeNormal, status.EventMoveCancelled, "Move to cell %s undone; the tenant stays on cell %s", mv.To, mv.From)
 		}
-	case mv.Step == evav1.MoveProvisioningTarget && !mv.Cancelled && !retired && p.allows(t, mv.From) && !p.allows(t, mv.To):
+	case saga.MoveCancel:
 		t.Status.Move.Cancelled = true
-	case mv.Cancelled || retired:
-		return nil // the target's operator removes its copy
-	case mv.Step == evav1.MoveProvisioningTarget && mv.TargetPhase == evav1.PhaseActive:
+	case saga.MoveRemoveSource:
 		t.Status.Move.Step = evav1.MoveRemovingSource
 		defer p.event(t, corev1.EventTypeNormal, status.EventMoveTargetActive, "Active on cell %s; removing it from cell %s", mv.To, mv.From)
-	case mv.Step == evav1.MoveRemovingSource && mv.SourceRemovedAt != nil:
+	case saga.MoveComplete:
 		t.Status.Cell, t.Status.Move = mv.To, nil
 		if p := mv.TargetPublished; p != nil {
 			// GitOps mode: what the target published is now the tenant's record.
@@ -75,7 +75,7 @@ func (p *CellPlacer) advanceMove(ctx context.Context, t *evav1.EvaTenant) error 
 		defer p.event(t, corev1.EventTypeNormal, status.EventMoveComplete, "Moved from cell %s to cell %s in %s", mv.From, mv.To,
 			mv.SourceRemovedAt.Sub(mv.StartedAt.Time).Round(1e9))
 	default:
-		return nil
+		return nil // the cells' operators do their parts
 	}
 	if err := p.Status().Patch(ctx, t, client.MergeFromWithOptions(base, client.MergeFromWithOptimisticLock{})); err != nil {
 		return fmt.Errorf("advancing the move of %s/%s: %w", t.Namespace, t.Name, err)

@@ -119,7 +119,7 @@ type EvaTenantReconciler struct {
 	Cell        string
 	TenantCache cache.Cache
 	// MoveDrain is how long a move waits between taking a tenant's traffic off this
-	// cell and removing it here; zero is DefaultMoveDrain.
+	// cell and removing it here; zero is saga.DefaultMoveDrain.
 	MoveDrain time.Duration
 
 	// lastApply remembers when each tenant's bundle was last applied in full or checked

@@ -11,13 +11,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
+	"github.com/aidonow/eva/internal/saga"
 	"github.com/aidonow/eva/internal/status"
 )
-
-// DefaultMoveDrain is how long a move waits, after taking the tenant's traffic off the
-// source cell, before removing the tenant there: for requests in flight to finish and
-// consumers to take what the source's streams still hold.
-const DefaultMoveDrain = time.Minute
 
 // concerns says whether this cell's operator has anything to do with t: it is placed
 // on this cell, or moving to it.
@@ -35,23 +31,19 @@ func retiring(t *evav1.EvaTenant) bool {
 // handled says the reconcile is done with t. The source serves the tenant as usual
 // while the target provisions it.
 func (r *EvaTenantReconciler) moveStep(ctx context.Context, t *evav1.EvaTenant) (res ctrl.Result, handled bool, err error) {
-	mv := t.Status.Move
 	retired := retiring(t)
-	switch {
-	case mv == nil || (mv.From == r.Cell && (mv.Step == evav1.MoveProvisioningTarget || retired)):
+	switch saga.PartOf(t.Status.Move, r.Cell, retired) {
+	case saga.PartServe:
 		// The source serves the tenant while the target provisions, and runs its
 		// decommission as usual (finishDecommission waits for the target's copy).
 		return ctrl.Result{}, false, nil
-	case mv.To == r.Cell && (mv.Cancelled || retired):
-		if mv.TargetRemovedAt != nil {
-			return ctrl.Result{}, true, nil
-		}
+	case saga.PartRemoveTarget:
 		res, err := r.removeMoveTarget(ctx, t, retired)
 		return res, true, err
-	case mv.To == r.Cell && mv.Step == evav1.MoveProvisioningTarget:
+	case saga.PartProvisionTarget:
 		res, err := r.provisionMoveTarget(ctx, t)
 		return res, true, err
-	case mv.From == r.Cell && mv.Step == evav1.MoveRemovingSource && mv.SourceRemovedAt == nil:
+	case saga.PartRemoveSource:
 		res, err := r.removeMoveSource(ctx, t)
 		return res, true, err
 	}
@@ -137,12 +129,12 @@ func (r *EvaTenantReconciler) removeCopy(ctx context.Context, t *evav1.EvaTenant
 	return ctrl.Result{}, r.reportMove(ctx, t, func(m *evav1.Move) { done(m, &now) })
 }
 
-// moveDrain is MoveDrain, or DefaultMoveDrain when unset.
+// moveDrain is MoveDrain, or saga.DefaultMoveDrain when unset.
 func (r *EvaTenantReconciler) moveDrain() time.Duration {
 	if r.MoveDrain > 0 {
 		return r.MoveDrain
 	}
-	return DefaultMoveDrain
+	return saga.DefaultMoveDrain
 }
 
 // reportMove writes what update changes of t's status.move, guarded by the
