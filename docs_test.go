@@ -72,6 +72,7 @@ func TestPurePackagesDoNoIO(t *testing.T) {
 				for _, bad := range impure {
 					if path == bad || (strings.HasSuffix(bad, "/") && strings.HasPrefix(path, bad)) || strings.HasPrefix(path, bad+"/") {
 						t.Errorf("%s imports %s: a package docs/development.md marks pure does no I/O", file, path)
+						break
 					}
 				}
 			}
