@@ -12,8 +12,6 @@ import (
 	helmv2 "github.com/fluxcd/helm-controller/api/v2"
 	kustomizev1 "github.com/fluxcd/kustomize-controller/api/v1"
 	"github.com/spf13/pflag"
-	corev1 "k8s.io/api/core/v1"
-	apimeta "k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -28,7 +26,6 @@ import (
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/saga"
 	"github.com/aidonow/eva/internal/status"
-	"github.com/aidonow/eva/internal/tenant"
 )
 
 // moveFlags are the flags of the publishes that advance moves of tenant files.
@@ -187,8 +184,6 @@ func (j *job) targetActive(ctx context.Context, m *fileMove, target *cellReader,
 // advanceSource asks the decommission saga for the next step of the source's copy,
 // from the source's cluster.
 func (j *job) advanceSource(ctx context.Context, m *fileMove, source *cellReader, drain time.Duration, now time.Time) error {
-	ns := tenant.Namespace(m.code)
-	c := source.c
 	revision, g, other, err := j.delivered(ctx, source, m.code)
 	if err != nil {
 		return err
@@ -197,30 +192,11 @@ func (j *job) advanceSource(ctx context.Context, m *fileMove, source *cellReader
 		m.message = fmt.Sprintf("at step %s: %s", m.record.Step, other)
 		return nil
 	}
-	o := saga.Observed{Step: m.record.Step, Revision: revision, EverPublished: true, Namespace: ns, Moving: true,
+	o := saga.Observed{Step: m.record.Step, Revision: revision, EverPublished: true, Moving: true,
 		Drained: m.record.TrafficMovedAt != nil && !now.Before(m.record.TrafficMovedAt.Add(drain))}
-	o.Foundation = saga.Delivery{Name: g.Foundation.Kind + " " + g.Foundation.Name, Found: g.Foundation.Found, Applied: g.Foundation.Applied}
-	o.Workloads = saga.Delivery{Name: g.Workloads.Kind + " " + g.Workloads.Name, Found: g.Workloads.Found, Applied: g.Workloads.Applied}
-	found, err := observe.Get(ctx, c, types.NamespacedName{Name: ns}, &corev1.Namespace{})
-	if err != nil {
+	o.Foundation, o.Workloads = observe.SagaDeliveries(g)
+	if err := observe.SagaObjects(ctx, source.c, m.code, &o); err != nil {
 		return err
-	}
-	o.NamespaceGone = !found
-	for _, stream := range []string{tenant.EventsStream(m.code), tenant.CommandsStream(m.code)} {
-		found, err := observe.Get(ctx, c, types.NamespacedName{Namespace: ns, Name: tenant.StreamObjectName(stream)}, &nackv1beta2.Stream{})
-		if err != nil && !apimeta.IsNoMatchError(err) {
-			return err
-		}
-		if found {
-			o.StreamsLeft = append(o.StreamsLeft, stream)
-		}
-	}
-	var releases helmv2.HelmReleaseList
-	if err := c.List(ctx, &releases, client.InNamespace(ns)); err != nil && !apimeta.IsNoMatchError(err) {
-		return fmt.Errorf("listing HelmReleases in %s: %w", ns, err)
-	}
-	for _, hr := range releases.Items {
-		o.ReleasesLeft = append(o.ReleasesLeft, hr.Name)
 	}
 	d := saga.Next(o)
 	switch d.Action {

@@ -5,14 +5,10 @@ import (
 	"fmt"
 	"slices"
 
-	helmv2 "github.com/fluxcd/helm-controller/api/v2"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	ctrl "sigs.k8s.io/controller-runtime"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	evav1 "github.com/aidonow/eva/api/v1alpha1"
-	nackv1beta2 "github.com/aidonow/eva/internal/nack/v1beta2"
+	"github.com/aidonow/eva/internal/observe"
 	"github.com/aidonow/eva/internal/publish"
 	"github.com/aidonow/eva/internal/render"
 	"github.com/aidonow/eva/internal/saga"
@@ -124,44 +120,19 @@ func (r *EvaTenantReconciler) observeSaga(ctx context.Context, s *scope) (saga.O
 		}
 		o.EverPublished = !empty
 	}
-	var namespace corev1.Namespace
-	found, err := r.get(ctx, types.NamespacedName{Name: o.Namespace}, &namespace)
-	if err != nil {
-		return o, err
-	}
-	o.NamespaceGone = !found
 	if err := r.observeDelivery(ctx, s); err != nil {
 		return o, err
 	}
-	delivery := func(k status.DeliveryState) saga.Delivery {
-		return saga.Delivery{Name: k.Kind + " " + k.Name, Found: k.Found, Applied: k.Applied}
+	o.Foundation, o.Workloads = observe.SagaDeliveries(s.observed.GitOps)
+	if err := observe.SagaObjects(ctx, r, code, &o); err != nil {
+		return o, err
 	}
-	o.Foundation, o.Workloads = delivery(s.observed.GitOps.Foundation), delivery(s.observed.GitOps.Workloads)
-	switch {
-	case o.Step == evav1.StepStreamsRemoved:
-		for _, stream := range []string{tenant.EventsStream(code), tenant.CommandsStream(code)} {
-			var st nackv1beta2.Stream
-			found, err := r.get(ctx, types.NamespacedName{Namespace: o.Namespace, Name: tenant.StreamObjectName(stream)}, &st)
-			if err != nil {
-				return o, err
-			}
-			if found {
-				o.StreamsLeft = append(o.StreamsLeft, stream)
-			}
-		}
-	case o.ArgoCD && (o.Step == evav1.StepReleasesRemoved || o.Step == evav1.StepRemoved):
+	if o.ArgoCD && (o.Step == evav1.StepReleasesRemoved || o.Step == evav1.StepRemoved) {
+		var err error
 		if o.Applications, err = r.applicationsOf(ctx, code); err != nil {
 			return o, err
 		}
 		o.WorkloadApplications = slices.DeleteFunc(slices.Clone(o.Applications), func(name string) bool { return name == render.FoundationName(code) })
-	case o.Step == evav1.StepReleasesRemoved:
-		var releases helmv2.HelmReleaseList
-		if err := r.List(ctx, &releases, client.InNamespace(o.Namespace)); err != nil {
-			return o, fmt.Errorf("listing HelmReleases in %s: %w", o.Namespace, err)
-		}
-		for _, hr := range releases.Items {
-			o.ReleasesLeft = append(o.ReleasesLeft, hr.Name)
-		}
 	}
 	return o, nil
 }
